@@ -1,0 +1,37 @@
+# Two commands on a fresh machine: `make run` and `make test`. Everything installs from here.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+CONFIG ?= experiments/local.yaml
+
+.PHONY: run test install lint unit profile clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[models,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/slackwise demo -c $(CONFIG)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: $(STAMP) lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+unit: $(STAMP)
+	$(PY) -m pytest -m 'not slow and not models' $(PYTEST_ARGS)
+
+profile: $(STAMP)
+	for kind in digits embed qa ner imagenet face_detect face_embed asr; do \
+		$(VENV)/bin/slackwise profile $$kind --out profiles/ || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Real model inference functions on a shared runtime (KServe V1 protocol)."""

@@ -1,0 +1,1 @@
+"""Handwritten digit classifier (MLProxy's lightest workload)."""

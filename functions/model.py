@@ -1,0 +1,55 @@
+"""The contract every function implements.
+
+A function is a small class: ``load()`` reads the real weights (timed by the runtime),
+``validate()`` turns one request's JSON instances into model inputs or raises
+:class:`InvalidInput` with a reason, ``predict()`` runs one batch, and ``healthy()`` says whether
+the loaded model can still serve. The runtime (``functions.runtime``) turns it into a Starlette
+app; nothing here does I/O beyond reading model files.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar
+
+
+class InvalidInput(ValueError):
+    """An instance the model cannot take; the message is the reason sent back with HTTP 400."""
+
+
+class ModelError(RuntimeError):
+    """The model failed on a valid batch; answered with HTTP 500, the process keeps serving."""
+
+
+class Model(abc.ABC):
+    """One inference function. Subclasses set ``kind`` and implement the four methods."""
+
+    #: registry name, e.g. ``"digits"``
+    kind: ClassVar[str]
+    #: one line for docs and ``slackwise models``
+    summary: ClassVar[str] = ""
+    #: the largest number of instances one request may carry
+    max_instances: ClassVar[int] = 256
+
+    def __init__(self, *, threads: int = 1) -> None:
+        self.threads = threads
+
+    @abc.abstractmethod
+    def load(self) -> None:
+        """Read the real model into memory. Called once, before the first request."""
+
+    @abc.abstractmethod
+    def validate(self, instance: Any) -> Any:
+        """Check and decode one JSON instance; raise InvalidInput with a reason."""
+
+    @abc.abstractmethod
+    def predict(self, batch: list[Any]) -> list[Any]:
+        """Run one batch of validated instances; return one JSON-able prediction each."""
+
+    def healthy(self) -> bool:
+        """Whether the loaded model can serve; the default trusts a successful load."""
+        return True
+
+    @abc.abstractmethod
+    def sample_instances(self, n: int) -> list[Any]:
+        """``n`` real sample instances in the JSON form ``validate`` accepts (for profiles)."""

@@ -1,0 +1,185 @@
+"""Turn a :class:`~functions.model.Model` into a Starlette app speaking the KServe V1 protocol.
+
+Routes:
+
+- ``POST /v1/models/{name}:predict`` with ``{"instances": [...]}`` answers
+  ``{"predictions": [...]}``; bad input is 400 with a reason, a model failure 500 with a reason.
+- ``GET /v1/models/{name}`` answers 200 when the model is loaded and healthy, 503 while loading.
+
+Every predict response carries the headers the adapter reads (names in :data:`HEADERS`): the
+batch's compute time, whether this was the first request the process served (cold), the process
+start time (epoch seconds) and the model load time.
+
+The model loads in a background thread after the server starts, so the readiness endpoint can
+say "loading" instead of refusing connections. Batches run one at a time on a single worker
+thread: concurrency is the platform's business (``containerConcurrency``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from functions.model import InvalidInput, Model
+
+logger = logging.getLogger(__name__)
+
+#: response header names shared with the adapter and the local platform
+COMPUTE_MS = "x-compute-ms"
+COLD_START = "x-cold-start"
+PROCESS_START = "x-process-start"
+MODEL_LOAD_MS = "x-model-load-ms"
+BATCH_SIZE = "x-batch-size"
+HEADERS = (COMPUTE_MS, COLD_START, PROCESS_START, MODEL_LOAD_MS, BATCH_SIZE)
+
+#: the largest request body accepted, in bytes
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class _State:
+    model: Model
+    name: str
+    process_start: float
+    loaded: bool = False
+    load_error: str | None = None
+    load_ms: float = 0.0
+    served: int = 0
+    executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="predict")
+    )
+
+
+def _error(status: int, reason: str) -> JSONResponse:
+    return JSONResponse({"error": reason}, status_code=status)
+
+
+def _load(state: _State) -> None:
+    start = time.perf_counter()
+    try:
+        state.model.load()
+    except Exception as exc:  # a model that cannot load must say why on the ready endpoint
+        logger.exception("model %s failed to load", state.name)
+        state.load_error = f"{type(exc).__name__}: {exc}"
+        return
+    state.load_ms = (time.perf_counter() - start) * 1000.0
+    state.loaded = True
+    logger.info("model %s loaded in %.0f ms", state.name, state.load_ms)
+
+
+def _parse_instances(body: bytes, model: Model) -> list[Any]:
+    if not body:
+        raise InvalidInput("empty body: send {\"instances\": [...]}")
+    if len(body) > MAX_BODY_BYTES:
+        raise InvalidInput(f"body of {len(body)} bytes exceeds the limit of {MAX_BODY_BYTES}")
+    try:
+        payload = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"body is not JSON: {exc}") from None
+    if not isinstance(payload, dict) or "instances" not in payload:
+        raise InvalidInput("body must be an object with an 'instances' list")
+    instances = payload["instances"]
+    if not isinstance(instances, list):
+        raise InvalidInput(f"'instances' must be a list, got {type(instances).__name__}")
+    if not instances:
+        raise InvalidInput("'instances' is empty")
+    if len(instances) > model.max_instances:
+        raise InvalidInput(
+            f"{len(instances)} instances exceed this model's limit of {model.max_instances}"
+        )
+    decoded = []
+    for i, instance in enumerate(instances):
+        try:
+            decoded.append(model.validate(instance))
+        except InvalidInput as exc:
+            raise InvalidInput(f"instances[{i}]: {exc}") from None
+    return decoded
+
+
+def create_app(model: Model, *, name: str | None = None) -> Starlette:
+    """Build the V1 app for ``model``; ``name`` is the path name (default: the model's kind)."""
+    state = _State(model=model, name=name or model.kind, process_start=time.time())
+
+    def _check_name(request: Request) -> Response | None:
+        requested = request.path_params["name"]
+        if requested != state.name:
+            return _error(404, f"no model named {requested!r} here; this is {state.name!r}")
+        return None
+
+    async def ready(request: Request) -> Response:
+        if (wrong := _check_name(request)) is not None:
+            return wrong
+        if state.load_error is not None:
+            return _error(503, f"model failed to load: {state.load_error}")
+        if not state.loaded:
+            return JSONResponse({"name": state.name, "ready": False}, status_code=503)
+        healthy = state.model.healthy()
+        return JSONResponse(
+            {"name": state.name, "ready": healthy, "load_ms": round(state.load_ms, 1)},
+            status_code=200 if healthy else 503,
+        )
+
+    async def predict(request: Request) -> Response:
+        if (wrong := _check_name(request)) is not None:
+            return wrong
+        if not state.loaded:
+            reason = state.load_error or "model is still loading"
+            return _error(503, reason)
+        body = await request.body()
+        try:
+            instances = _parse_instances(body, state.model)
+        except InvalidInput as exc:
+            return _error(400, str(exc))
+        loop = asyncio.get_running_loop()
+        start = time.perf_counter()
+        try:
+            predictions = await loop.run_in_executor(
+                state.executor, state.model.predict, instances
+            )
+        except InvalidInput as exc:
+            return _error(400, str(exc))
+        except Exception as exc:  # the process keeps serving after a model error
+            logger.exception("model %s failed on a batch of %d", state.name, len(instances))
+            return _error(500, f"model error: {type(exc).__name__}: {exc}")
+        compute_ms = (time.perf_counter() - start) * 1000.0
+        if len(predictions) != len(instances):
+            return _error(
+                500, f"model returned {len(predictions)} predictions for {len(instances)} inputs"
+            )
+        cold = state.served == 0
+        state.served += 1
+        headers = {
+            COMPUTE_MS: f"{compute_ms:.3f}",
+            COLD_START: "1" if cold else "0",
+            PROCESS_START: f"{state.process_start:.6f}",
+            MODEL_LOAD_MS: f"{state.load_ms:.1f}",
+            BATCH_SIZE: str(len(instances)),
+        }
+        return JSONResponse({"predictions": predictions}, headers=headers)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        loader = asyncio.get_running_loop().run_in_executor(state.executor, _load, state)
+        try:
+            yield
+        finally:
+            loader.cancel()
+            state.executor.shutdown(wait=False, cancel_futures=True)
+
+    routes = [
+        Route("/v1/models/{name}:predict", predict, methods=["POST"]),
+        Route("/v1/models/{name}", ready, methods=["GET"]),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)

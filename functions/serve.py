@@ -1,0 +1,47 @@
+"""Run one function as a process: ``python -m functions.serve --model digits --port 9001``.
+
+This is what a replica is, on the local platform and in the function's container image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+import uvicorn
+
+from functions.registry import UnknownModel, create_model
+from functions.runtime import create_app
+
+
+def _threads_env(threads: int) -> None:
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, str(threads))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m functions.serve", description=__doc__)
+    parser.add_argument("--model", required=True, help="model kind, e.g. digits")
+    parser.add_argument("--name", help="name in the URL path (default: the model kind)")
+    parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")))
+    parser.add_argument("--threads", type=int, default=1, help="compute threads for the model")
+    parser.add_argument("--log-level", default="warning")
+    args = parser.parse_args(argv)
+    if args.threads < 1:
+        parser.error(f"--threads must be at least 1, got {args.threads}")
+    _threads_env(args.threads)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    try:
+        model = create_model(args.model, threads=args.threads)
+    except UnknownModel as exc:
+        parser.error(str(exc))
+    app = create_app(model, name=args.name)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
