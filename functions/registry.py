@@ -9,6 +9,13 @@ from functions.model import Model
 #: kind -> "module:Class"; the module is imported only when the kind is used
 KINDS: dict[str, str] = {
     "digits": "functions.digits.model:DigitsClassifier",
+    "embed": "functions.embed.model:SentenceEmbedder",
+    "qa": "functions.qa.model:RetrievalQA",
+    "ner": "functions.ner.model:EntityTagger",
+    "imagenet": "functions.imagenet.model:ImageNetClassifier",
+    "face_detect": "functions.face_detect.model:FaceDetector",
+    "face_embed": "functions.face_embed.model:FaceEmbedder",
+    "asr": "functions.asr.model:SpeechRecognizer",
 }
 
 

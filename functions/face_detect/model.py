@@ -1,0 +1,51 @@
+"""Face detection: dlib's HOG frontal face detector (pretrained, built into ``dlib-bin``).
+
+Input: ``{"b64": base64 of a JPEG/PNG}``. Output: ``{"boxes": [{"left", "top", "right",
+"bottom", "score"}]}`` in pixels of the decoded image, most confident first. Images run one by one:
+the detector has no batch mode, so the cost grows linearly with the batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from functions import images
+from functions.face_models import box_json, detect, detector
+from functions.inputs import b64_encode, b64_field, image_bytes, rgb_image
+from functions.model import Model
+
+
+def sample_pixels() -> list[images.Pixels]:
+    """Sample images: the astronaut (one face), its mirror and a half-size copy, the cat."""
+    astronaut = images.named("astronaut")
+    return [
+        astronaut,
+        images.mirrored(astronaut),
+        images.scaled(astronaut, 0.75),
+        images.named("chelsea"),
+    ]
+
+
+class FaceDetector(Model):
+    kind = "face_detect"
+    summary = "dlib HOG frontal face detector: face boxes"
+    max_instances = 128
+
+    def load(self) -> None:
+        self._detector = detector()
+
+    def validate(self, instance: Any) -> Any:
+        return rgb_image(b64_field(instance))
+
+    def predict(self, batch: list[Any]) -> list[Any]:
+        results = []
+        for pixels in batch:
+            found = detect(self._detector, pixels)
+            results.append(
+                {"boxes": [{**box_json(rect), "score": round(score, 4)} for rect, score in found]}
+            )
+        return results
+
+    def sample_instances(self, n: int) -> list[Any]:
+        encoded = [b64_encode(image_bytes(p)) for p in sample_pixels()]
+        return images.cycle(encoded, n)

@@ -1,0 +1,1 @@
+"""128-d face embeddings with dlib's ResNet face recognition model."""

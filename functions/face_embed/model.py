@@ -1,0 +1,89 @@
+"""Face embeddings: dlib's ResNet face recognition model (``face-recognition-models``) after
+5-point alignment.
+
+Input: ``{"b64": base64 of a JPEG/PNG, "box": {"left", "top", "right", "bottom"}}``; without
+``box`` the largest face found by the HOG detector is used. Output: ``{"embedding": [128 floats],
+"box": {...}}``; an image in which no face is found answers ``{"embedding": null, "box": null,
+"error": "no face found"}`` without failing the rest of its batch. Two embeddings closer than 0.6
+(Euclidean) are taken to be the same person (dlib's threshold).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from functions import images
+from functions.face_models import (
+    RECOGNITION_MODEL,
+    SHAPE_PREDICTOR,
+    box_json,
+    detect,
+    detector,
+    model_file,
+    parse_box,
+)
+from functions.inputs import b64_encode, b64_field, image_bytes, rgb_image
+from functions.model import InvalidInput, Model
+
+#: embeddings closer than this are the same person
+SAME_PERSON_DISTANCE = 0.6
+
+
+@dataclass(frozen=True)
+class _Face:
+    pixels: images.Pixels
+    box: tuple[int, int, int, int] | None
+
+
+def sample_pixels() -> list[images.Pixels]:
+    """The astronaut portrait, mirrored and at 75 % size: one person in three photos."""
+    astronaut = images.named("astronaut")
+    return [astronaut, images.mirrored(astronaut), images.scaled(astronaut, 0.75)]
+
+
+class FaceEmbedder(Model):
+    kind = "face_embed"
+    summary = "dlib ResNet 128-d face embedding (5-point aligned)"
+    max_instances = 64
+
+    def load(self) -> None:
+        import dlib
+
+        self._detector = detector()
+        self._shapes = dlib.shape_predictor(str(model_file(SHAPE_PREDICTOR)))
+        self._net = dlib.face_recognition_model_v1(str(model_file(RECOGNITION_MODEL)))
+        self._rectangle = dlib.rectangle
+
+    def validate(self, instance: Any) -> Any:
+        pixels = rgb_image(b64_field(instance))
+        unknown = set(instance) - {"b64", "box"}
+        if unknown:
+            raise InvalidInput(f"unknown keys: {', '.join(sorted(unknown))}")
+        box = parse_box(instance["box"], pixels) if "box" in instance else None
+        return _Face(pixels, box)
+
+    def predict(self, batch: list[Any]) -> list[Any]:
+        faces: list[_Face] = batch
+        results = []
+        for face in faces:
+            if face.box is None:
+                found = detect(self._detector, face.pixels)
+                if not found:
+                    results.append({"embedding": None, "box": None, "error": "no face found"})
+                    continue
+                rect = max((r for r, _ in found), key=lambda r: r.area())
+            else:
+                rect = self._rectangle(*face.box)
+            shape = self._shapes(face.pixels, rect)
+            vector = np.asarray(self._net.compute_face_descriptor(face.pixels, shape))
+            results.append(
+                {"embedding": [round(float(v), 6) for v in vector], "box": box_json(rect)}
+            )
+        return results
+
+    def sample_instances(self, n: int) -> list[Any]:
+        encoded = [b64_encode(image_bytes(p)) for p in sample_pixels()]
+        return images.cycle(encoded, n)

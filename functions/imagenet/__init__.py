@@ -1,0 +1,1 @@
+"""ImageNet classification with EfficientNet-Lite0 on onnxruntime."""

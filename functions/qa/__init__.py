@@ -1,0 +1,1 @@
+"""Retrieval question answering: MiniLM ranks candidate sentences."""

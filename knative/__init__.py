@@ -1,0 +1,1 @@
+"""The platform layer: Knative Serving semantics, on a real cluster or on this one machine."""
