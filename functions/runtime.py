@@ -42,7 +42,9 @@ COLD_START = "x-cold-start"
 PROCESS_START = "x-process-start"
 MODEL_LOAD_MS = "x-model-load-ms"
 BATCH_SIZE = "x-batch-size"
-HEADERS = (COMPUTE_MS, COLD_START, PROCESS_START, MODEL_LOAD_MS, BATCH_SIZE)
+#: predict requests inside this process when this one arrived, itself included
+IN_FLIGHT = "x-in-flight"
+HEADERS = (COMPUTE_MS, COLD_START, PROCESS_START, MODEL_LOAD_MS, BATCH_SIZE, IN_FLIGHT)
 
 #: the largest request body accepted, in bytes
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -57,6 +59,7 @@ class _State:
     load_error: str | None = None
     load_ms: float = 0.0
     served: int = 0
+    in_flight: int = 0
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="predict")
     )
@@ -81,7 +84,7 @@ def _load(state: _State) -> None:
 
 def _parse_instances(body: bytes, model: Model) -> list[Any]:
     if not body:
-        raise InvalidInput("empty body: send {\"instances\": [...]}")
+        raise InvalidInput('empty body: send {"instances": [...]}')
     if len(body) > MAX_BODY_BYTES:
         raise InvalidInput(f"body of {len(body)} bytes exceeds the limit of {MAX_BODY_BYTES}")
     try:
@@ -134,6 +137,13 @@ def create_app(model: Model, *, name: str | None = None) -> Starlette:
     async def predict(request: Request) -> Response:
         if (wrong := _check_name(request)) is not None:
             return wrong
+        state.in_flight += 1
+        try:
+            return await _predict(request, state.in_flight)
+        finally:
+            state.in_flight -= 1
+
+    async def _predict(request: Request, in_flight: int) -> Response:
         if not state.loaded:
             reason = state.load_error or "model is still loading"
             return _error(503, reason)
@@ -145,9 +155,7 @@ def create_app(model: Model, *, name: str | None = None) -> Starlette:
         loop = asyncio.get_running_loop()
         start = time.perf_counter()
         try:
-            predictions = await loop.run_in_executor(
-                state.executor, state.model.predict, instances
-            )
+            predictions = await loop.run_in_executor(state.executor, state.model.predict, instances)
         except InvalidInput as exc:
             return _error(400, str(exc))
         except Exception as exc:  # the process keeps serving after a model error
@@ -166,6 +174,7 @@ def create_app(model: Model, *, name: str | None = None) -> Starlette:
             PROCESS_START: f"{state.process_start:.6f}",
             MODEL_LOAD_MS: f"{state.load_ms:.1f}",
             BATCH_SIZE: str(len(instances)),
+            IN_FLIGHT: str(in_flight),
         }
         return JSONResponse({"predictions": predictions}, headers=headers)
 

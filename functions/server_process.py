@@ -74,7 +74,7 @@ class ServerProcess:
             "--threads",
             str(self.threads),
         ]
-        self._log = tempfile.TemporaryFile()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop())
         self.spawned_at = time.perf_counter()
         self._process = subprocess.Popen(
             command, env=env, stdout=self._log, stderr=subprocess.STDOUT

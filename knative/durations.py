@@ -11,9 +11,13 @@ _UNIT_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0,
 def parse_duration(text: str) -> float:
     """Seconds in a Go duration string; raises ValueError naming the text."""
     value = text.strip()
-    if value in ("0", ""):
-        if value == "":
-            raise ValueError("empty duration")
+    sign = 1.0
+    if value[:1] in ("+", "-"):  # Go accepts a sign; callers check the range
+        sign = -1.0 if value[0] == "-" else 1.0
+        value = value[1:]
+    if value == "":
+        raise ValueError(f"{text!r} is not a duration like '60s', '1m30s' or '500ms'")
+    if value == "0":
         return 0.0
     pos = 0
     total = 0.0
@@ -24,7 +28,7 @@ def parse_duration(text: str) -> float:
         pos = match.end()
     if pos != len(value) or pos == 0:
         raise ValueError(f"{text!r} is not a duration like '60s', '1m30s' or '500ms'")
-    return total
+    return sign * total
 
 
 def format_duration(seconds: float) -> str:

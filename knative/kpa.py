@@ -253,5 +253,6 @@ class KPA:
         # period; we always wait the conservative max(grace, retention) after going inactive.
         wait_s = max(spec.scale_to_zero_grace_period_s, spec.scale_to_zero_pod_retention_s)
         if now - self._inactive_since < wait_s:
-            return Decision(current, stable, panic, panicking, "inactive, waiting to scale to zero")
+            hold = current if spec.max_scale == 0 else min(current, spec.max_scale)
+            return Decision(hold, stable, panic, panicking, "inactive, waiting to scale to zero")
         return Decision(0, stable, panic, panicking, "scale to zero")

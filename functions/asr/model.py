@@ -47,7 +47,9 @@ class SpeechRecognizer(Model):
         self._decoder = Decoder(samprate=SAMPLE_RATE, loglevel="FATAL")
 
     def validate(self, instance: Any) -> Any:
-        return wav_audio(b64_field(instance), sample_rate=SAMPLE_RATE, max_duration_s=MAX_DURATION_S)
+        return wav_audio(
+            b64_field(instance), sample_rate=SAMPLE_RATE, max_duration_s=MAX_DURATION_S
+        )
 
     def predict(self, batch: list[Any]) -> list[Any]:
         clips: list[Audio] = batch

@@ -67,7 +67,7 @@ class FaceEmbedder(Model):
 
     def predict(self, batch: list[Any]) -> list[Any]:
         faces: list[_Face] = batch
-        results = []
+        results: list[dict[str, Any]] = []
         for face in faces:
             if face.box is None:
                 found = detect(self._detector, face.pixels)

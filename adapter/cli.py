@@ -1,0 +1,152 @@
+"""The ``slackwise`` command line.
+
+Subcommands: ``up`` (start the local platform and wait), ``demo`` (the main job until the
+adapter's experiment lands), ``profile`` (measure a model's batch latency and cold start),
+``validate`` (check a config file) and ``models`` (list the model kinds). Logging is configured
+here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from adapter.config import Config, ConfigError, load_config
+
+logger = logging.getLogger("slackwise")
+
+
+def _load(path: str) -> Config:
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        raise SystemExit(f"slackwise: {exc}") from None
+
+
+async def _up(config: Config) -> int:
+    from knative.local import LocalPlatform
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with LocalPlatform(config) as platform:
+            print(f"slackwise local platform: http://{config.platform.host}:{platform.port}")
+            for name in platform.functions:
+                fn = config.functions[name]
+                print(
+                    f"  {name:<16} {platform.url(name)}/v1/models/{name}:predict"
+                    f"  (model {fn.model}, containerConcurrency {fn.container_concurrency})"
+                )
+            print("admin: GET /platform/functions, PUT /platform/functions/NAME/min-scale, "
+                  "GET /platform/events; Ctrl-C stops everything", flush=True)  # fmt: skip
+            await stop.wait()
+            print("\nstopping: terminating replicas", flush=True)
+            for name in platform.functions:
+                print(f"  {name}: {platform.usage(name)}")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    return 0
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    return asyncio.run(_up(_load(args.config)))
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from adapter.demo import DemoPlan, run_demo
+
+    plan = DemoPlan(
+        burst=args.burst, rate_rps=args.rate, steady_s=args.duration, idle_limit_s=args.idle_limit
+    )
+    return asyncio.run(run_demo(_load(args.config), plan, sys.stdout))
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    config = _load(args.config)
+    print(f"{config.source}: ok")
+    for name, fn in config.functions.items():
+        s = fn.scaling
+        print(
+            f"  function {name}: model {fn.model} ({fn.variant}), containerConcurrency "
+            f"{fn.container_concurrency}, {s.metric} target {s.target:g} x {s.target_utilization:g}"
+            f", scale {s.min_scale}..{s.max_scale or 'inf'}, initial {s.initial_scale}"
+        )
+    for name, app in config.apps.items():
+        print(f"  app {name}: {' -> '.join(app.stages)}, P{app.percentile:g} <= {app.slo_ms:g} ms")
+    return 0
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    from functions.registry import KINDS, model_class
+
+    for kind in sorted(KINDS):
+        print(f"{kind:<12} {model_class(kind).summary}")
+    return 0
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from functions import profile
+
+    return profile.run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="slackwise", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = sub.add_parser("up", help="start the local platform with the configured functions")
+    up.add_argument("-c", "--config", required=True, help="YAML config file")
+    up.set_defaults(func=_cmd_up)
+
+    demo = sub.add_parser("demo", help="scale real functions from zero and back under load")
+    demo.add_argument("-c", "--config", required=True, help="YAML config file")
+    demo.add_argument("--burst", type=int, default=8, help="requests sent at once at zero")
+    demo.add_argument("--rate", type=float, default=4.0, help="Poisson rate after the burst")
+    demo.add_argument("--duration", type=float, default=20.0, help="seconds of Poisson load")
+    demo.add_argument("--idle-limit", type=float, default=90.0,
+                      help="seconds to wait for scale to zero")  # fmt: skip
+    demo.set_defaults(func=_cmd_demo)
+
+    validate = sub.add_parser("validate", help="check a config file")
+    validate.add_argument("-c", "--config", required=True, help="YAML config file")
+    validate.set_defaults(func=_cmd_validate)
+
+    models = sub.add_parser("models", help="list the model kinds")
+    models.set_defaults(func=_cmd_models)
+
+    prof = sub.add_parser("profile", help="measure a model's batch latency and cold start")
+    from functions import profile
+
+    profile.add_arguments(prof)
+    prof.set_defaults(func=_cmd_profile)
+    return parser
+
+
+def _check_positive(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    for key in ("burst", "rate", "duration", "idle_limit"):
+        value = getattr(args, key, None)
+        if value is not None and value < 0:
+            parser.error(f"--{key.replace('_', '-')} must be non-negative, got {value}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check_positive(args, parser)
+    level = logging.WARNING - 10 * args.verbose
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

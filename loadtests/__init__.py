@@ -1,0 +1,1 @@
+"""Load generation: the open-loop replayer (and, apart, Locust files that nothing imports)."""

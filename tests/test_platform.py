@@ -1,0 +1,265 @@
+"""The local platform with real replica processes and sockets (digits model: fast to load)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+from sklearn.datasets import load_digits
+
+from adapter.config import Config, parse_config
+from knative.local import LocalPlatform
+
+pytestmark = pytest.mark.slow
+
+DIGITS = load_digits().data[:4].tolist()
+BODY = json.dumps({"instances": DIGITS}).encode()
+
+
+def make_config(
+    *,
+    annotations: dict[str, str] | None = None,
+    autoscaler: dict[str, str] | None = None,
+    concurrency: int = 1,
+    **platform: Any,
+) -> Config:
+    return parse_config(
+        {
+            "platform": {
+                "autoscaler": {
+                    "allow-zero-initial-scale": "true",
+                    "initial-scale": "0",
+                    **(autoscaler or {}),
+                },
+                **platform,
+            },
+            "functions": {
+                "digits": {
+                    "model": "digits",
+                    "container_concurrency": concurrency,
+                    "annotations": {
+                        "autoscaling.knative.dev/target": "1",
+                        "autoscaling.knative.dev/target-utilization-percentage": "100",
+                        **(annotations or {}),
+                    },
+                }
+            },
+        }
+    )
+
+
+def run(
+    config: Config, body: Callable[[LocalPlatform, httpx.AsyncClient], Awaitable[None]]
+) -> None:
+    async def main() -> None:
+        async with LocalPlatform(config) as platform, httpx.AsyncClient(trust_env=False) as client:
+            await body(platform, client)
+        platform.close_logs()
+
+    asyncio.run(main())
+
+
+def predict_url(platform: LocalPlatform) -> str:
+    return f"{platform.url('digits')}/v1/models/digits:predict"
+
+
+async def post(client: httpx.AsyncClient, platform: LocalPlatform) -> httpx.Response:
+    return await client.post(
+        predict_url(platform),
+        content=BODY,
+        headers={"content-type": "application/json"},
+        timeout=60,
+    )
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_scale_from_zero_buffers_every_request_and_reports_the_cold_start() -> None:
+    async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
+        assert platform.replicas("digits").ready == 0
+        responses = await asyncio.gather(*(post(client, platform) for _ in range(12)))
+        assert [r.status_code for r in responses] == [200] * 12
+        for r in responses:
+            labels = [p["label"] for p in r.json()["predictions"]]
+            assert labels == [0, 1, 2, 3]
+        # the first replica's first request is flagged cold by the function itself
+        assert sum(r.headers["x-cold-start"] == "1" for r in responses) >= 1
+        # requests sent at zero waited for the cold start in the activator
+        assert max(float(r.headers["x-platform-wait-ms"]) for r in responses) > 200
+        cold = await platform.wait_event("cold_start", "digits", timeout_s=5)
+        assert cold.duration_s > 0.2
+        usage = platform.usage("digits")
+        assert usage["cold_starts"] >= 1
+        assert usage["cold_start_mean_s"] > 0.2
+        assert usage["requests"] == 12 and usage["errors"] == 0
+        assert usage["replica_seconds"] > 0
+
+    run(make_config(), body)
+
+
+def test_scales_to_zero_after_the_idle_window_and_back() -> None:
+    config = make_config(
+        autoscaler={"stable-window": "6s", "scale-to-zero-grace-period": "6s"},
+        annotations={"autoscaling.knative.dev/window": "6s"},
+    )
+
+    async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
+        assert (await post(client, platform)).status_code == 200
+        started = platform.clock.now()
+        assert platform.replicas("digits").ready >= 1
+        stopped = await platform.wait_event("scale", "digits", timeout_s=40)
+        while stopped.value != 0:
+            stopped = await platform.wait_event("scale", "digits", since=stopped.seq, timeout_s=40)
+        idle_s = stopped.time - started
+        # stable window (6 s) of zeros plus the grace period (6 s), within a tick or two
+        assert 10.0 <= idle_s <= 20.0, idle_s
+        for _ in range(200):
+            if platform.replicas("digits").ready + platform.replicas("digits").draining == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert platform.replicas("digits").ready == 0
+        cold_starts = platform.usage("digits")["cold_starts"]
+        replica_s = platform.usage("digits")["replica_seconds"]
+        await asyncio.sleep(1.0)
+        assert platform.usage("digits")["replica_seconds"] == replica_s  # nothing runs at zero
+        assert (await post(client, platform)).status_code == 200  # and it comes back
+        assert platform.usage("digits")["cold_starts"] == cold_starts + 1
+
+    run(config, body)
+
+
+@pytest.mark.parametrize(("concurrency", "expect_overlap"), [(1, False), (0, True)])
+def test_container_concurrency_is_a_hard_limit(concurrency: int, expect_overlap: bool) -> None:
+    config = make_config(
+        concurrency=concurrency,
+        annotations={
+            "autoscaling.knative.dev/min-scale": "1",
+            "autoscaling.knative.dev/max-scale": "1",
+        },
+    )
+    big = json.dumps({"instances": load_digits().data[:1000].tolist()}).encode()
+
+    async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
+        await platform.wait_event("cold_start", "digits", timeout_s=30)
+        responses = await asyncio.gather(
+            *(
+                client.post(predict_url(platform), content=big, timeout=60,
+                            headers={"content-type": "application/json"})
+                for _ in range(8)
+            )
+        )  # fmt: skip
+        assert all(r.status_code == 200 for r in responses)
+        seen = [int(r.headers["x-in-flight"]) for r in responses]
+        assert (max(seen) > 1) is expect_overlap, seen
+
+    run(config, body)
+
+
+def test_buffer_overflow_and_wait_timeout_answer_503_with_a_reason() -> None:
+    config = make_config(
+        annotations={
+            "autoscaling.knative.dev/min-scale": "1",
+            "autoscaling.knative.dev/max-scale": "1",
+        },
+        queue_depth=1,
+        request_timeout_s=1.0,
+    )
+
+    async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
+        await platform.wait_event("cold_start", "digits", timeout_s=30)
+        (pid,) = platform.replica_pids("digits").values()
+        os.kill(pid, signal.SIGSTOP)  # the replica holds its one slot and never answers
+        try:
+            held = asyncio.create_task(post(client, platform))
+            await asyncio.sleep(0.3)
+            queued = asyncio.create_task(post(client, platform))
+            await asyncio.sleep(0.1)
+            overflow = await post(client, platform)
+            assert overflow.status_code == 503
+            assert "buffer full" in overflow.json()["error"]
+            timed_out = await queued
+            assert timed_out.status_code == 503
+            assert "within 1 s" in timed_out.json()["error"]
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert (await held).status_code == 200
+
+    run(config, body)
+
+
+def test_a_replica_killed_mid_request_fails_that_request_and_is_replaced() -> None:
+    config = make_config(annotations={"autoscaling.knative.dev/min-scale": "1"})
+
+    async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
+        await platform.wait_event("cold_start", "digits", timeout_s=30)
+        (pid,) = platform.replica_pids("digits").values()
+        os.kill(pid, signal.SIGSTOP)  # freeze it so the request is surely in flight
+        pending = asyncio.create_task(post(client, platform))
+        await asyncio.sleep(0.3)
+        os.kill(pid, signal.SIGKILL)
+        failed = await pending
+        assert failed.status_code == 502
+        assert "failed mid-request" in failed.json()["error"]
+        died = await platform.wait_event("replica_died", "digits", timeout_s=10)
+        replaced = await platform.wait_event("cold_start", "digits", since=died.seq, timeout_s=30)
+        assert replaced.replica != died.replica
+        assert (await post(client, platform)).status_code == 200
+        assert platform.usage("digits")["replica_deaths"] == 1
+
+    run(config, body)
+
+
+def test_pinning_min_scale_through_the_admin_api() -> None:
+    async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
+        base = platform.url("digits")
+        bad = await client.put(f"{base}/platform/functions/digits/min-scale", json={"x": 1})
+        assert bad.status_code == 400 and "min_scale" in bad.json()["error"]
+        negative = await client.put(
+            f"{base}/platform/functions/digits/min-scale", json={"min_scale": -1}
+        )
+        assert negative.status_code == 400 and "-1" in negative.json()["error"]
+        missing = await client.put(f"{base}/platform/functions/nope/min-scale", json={})
+        assert missing.status_code == 404
+        pinned = await client.put(
+            f"{base}/platform/functions/digits/min-scale", json={"min_scale": 2}
+        )
+        assert pinned.status_code == 200
+        assert pinned.json()["replicas"]["desired"] == 2
+        for _ in range(600):
+            if platform.replicas("digits").ready == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert platform.replicas("digits").ready == 2
+        listing = (await client.get(f"{base}/platform/functions")).json()
+        assert listing["functions"][0]["usage"]["cold_starts"] == 2
+        events = (await client.get(f"{base}/platform/events")).json()["events"]
+        assert [e["kind"] for e in events].count("cold_start") == 2
+        assert (await client.get(f"{base}/v1/models/nope")).status_code == 404
+
+    run(make_config(), body)
+
+
+def test_no_replica_outlives_the_platform() -> None:
+    pids: list[int] = []
+
+    async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
+        await platform.set_min_scale("digits", 2)
+        await platform.wait_event("cold_start", "digits", timeout_s=30)
+        await asyncio.sleep(0.2)  # the second one may still be loading: stop catches it too
+        pids.extend(platform.replica_pids("digits").values())
+
+    run(make_config(), body)
+    assert len(pids) == 2
+    assert not [pid for pid in pids if pid_alive(pid)]

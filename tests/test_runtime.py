@@ -1,0 +1,211 @@
+"""The V1 runtime driven in process: request checks, errors, readiness and headers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from functions.digits.model import DigitsClassifier
+from functions.model import InvalidInput, Model
+from functions.runtime import (
+    BATCH_SIZE,
+    COLD_START,
+    COMPUTE_MS,
+    MODEL_LOAD_MS,
+    PROCESS_START,
+    create_app,
+)
+
+READY_TIMEOUT_S = 30.0
+
+
+class _Echo(Model):
+    """Answers each number doubled; ``"boom"`` makes the batch fail; load waits on an event."""
+
+    kind = "echo"
+    max_instances = 4
+
+    def __init__(self, *, threads: int = 1, release: threading.Event | None = None) -> None:
+        super().__init__(threads=threads)
+        self.release = release
+        self.loading = threading.Event()
+
+    def load(self) -> None:
+        self.loading.set()
+        if self.release is not None and not self.release.wait(READY_TIMEOUT_S):
+            raise TimeoutError("load was never released")
+
+    def validate(self, instance: Any) -> Any:
+        if instance == "boom":
+            return instance
+        if isinstance(instance, bool) or not isinstance(instance, int):
+            raise InvalidInput("expected an integer")
+        return instance
+
+    def predict(self, batch: list[Any]) -> list[Any]:
+        if "boom" in batch:
+            raise RuntimeError("exploded on purpose")
+        return [2 * x for x in batch]
+
+    def sample_instances(self, n: int) -> list[Any]:
+        return list(range(n))
+
+
+class _BrokenLoad(_Echo):
+    def load(self) -> None:
+        raise FileNotFoundError("weights.bin is missing")
+
+
+def _wait_ready(client: TestClient, name: str) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if client.get(f"/v1/models/{name}").status_code == 200:
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"{name} not ready after {READY_TIMEOUT_S} s")
+
+
+@pytest.fixture(scope="module")
+def digits() -> Iterator[TestClient]:
+    with TestClient(create_app(DigitsClassifier())) as client:
+        _wait_ready(client, "digits")
+        yield client
+
+
+@pytest.fixture
+def echo() -> Iterator[TestClient]:
+    with TestClient(create_app(_Echo())) as client:
+        _wait_ready(client, "echo")
+        yield client
+
+
+def _pixels(value: float = 3.0) -> list[float]:
+    return [value] * 64
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"{not json", "not JSON"),
+        (b"", "empty body"),
+        (b'{"inputs": []}', "'instances' list"),
+        (b"[1, 2]", "'instances' list"),
+        (b'{"instances": {"a": 1}}', "must be a list"),
+        (b'{"instances": []}', "is empty"),
+        (b'{"instances": [[1, 2, 3]]}', "instances[0]: expected 64 pixel values"),
+        (b'{"instances": ["sixty four"]}', "instances[0]: expected 64"),
+        (b'{"instances": [[' + b",".join([b'"a"'] * 64) + b"]]}", "must be numbers"),
+        (b'{"instances": [[' + b",".join([b"99"] * 64) + b"]]}", "within [0, 16]"),
+    ],
+)
+def test_bad_requests_are_400_with_a_reason(digits: TestClient, body: bytes, reason: str) -> None:
+    response = digits.post("/v1/models/digits:predict", content=body)
+    assert response.status_code == 400
+    assert reason in response.json()["error"]
+
+
+def test_too_many_instances_is_400(digits: TestClient) -> None:
+    count = DigitsClassifier.max_instances + 1
+    response = digits.post("/v1/models/digits:predict", json={"instances": [_pixels()] * count})
+    assert response.status_code == 400
+    assert f"{count} instances exceed" in response.json()["error"]
+
+
+def test_predicts_flat_and_square_instances(digits: TestClient) -> None:
+    square = [[3.0] * 8 for _ in range(8)]
+    response = digits.post("/v1/models/digits:predict", json={"instances": [_pixels(), square]})
+    assert response.status_code == 200
+    first, second = response.json()["predictions"]
+    assert first == second
+    assert 0 <= first["label"] <= 9
+    assert 0.0 < first["probability"] <= 1.0
+
+
+def test_wrong_model_name_is_404(digits: TestClient) -> None:
+    assert digits.get("/v1/models/mnist").status_code == 404
+    response = digits.post("/v1/models/mnist:predict", json={"instances": [_pixels()]})
+    assert response.status_code == 404
+    assert "'digits'" in response.json()["error"]
+
+
+def test_headers_and_cold_flag() -> None:
+    with TestClient(create_app(DigitsClassifier())) as client:
+        _wait_ready(client, "digits")
+        body = {"instances": [_pixels(), _pixels(5.0), _pixels(7.0)]}
+        first = client.post("/v1/models/digits:predict", json=body)
+        second = client.post("/v1/models/digits:predict", json=body)
+    assert first.status_code == second.status_code == 200
+    assert first.headers[COLD_START] == "1"
+    assert second.headers[COLD_START] == "0"
+    for response in (first, second):
+        assert float(response.headers[COMPUTE_MS]) >= 0.0
+        assert float(response.headers[MODEL_LOAD_MS]) > 0.0
+        assert response.headers[BATCH_SIZE] == "3"
+    assert first.headers[PROCESS_START] == second.headers[PROCESS_START]
+    assert abs(float(first.headers[PROCESS_START]) - time.time()) < 600
+
+
+def test_model_error_is_500_and_the_next_request_succeeds(echo: TestClient) -> None:
+    failed = echo.post("/v1/models/echo:predict", json={"instances": [1, "boom"]})
+    assert failed.status_code == 500
+    assert "exploded on purpose" in failed.json()["error"]
+    ok = echo.post("/v1/models/echo:predict", json={"instances": [1, 2]})
+    assert ok.status_code == 200
+    assert ok.json() == {"predictions": [2, 4]}
+
+
+def test_validate_errors_name_the_instance(echo: TestClient) -> None:
+    response = echo.post("/v1/models/echo:predict", json={"instances": [1, 2.5]})
+    assert response.status_code == 400
+    assert response.json()["error"] == "instances[1]: expected an integer"
+
+
+def test_not_ready_while_loading() -> None:
+    release = threading.Event()
+    model = _Echo(release=release)
+    with TestClient(create_app(model)) as client:
+        assert model.loading.wait(READY_TIMEOUT_S)
+        ready = client.get("/v1/models/echo")
+        assert ready.status_code == 503
+        assert ready.json() == {"name": "echo", "ready": False}
+        predict = client.post("/v1/models/echo:predict", json={"instances": [1]})
+        assert predict.status_code == 503
+        assert "loading" in predict.json()["error"]
+        release.set()
+        _wait_ready(client, "echo")
+        assert client.post("/v1/models/echo:predict", json={"instances": [1]}).status_code == 200
+
+
+def test_failed_load_is_reported() -> None:
+    with TestClient(create_app(_BrokenLoad())) as client:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while (response := client.get("/v1/models/echo")).json().get("ready") is False:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        assert response.status_code == 503
+        assert "weights.bin is missing" in response.json()["error"]
+        predict = client.post("/v1/models/echo:predict", json={"instances": [1]})
+        assert predict.status_code == 503
+        assert "weights.bin is missing" in predict.json()["error"]
+
+
+def test_custom_name_in_path() -> None:
+    with TestClient(create_app(_Echo(), name="doubler")) as client:
+        _wait_ready(client, "doubler")
+        response = client.post("/v1/models/doubler:predict", json={"instances": [3]})
+        assert response.json() == {"predictions": [6]}
+        assert client.get("/v1/models/echo").status_code == 404
+
+
+def test_digits_heldout_accuracy() -> None:
+    model = DigitsClassifier()
+    model.load()
+    assert model.heldout_accuracy > 0.9
+    samples = model.sample_instances(5)
+    assert len(samples) == 5
+    assert len(model.predict([model.validate(s) for s in samples])) == 5
