@@ -1,0 +1,115 @@
+"""Config loading: frozen objects, and errors that name the file, the key and the value."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapter.config import ConfigError, load_config, parse_config
+
+
+def base(**fn: Any) -> dict[str, Any]:
+    return {"functions": {"digits": {"model": "digits", **fn}}}
+
+
+def test_defaults_follow_knative() -> None:
+    config = parse_config(base())
+    fn = config.functions["digits"]
+    assert fn.container_concurrency == 1
+    assert fn.scaling.target == 1.0  # containerConcurrency caps the default target of 100
+    assert fn.scaling.target_utilization == 0.7
+    assert fn.scaling.stable_window_s == 60.0
+    assert fn.scaling.panic_window_s == 6.0
+    assert fn.scaling.scale_to_zero_grace_period_s == 30.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fn.threads = 4  # type: ignore[misc]
+
+
+def test_annotations_override_the_config_map() -> None:
+    config = parse_config(
+        {
+            "platform": {"autoscaler": {"stable-window": "30s", "max-scale-up-rate": "4"}},
+            "functions": {
+                "digits": {
+                    "model": "digits",
+                    "container_concurrency": 0,
+                    "annotations": {
+                        "autoscaling.knative.dev/window": "12s",
+                        "autoscaling.knative.dev/target": "8",
+                        "autoscaling.knative.dev/min-scale": "1",
+                    },
+                }
+            },
+            "apps": {"a": {"stages": ["digits"], "slo_ms": 50}},
+        }
+    )
+    spec = config.functions["digits"].scaling
+    assert (spec.stable_window_s, spec.target, spec.min_scale) == (12.0, 8.0, 1)
+    assert spec.max_scale_up_rate == 4.0
+    assert config.apps["a"].stages == ("digits",)
+    assert config.apps["a"].percentile == 95.0
+
+
+@pytest.mark.parametrize(
+    ("raw", "needles"),
+    [
+        (base(container_concurrency=-1), ["functions.digits.container_concurrency", "-1"]),
+        (base(container_concurrency="two"), ["container_concurrency", "'two'"]),
+        (base(model="gpt"), ["functions.digits.model", "'gpt'"]),
+        (base(variant="tpu"), ["functions.digits.variant", "'tpu'"]),
+        (base(timeout_s=900), ["functions.digits.timeout_s", "900"]),
+        (base(threads=0), ["functions.digits.threads", "0"]),
+        (base(colour="red"), ["functions.digits.colour", "unknown key"]),
+        (base(annotations={"autoscaling.knative.dev/min-scale": 1}), ["min-scale", "quote"]),
+        (
+            base(annotations={"autoscaling.knative.dev/window": "3s"}),
+            ["functions.digits.annotations", "window", "3s"],
+        ),
+        (
+            base(
+                annotations={
+                    "autoscaling.knative.dev/min-scale": "5",
+                    "autoscaling.knative.dev/max-scale": "2",
+                }
+            ),
+            ["min-scale=5", "max-scale=2"],
+        ),
+        ({"functions": {}}, ["functions", "at least one"]),
+        ({"functions": {"Bad_Name": {"model": "digits"}}}, ["functions.Bad_Name", "DNS"]),
+        (
+            {**base(), "platform": {"autoscaler": {"stable-window": "forever"}}},
+            ["platform.autoscaler", "stable-window", "forever"],
+        ),
+        ({**base(), "platform": {"port": 70000}}, ["platform.port", "70000"]),
+        (
+            {**base(), "apps": {"a": {"stages": ["nope"], "slo_ms": 5}}},
+            ["apps.a.stages[0]", "nope"],
+        ),
+        ({**base(), "apps": {"a": {"stages": ["digits"], "slo_ms": -5}}}, ["apps.a.slo_ms", "-5"]),
+        ({**base(), "surprise": 1}, ["surprise", "unknown key"]),
+        (["not", "a", "mapping"], ["top level", "mapping"]),
+    ],
+)
+def test_errors_name_the_key_and_the_value(raw: Any, needles: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw, "exp.yaml")
+    message = str(info.value)
+    assert message.startswith("exp.yaml: ")
+    for needle in needles:
+        assert needle in message, (needle, message)
+
+
+def test_load_config_reports_bad_yaml_with_the_path(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("functions: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"broken\.yaml: not valid YAML"):
+        load_config(path)
+
+
+def test_shipped_config_loads() -> None:
+    config = load_config(Path(__file__).parent.parent / "experiments" / "local.yaml")
+    assert set(config.functions) >= {"digits", "embed"}
+    assert config.functions["digits"].scaling.initial_scale == 0
