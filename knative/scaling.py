@@ -186,7 +186,13 @@ class ScalingSpec:
 
 def _range(key: str, value: float, low: float, high: float) -> None:
     if not (low <= value <= high):
-        raise ScalingConfigError(f"{key} must be within [{low:g}, {high:g}], got {value!r}")
+        bounds = f"at least {low:g}" if math.isinf(high) else f"within [{low:g}, {high:g}]"
+        raise ScalingConfigError(f"{key} must be {bounds}, got {value!r}")
+
+
+def _duration_range(key: str, seconds: float, raw: str, high: float) -> None:
+    if not (0.0 <= seconds <= high):
+        raise ScalingConfigError(f"{key} must be within [0s, {high:g}s], got {raw!r}")
 
 
 def _above_one(key: str, value: float) -> None:
@@ -430,13 +436,15 @@ def resolve_spec(
     delay = cfg.scale_down_delay_s
     if delay_raw is not None:
         delay = delay_raw[0]
-        _range(f"{GROUP}/scale-down-delay", delay, 0.0, WINDOW_MAX_S)
+        _duration_range(f"{GROUP}/scale-down-delay", delay, delay_raw[1], WINDOW_MAX_S)
         _whole_seconds(f"{GROUP}/scale-down-delay", delay, delay_raw[1])
     retention_raw = _duration(annotations, "scale-to-zero-pod-retention-period")
     retention = cfg.scale_to_zero_pod_retention_period_s
     if retention_raw is not None:
         retention = retention_raw[0]
-        _range(f"{GROUP}/scale-to-zero-pod-retention-period", retention, 0.0, WINDOW_MAX_S)
+        _duration_range(
+            f"{GROUP}/scale-to-zero-pod-retention-period", retention, retention_raw[1], WINDOW_MAX_S
+        )
 
     return ScalingSpec(
         metric=metric,
