@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,8 @@ class FunctionConfig:
     annotations: Mapping[str, str] = field(default_factory=dict)
     resources: Resources = field(default_factory=Resources)
     image: str | None = None
+    slo_ms: float | None = None
+    late: str = "serve"
     scaling: ScalingSpec
 
 
@@ -87,6 +89,38 @@ class PlatformConfig:
     autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
 
 
+MODES = ("slackwise", "mlproxy")
+LATE = ("serve", "prune")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AIMDConfig:
+    """MLProxy's AIMD on the maximum batch size (Algorithm 2), per function."""
+
+    initial: int = 4
+    minimum: int = 1
+    add: float = 1.0
+    mult: float = 0.8
+    period_s: float = 30.0
+    miss_threshold: float = 0.01
+    p95_fraction: float = 0.8
+    timeout_ratio_threshold: float = 0.5
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdapterConfig:
+    """The adapter in front of the functions."""
+
+    host: str = "127.0.0.1"
+    port: int = 8700
+    mode: str = "slackwise"
+    max_queue: int = 10000
+    max_body_bytes: int = 16 * 1024 * 1024
+    records: str | None = None
+    platform_url: str | None = None
+    aimd: AIMDConfig = field(default_factory=AIMDConfig)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Config:
     """The whole file."""
@@ -95,6 +129,15 @@ class Config:
     platform: PlatformConfig
     functions: Mapping[str, FunctionConfig]
     apps: Mapping[str, AppConfig]
+    adapter: AdapterConfig = field(default_factory=AdapterConfig)
+
+    def slo_ms(self, function: str) -> float | None:
+        """The function's own SLO, else the tightest SLO of a one-stage app that is it."""
+        fn = self.functions[function]
+        if fn.slo_ms is not None:
+            return fn.slo_ms
+        own = [a.slo_ms for a in self.apps.values() if a.stages == (function,)]
+        return min(own) if own else None
 
 
 class _Reader:
@@ -205,6 +248,8 @@ def _function(r: _Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> 
         "annotations",
         "resources",
         "image",
+        "slo_ms",
+        "late",
     }
     r.only(data, path, keys)
     model = r.string(data, "model", path, None)
@@ -231,6 +276,14 @@ def _function(r: _Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> 
     image = data.get("image")
     if image is not None and not isinstance(image, str):
         raise r.fail(f"{path}.image", f"must be a string, got {image!r}")
+    slo_ms = None
+    if "slo_ms" in data:
+        slo_ms = r.number(data, "slo_ms", path, 0.0)
+        if slo_ms <= 0:
+            raise r.fail(f"{path}.slo_ms", f"must be positive, got {slo_ms:g}")
+    late = r.string(data, "late", path, "serve")
+    if late not in LATE:
+        raise r.fail(f"{path}.late", f"must be one of {', '.join(LATE)}, got {late!r}")
     return FunctionConfig(
         name=name,
         model=model,
@@ -246,6 +299,8 @@ def _function(r: _Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> 
             limits=r.strings(res.get("limits"), f"{path}.resources.limits"),
         ),
         image=image,
+        slo_ms=slo_ms,
+        late=late,
         scaling=scaling,
     )
 
@@ -271,11 +326,67 @@ def _app(r: _Reader, name: str, raw: Any, functions: Mapping[str, FunctionConfig
     return AppConfig(name=name, stages=tuple(stages), slo_ms=slo, percentile=percentile)
 
 
+def _aimd(r: _Reader, raw: Any) -> AIMDConfig:
+    path = "adapter.aimd"
+    data = r.mapping(raw, path)
+    d = AIMDConfig()
+    r.only(data, path, {f.name for f in fields(AIMDConfig)})
+    mult = r.number(data, "mult", path, d.mult)
+    if not 0 < mult < 1:
+        raise r.fail(f"{path}.mult", f"must be within (0, 1), got {mult:g}")
+    fraction = r.number(data, "p95_fraction", path, d.p95_fraction)
+    if not 0 < fraction <= 1:
+        raise r.fail(f"{path}.p95_fraction", f"must be within (0, 1], got {fraction:g}")
+    return AIMDConfig(
+        initial=r.integer(data, "initial", path, d.initial, low=1),
+        minimum=r.integer(data, "minimum", path, d.minimum, low=1),
+        add=r.number(data, "add", path, d.add, low=0.001),
+        mult=mult,
+        period_s=r.number(data, "period_s", path, d.period_s, low=0.1),
+        miss_threshold=r.number(data, "miss_threshold", path, d.miss_threshold),
+        p95_fraction=fraction,
+        timeout_ratio_threshold=r.number(
+            data, "timeout_ratio_threshold", path, d.timeout_ratio_threshold
+        ),
+    )
+
+
+def _adapter(r: _Reader, raw: Any) -> AdapterConfig:
+    path = "adapter"
+    data = r.mapping(raw, path)
+    r.only(data, path, {f.name for f in fields(AdapterConfig)})
+    d = AdapterConfig()
+    mode = r.string(data, "mode", path, d.mode)
+    if mode not in MODES:
+        raise r.fail(f"{path}.mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
+    port = r.integer(data, "port", path, d.port)
+    if port > 65535:
+        raise r.fail(f"{path}.port", f"must be a TCP port (0 picks a free one), got {port}")
+    records = data.get("records")
+    if records is not None and not isinstance(records, str):
+        raise r.fail(f"{path}.records", f"must be a file path, got {records!r}")
+    platform_url = data.get("platform_url")
+    if platform_url is not None and (
+        not isinstance(platform_url, str) or not platform_url.startswith(("http://", "https://"))
+    ):
+        raise r.fail(f"{path}.platform_url", f"must be an http(s) URL, got {platform_url!r}")
+    return AdapterConfig(
+        host=r.string(data, "host", path, d.host),
+        port=port,
+        mode=mode,
+        max_queue=r.integer(data, "max_queue", path, d.max_queue, low=1),
+        max_body_bytes=r.integer(data, "max_body_bytes", path, d.max_body_bytes, low=1),
+        records=records,
+        platform_url=platform_url,
+        aimd=_aimd(r, data.get("aimd")),
+    )
+
+
 def parse_config(raw: Any, source: str = "<config>") -> Config:
     """Validate an already-parsed YAML document."""
     r = _Reader(source)
     data = r.mapping(raw, "(top level)")
-    r.only(data, "", {"platform", "functions", "apps"})
+    r.only(data, "", {"platform", "functions", "apps", "adapter"})
     platform = _platform(r, data.get("platform"))
     fn_raw = r.mapping(data.get("functions"), "functions")
     if not fn_raw:
@@ -285,7 +396,8 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
     }
     app_raw = r.mapping(data.get("apps"), "apps")
     apps = {name: _app(r, name, spec, functions) for name, spec in app_raw.items()}
-    return Config(source=source, platform=platform, functions=functions, apps=apps)
+    adapter = _adapter(r, data.get("adapter"))
+    return Config(source=source, platform=platform, functions=functions, apps=apps, adapter=adapter)
 
 
 def load_config(path: str | Path) -> Config:

@@ -1,0 +1,221 @@
+"""Additive-increase, multiplicative-decrease of a function's max batch size (MLProxy Alg. 2).
+
+MLProxy (SEAMS'22) §2.4 raises ``Max_BS`` by a constant every 30 s unless the window shows a
+violation, then multiplies it by 0.8. A violation is a response-time P95 above a fraction of the
+SLO (80 % in the paper) or a ratio of timeout dispatches above a user threshold. :class:`AIMD`
+keeps that loop as a pure object: :meth:`AIMD.record` feeds it, :meth:`AIMD.update` (called as
+often as the adapter likes, with ``now`` in monotonic seconds) makes one decision per period.
+
+Rules chosen where the paper leaves room:
+
+* **Samples are per request.** :meth:`AIMD.record` is called once for each request that left the
+  function's stage, with its own latency and SLO (the stage budget or the end-to-end SLO), whether
+  it missed, whether its batch was dispatched on timeout and whether its batch hit a cold start.
+  The timeout ratio is therefore "requests being timed out" (§2.4 wording), request-weighted.
+* **P95 against varying SLOs.** Requests may carry different budgets, so the P95 test is on the
+  ratio ``latency / SLO``: a violation when its P95 exceeds ``p95_fraction``. The reported
+  ``p95_ms`` is the plain latency P95 of the judged samples.
+* **Misses.** Besides MLProxy's two tests, a deadline-miss ratio above ``miss_threshold`` is a
+  violation (``None`` turns it off, as in MLProxy).
+* **Cold starts.** With ``cold_aware`` a window where more than ``cold_dominated`` of the samples
+  came from cold starts holds the limit (``"hold-cold"``): it says nothing about batch size, and
+  growing batches while replicas start would compound the delay. A window below that share is
+  judged on its warm samples only. Without ``cold_aware`` (the MLProxy baseline) cold samples
+  count like any other.
+* **Empty window** holds (``"hold-idle"``).
+* **Limit arithmetic.** The limit is kept as a float so that a fractional ``add`` accumulates;
+  :attr:`AIMD.limit` is its floor, always within ``[minimum, maximum]``.
+* **Periods.** The first :meth:`record` or :meth:`update` starts the clock. A period ends at
+  ``start + k·period_s``; an :meth:`update` after several periods makes one decision over
+  everything recorded since the last one and realigns to the grid.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["AIMD", "AIMDDecision", "Action", "WindowStats"]
+
+Action = Literal["increase", "decrease", "hold-cold", "hold-idle"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WindowStats:
+    """What one period saw. ``cold_ratio`` is over all ``samples``; the miss and timeout ratios
+    and both P95s are over the ``judged`` samples (the warm ones when cold-aware, else all)."""
+
+    samples: int
+    judged: int
+    miss_ratio: float
+    p95_ms: float
+    p95_slo_fraction: float
+    timeout_ratio: float
+    cold_ratio: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AIMDDecision:
+    """One period's decision, for the adapter's log: the limit before and after, and why."""
+
+    at: float
+    old_limit: int
+    new_limit: int
+    action: Action
+    stats: WindowStats
+    violations: tuple[str, ...]
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+class AIMD:
+    """The max batch size of one function, tuned once per period (MLProxy Algorithm 2)."""
+
+    def __init__(
+        self,
+        *,
+        initial: float,
+        maximum: int,
+        minimum: int = 1,
+        add: float = 1.0,
+        mult: float = 0.8,
+        period_s: float = 30.0,
+        miss_threshold: float | None = 0.05,
+        p95_fraction: float = 0.8,
+        timeout_ratio_threshold: float | None = None,
+        cold_aware: bool = True,
+        cold_dominated: float = 0.5,
+    ) -> None:
+        if minimum < 1:
+            raise ValueError(f"minimum must be >= 1, got {minimum!r}")
+        if maximum < minimum:
+            raise ValueError(f"maximum must be >= minimum ({minimum}), got {maximum!r}")
+        if not minimum <= initial <= maximum:
+            raise ValueError(f"initial must be within [{minimum}, {maximum}], got {initial!r}")
+        if not (math.isfinite(add) and add > 0):
+            raise ValueError(f"add must be > 0, got {add!r}")
+        if not 0 < mult < 1:
+            raise ValueError(f"mult must be in (0, 1), got {mult!r}")
+        if not (math.isfinite(period_s) and period_s > 0):
+            raise ValueError(f"period_s must be > 0, got {period_s!r}")
+        if not (math.isfinite(p95_fraction) and p95_fraction > 0):
+            raise ValueError(f"p95_fraction must be > 0, got {p95_fraction!r}")
+        for name, ratio in (
+            ("miss_threshold", miss_threshold),
+            ("timeout_ratio_threshold", timeout_ratio_threshold),
+            ("cold_dominated", cold_dominated),
+        ):
+            if ratio is not None and not 0 <= ratio <= 1:
+                raise ValueError(f"{name} must be within [0, 1], got {ratio!r}")
+        self._value = float(initial)
+        self._minimum = minimum
+        self._maximum = maximum
+        self._add = add
+        self._mult = mult
+        self._period_s = period_s
+        self._miss_threshold = miss_threshold
+        self._p95_fraction = p95_fraction
+        self._timeout_threshold = timeout_ratio_threshold
+        self._cold_aware = cold_aware
+        self._cold_dominated = cold_dominated
+        self._start: float | None = None
+        self._reset_window()
+
+    def _reset_window(self) -> None:
+        self._samples = 0
+        self._cold = 0
+        self._misses = 0
+        self._timeouts = 0
+        self._latencies: list[float] = []
+        self._fractions: list[float] = []
+
+    @property
+    def limit(self) -> int:
+        """The current max batch size, an int within ``[minimum, maximum]``."""
+        return min(self._maximum, max(self._minimum, math.floor(self._value)))
+
+    def record(
+        self,
+        now: float,
+        *,
+        latency_ms: float,
+        slo_ms: float,
+        missed: bool,
+        timeout_dispatch: bool,
+        cold: bool,
+    ) -> None:
+        """Count one finished request (see the module docstring for what each flag means)."""
+        if not (math.isfinite(latency_ms) and latency_ms >= 0):
+            raise ValueError(f"latency_ms must be a finite number >= 0, got {latency_ms!r}")
+        if not (math.isfinite(slo_ms) and slo_ms > 0):
+            raise ValueError(f"slo_ms must be > 0, got {slo_ms!r}")
+        if self._start is None:
+            self._start = now
+        self._samples += 1
+        if cold:
+            self._cold += 1
+            if self._cold_aware:
+                return
+        self._misses += missed
+        self._timeouts += timeout_dispatch
+        self._latencies.append(latency_ms)
+        self._fractions.append(latency_ms / slo_ms)
+
+    def update(self, now: float) -> AIMDDecision | None:
+        """At the end of a period, decide and return the decision; otherwise ``None``."""
+        if self._start is None:
+            self._start = now
+            return None
+        elapsed = now - self._start
+        if elapsed < self._period_s:
+            return None
+        self._start += self._period_s * math.floor(elapsed / self._period_s)
+        stats = self._stats()
+        self._reset_window()
+        old = self.limit
+        violations: tuple[str, ...] = ()
+        if stats.samples == 0:
+            action: Action = "hold-idle"
+        elif self._cold_aware and (stats.cold_ratio > self._cold_dominated or stats.judged == 0):
+            action = "hold-cold"
+        else:
+            violations = self._violations(stats)
+            action = "decrease" if violations else "increase"
+        if action == "decrease":
+            self._value = max(float(self._minimum), self._value * self._mult)
+        elif action == "increase":
+            self._value = min(float(self._maximum), self._value + self._add)
+        return AIMDDecision(
+            at=now,
+            old_limit=old,
+            new_limit=self.limit,
+            action=action,
+            stats=stats,
+            violations=violations,
+        )
+
+    def _stats(self) -> WindowStats:
+        judged = len(self._latencies)
+        return WindowStats(
+            samples=self._samples,
+            judged=judged,
+            miss_ratio=self._misses / judged if judged else 0.0,
+            p95_ms=_p95(self._latencies) if judged else 0.0,
+            p95_slo_fraction=_p95(self._fractions) if judged else 0.0,
+            timeout_ratio=self._timeouts / judged if judged else 0.0,
+            cold_ratio=self._cold / self._samples if self._samples else 0.0,
+        )
+
+    def _violations(self, stats: WindowStats) -> tuple[str, ...]:
+        found: list[str] = []
+        if self._miss_threshold is not None and stats.miss_ratio > self._miss_threshold:
+            found.append(f"miss ratio {stats.miss_ratio:.3f} > {self._miss_threshold}")
+        if stats.p95_slo_fraction > self._p95_fraction:
+            found.append(f"P95/SLO {stats.p95_slo_fraction:.3f} > {self._p95_fraction}")
+        if self._timeout_threshold is not None and stats.timeout_ratio > self._timeout_threshold:
+            found.append(f"timeout ratio {stats.timeout_ratio:.3f} > {self._timeout_threshold}")
+        return tuple(found)

@@ -1,0 +1,316 @@
+"""The adapter's HTTP face: ``create_app(config) -> Starlette``.
+
+Routes:
+
+- ``POST /v1/models/{fn}:predict``: V1 protocol, one or more instances per request. The request
+  gets ``deadline = arrival + SLO`` (the function's SLO from the config; an ``X-SLO-Ms`` header
+  may tighten it), joins the function's queue and is answered with its share of a batch. The
+  response carries ``Server-Timing`` (queue, compute, total), ``X-Batch-Size`` and
+  ``X-Cold-Start``.
+- ``GET /v1/models/{fn}``, ``GET /healthz``, ``GET /metrics`` (Prometheus text).
+
+Everything with a lifetime (the HTTP client, the platform, the dispatch loops, the record writer)
+is created in the lifespan and torn down there. The platform is the embedded local platform unless
+one is passed in (tests, experiments) or ``adapter.platform_url`` names a running one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from adapter.aimd import AIMD
+from adapter.config import Config
+from adapter.dispatcher import Dispatcher
+from adapter.errors import AdapterError, BadRequest, PayloadTooLarge, UnknownTarget
+from adapter.latency import LatencyModel
+from adapter.metrics import AdapterMetrics
+from adapter.platform_view import LocalView, PlatformView, RemoteView
+from adapter.policy import preset
+from adapter.queue import Answer, Pending
+from adapter.records import RecordWriter
+from knative.clock import Clock, MonotonicClock
+
+logger = logging.getLogger(__name__)
+
+SLO_HEADER = "x-slo-ms"
+PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+#: the prior when a model has no profile: 5 ms + 1 ms per instance, refined by the first batches
+_FALLBACK_PRIOR = (5.0, 1.0)
+
+
+@dataclass
+class AdapterState:
+    """What the running app holds; tests and experiments read it through ``app.state``."""
+
+    config: Config
+    clock: Clock
+    metrics: AdapterMetrics = field(default_factory=AdapterMetrics)
+    dispatchers: dict[str, Dispatcher] = field(default_factory=dict)
+    records: RecordWriter | None = None
+    view: PlatformView | None = None
+    epoch: float = 0.0
+
+
+def latency_prior(kind: str, profiles_dir: Path = PROFILES_DIR) -> LatencyModel:
+    """A latency model seeded from ``profiles/KIND.json`` (HTTP batch times) when there is one."""
+    from functions.profile_format import ProfileFormatError, load_profile
+
+    path = profiles_dir / f"{kind}.json"
+    if path.exists():
+        try:
+            profile = load_profile(path)
+            fit = profile.linear_fit
+            return LatencyModel.from_prior(max(fit.a_ms, 0.1), max(fit.b_ms_per_item, 0.0))
+        except ProfileFormatError as exc:
+            logger.warning("ignoring profile %s: %s", path, exc)
+    return LatencyModel.from_prior(*_FALLBACK_PRIOR)
+
+
+def _parse_body(body: bytes) -> list[Any]:
+    if not body:
+        raise BadRequest('empty body: send {"instances": [...]}')
+    try:
+        payload = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"body is not JSON: {exc}") from None
+    if not isinstance(payload, dict) or "instances" not in payload:
+        raise BadRequest("body must be an object with an 'instances' list")
+    instances = payload["instances"]
+    if not isinstance(instances, list):
+        raise BadRequest(f"'instances' must be a list, got {type(instances).__name__}")
+    if not instances:
+        raise BadRequest("'instances' is empty")
+    return instances
+
+
+def _slo_ms(request: Request, configured: float) -> float:
+    raw = request.headers.get(SLO_HEADER)
+    if raw is None:
+        return configured
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadRequest(f"X-SLO-Ms must be a number of milliseconds, got {raw!r}") from None
+    if not value > 0 or value != value:
+        raise BadRequest(f"X-SLO-Ms must be positive, got {raw!r}")
+    return min(configured, value)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _until_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def _await_answer(request: Request, item: Pending) -> Answer | None:
+    """The request's answer, or None if the client went away first (then it leaves the queue)."""
+    watcher: asyncio.Future[Any] = asyncio.ensure_future(_until_disconnect(request))
+    answer: asyncio.Future[Any] = item.future
+    try:
+        await asyncio.wait({answer, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if not item.future.done():
+        item.future.cancel()
+        return None
+    return item.future.result()
+
+
+def _error(exc: AdapterError) -> JSONResponse:
+    return JSONResponse({"error": exc.reason}, status_code=exc.status)
+
+
+def create_app(
+    config: Config,
+    *,
+    view: PlatformView | None = None,
+    clock: Clock | None = None,
+    records_path: Path | None = None,
+    mode: str | None = None,
+) -> Starlette:
+    """The adapter for ``config``; ``view`` overrides how the platform is reached."""
+    state = AdapterState(config=config, clock=clock or MonotonicClock())
+    chosen = preset(mode or config.adapter.mode)
+    slos: dict[str, float] = {}
+    for name in config.functions:
+        slo = config.slo_ms(name)
+        if slo is None:
+            raise ValueError(
+                f"{config.source}: function {name!r} has no SLO: set functions.{name}.slo_ms "
+                f"or an app with stages [{name}]"
+            )
+        slos[name] = slo
+    ids = itertools.count(1)
+
+    async def predict(request: Request) -> Response:
+        name = request.path_params["name"]
+        dispatcher = state.dispatchers.get(name)
+        try:
+            if dispatcher is None:
+                raise UnknownTarget(f"no function named {name!r}")
+            body = await _read_body(request, config.adapter.max_body_bytes)
+            instances = _parse_body(body)
+            slo = _slo_ms(request, slos[name])
+            now = state.clock.now()
+            seq = next(ids)
+            item = Pending(
+                id=f"r{seq}",
+                function=name,
+                instances=instances,
+                arrival=now,
+                deadline=now + slo / 1000.0,
+                seq=seq,
+                future=asyncio.get_running_loop().create_future(),
+            )
+            dispatcher.submit(item)
+            answer = await _await_answer(request, item)
+        except AdapterError as exc:
+            return _error(exc)
+        if answer is None:
+            return Response(status_code=499)  # nobody is listening; the queue let it go
+        total_ms = (state.clock.now() - item.arrival) * 1000.0
+        headers = {
+            "server-timing": (
+                f"queue;dur={answer.queue_ms:.2f}, upstream;dur={answer.round_trip_ms:.2f}, "
+                f"compute;dur={answer.compute_ms:.2f}, total;dur={total_ms:.2f}"
+            ),
+            "x-batch-size": str(answer.batch_size),
+            "x-cold-start": "1" if answer.cold else "0",
+        }
+        return JSONResponse({"predictions": answer.predictions}, headers=headers)
+
+    async def model_status(request: Request) -> Response:
+        name = request.path_params["name"]
+        dispatcher = state.dispatchers.get(name)
+        if dispatcher is None:
+            return _error(UnknownTarget(f"no function named {name!r}"))
+        assert state.view is not None
+        counts = state.view.replicas(name)
+        return JSONResponse(
+            {
+                "name": name,
+                "ready": True,
+                "slo_ms": slos[name],
+                "queue": len(dispatcher.queue),
+                "inflight_batches": dispatcher.inflight,
+                "aimd_limit": dispatcher.aimd.limit,
+                "replicas": {"ready": counts.ready, "desired": counts.desired},
+            }
+        )
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": True, "mode": chosen.name})
+
+    async def metrics(request: Request) -> Response:
+        return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            client = await stack.enter_async_context(
+                httpx.AsyncClient(
+                    trust_env=False,
+                    limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
+                )
+            )
+            state.view = view
+            if state.view is None:
+                if config.adapter.platform_url:
+                    remote = RemoteView(config.adapter.platform_url, client)
+                    await remote.start()
+                    stack.push_async_callback(remote.stop)
+                    state.view = remote
+                else:
+                    from knative.local import LocalPlatform
+
+                    platform = await stack.enter_async_context(LocalPlatform(config))
+                    state.view = LocalView(platform)
+            path = records_path or (
+                Path(config.adapter.records) if config.adapter.records else None
+            )
+            state.records = RecordWriter(path)
+            state.records.start()
+            stack.push_async_callback(state.records.stop)
+            state.epoch = state.clock.now()
+            aimd_cfg = config.adapter.aimd
+            for name, fn in config.functions.items():
+                aimd = (
+                    chosen.aimd(initial=min(aimd_cfg.initial, fn.max_batch), maximum=fn.max_batch)
+                    if chosen.name == "mlproxy"
+                    else _configured_aimd(config, fn.max_batch, chosen.cold_aware)
+                )
+                dispatcher = Dispatcher(
+                    function=fn,
+                    slo_ms=slos[name],
+                    preset=chosen,
+                    aimd=aimd,
+                    model=latency_prior(fn.model),
+                    view=state.view,
+                    client=client,
+                    clock=state.clock,
+                    metrics=state.metrics,
+                    records=state.records,
+                    max_queue=config.adapter.max_queue,
+                    epoch=state.epoch,
+                )
+                dispatcher.start()
+                state.dispatchers[name] = dispatcher
+            try:
+                yield
+            finally:
+                await asyncio.gather(*(d.stop() for d in state.dispatchers.values()))
+
+    routes = [
+        Route("/v1/models/{name}:predict", predict, methods=["POST"]),
+        Route("/v1/models/{name}", model_status, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.adapter = state
+    return app
+
+
+def _configured_aimd(config: Config, max_batch: int, cold_aware: bool) -> AIMD:
+    a = config.adapter.aimd
+    return AIMD(
+        initial=min(a.initial, max_batch),
+        minimum=min(a.minimum, max_batch),
+        maximum=max_batch,
+        add=a.add,
+        mult=a.mult,
+        period_s=a.period_s,
+        miss_threshold=a.miss_threshold,
+        p95_fraction=a.p95_fraction,
+        timeout_ratio_threshold=a.timeout_ratio_threshold,
+        cold_aware=cold_aware,
+    )

@@ -1,0 +1,149 @@
+"""The batching decision: which queue prefix to dispatch now, or when to look again.
+
+:func:`decide` is pure: the queue, the latency model, the limit and ``now`` (monotonic seconds)
+in, a :class:`BatchDecision` out. The adapter's loop, the simulator and the tests all call it.
+Deadlines and arrivals are in seconds, latencies in milliseconds; a batch of ``n`` instances
+dispatched at ``now`` is estimated to finish at ``now + P95(n)`` with ``P95`` from
+:meth:`adapter.latency.LatencyModel.p95_ms`.
+
+Rules, in order:
+
+1. **Empty queue:** nothing to do (``reason="empty"``, no wake-up).
+2. **Oversized head:** a request with more instances than ``limit`` goes alone at once
+   (``"oversized"``); it is the only batch that exceeds the limit.
+3. **Late head** (deadline-aware only): when the head cannot meet its deadline even alone
+   (``now + P95(head) > head.deadline``, which includes a deadline already past), it goes alone
+   at once (``"late"``): holding it only makes it later, and whether to serve or prune it is the
+   adapter's call. It never drags other requests past their deadlines.
+4. **Largest feasible prefix** (GrandSLAM Algorithm 1, §4.3): walk the queue in its order and add
+   requests while the total stays within ``limit`` and, deadline-aware, while
+   ``now + P95(total) ≤`` every member's deadline. The walk stops at the first request that does
+   not fit, so the batch is always a prefix. Without deadline awareness (the MLProxy baseline)
+   only the limit stops the walk.
+5. **Dispatch now** when the batch is closed: the limit is reached, the next queued request would
+   exceed it (``"full"``), or, deadline-aware, the next queued request would break a deadline
+   (``"closed"``: waiting cannot grow this prefix, and the request left out needs the next batch
+   soon).
+6. **Otherwise wait, but not past the dispatch timeout** (MLProxy Eqs. 1–2): with ``n`` instances
+   in the batch, ``DTO = SLO − P95(n+1)`` and ``TO = DTO − FRT`` where ``FRT`` is the time since
+   the first request arrived. With ``deadline = arrival + SLO`` this is the absolute time
+   ``latest = head.deadline − P95(n+1)``. We take the earliest member deadline rather than the
+   head's (equal under a fixed SLO and FIFO order) and also never wait past
+   ``earliest deadline − P95(n)``. If ``latest ≤ now`` the batch leaves at once (``"timeout"``:
+   MLProxy's negative DTO, the case its AIMD counts); else ``take=0`` and ``wake_at=latest``.
+   A new arrival should trigger a fresh call, as in MLProxy's Algorithm 1.
+
+Every test is written as "start no later than ``deadline − P95/1000``" (never as
+``now + P95/1000 ≤ deadline``): float subtraction is monotone, so a decision taken again at
+``wake_at`` with the same queue and a P95 non-decreasing in ``n`` dispatches the same prefix.
+
+``take`` counts queue entries, ``instances`` their total size. ``take`` is never more than
+``len(queue)``, and a dispatched batch is never empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+__all__ = ["BatchDecision", "LatencyEstimator", "Pending", "PendingItem", "Reason", "decide"]
+
+Reason = Literal["empty", "wait", "oversized", "late", "full", "closed", "timeout"]
+
+
+class Pending(Protocol):
+    """What :func:`decide` reads from a queued request (times in monotonic seconds)."""
+
+    @property
+    def deadline(self) -> float: ...
+
+    @property
+    def arrival(self) -> float: ...
+
+    @property
+    def size(self) -> int: ...
+
+
+class LatencyEstimator(Protocol):
+    """The part of :class:`adapter.latency.LatencyModel` that :func:`decide` uses."""
+
+    def p95_ms(self, n: int, now: float) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PendingItem:
+    """A plain :class:`Pending`: a request of ``size`` instances due at ``deadline``."""
+
+    deadline: float
+    arrival: float
+    size: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class BatchDecision:
+    """Dispatch ``queue[:take]`` (``instances`` in all) now, or, with ``take == 0``, call
+    :func:`decide` again at ``wake_at`` (or on the next arrival, whichever comes first)."""
+
+    take: int
+    instances: int
+    wake_at: float | None
+    reason: Reason
+
+    @property
+    def timeout_dispatch(self) -> bool:
+        """Whether the batch leaves because waiting longer would break a deadline (MLProxy TO)."""
+        return self.reason == "timeout"
+
+
+_EMPTY = BatchDecision(take=0, instances=0, wake_at=None, reason="empty")
+
+
+def decide(
+    now: float,
+    queue: Sequence[Pending],
+    model: LatencyEstimator,
+    *,
+    limit: int,
+    deadline_aware: bool = True,
+) -> BatchDecision:
+    """Decide for an ordered queue at ``now``; ``limit`` caps the batch in instances.
+
+    ``queue`` is ordered by deadline (slack order) or by arrival (FIFO baseline); see the module
+    docstring for the rules.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit!r}")
+    if not queue:
+        return _EMPTY
+    head = queue[0]
+    if head.size < 1:
+        raise ValueError(f"request size must be >= 1, got {head.size!r}")
+    if head.size > limit:
+        return BatchDecision(take=1, instances=head.size, wake_at=None, reason="oversized")
+    if deadline_aware and now > head.deadline - model.p95_ms(head.size, now) / 1000.0:
+        return BatchDecision(take=1, instances=head.size, wake_at=None, reason="late")
+
+    take, total, earliest = 1, head.size, head.deadline
+    closed: Reason | None = None
+    for item in queue[1:]:
+        if item.size < 1:
+            raise ValueError(f"request size must be >= 1, got {item.size!r}")
+        grown = total + item.size
+        if grown > limit:
+            closed = "full"
+            break
+        due = min(earliest, item.deadline)
+        if deadline_aware and now > due - model.p95_ms(grown, now) / 1000.0:
+            closed = "closed"
+            break
+        take, total, earliest = take + 1, grown, due
+    if closed is None and total >= limit:
+        closed = "full"
+    if closed is not None:
+        return BatchDecision(take=take, instances=total, wake_at=None, reason=closed)
+
+    latest = earliest - max(model.p95_ms(total + 1, now), model.p95_ms(total, now)) / 1000.0
+    if latest <= now:
+        return BatchDecision(take=take, instances=total, wake_at=None, reason="timeout")
+    return BatchDecision(take=0, instances=0, wake_at=latest, reason="wait")

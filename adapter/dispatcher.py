@@ -1,0 +1,379 @@
+"""One function's dispatch loop: queue, decide, send one batch upstream, answer each member.
+
+The loop only executes decisions made by pure policies: :func:`adapter.batching.decide` (which
+prefix, now or when), :class:`adapter.aimd.AIMD` (the batch limit) and
+:class:`adapter.latency.LatencyModel` (what a batch costs). In-flight batches are bounded by the
+platform's ready replicas × ``containerConcurrency``. While no replica is ready one batch goes to
+the platform (its activator buffers it and starts a replica, as a request at scale zero does) and
+the rest keep queueing, to leave as one batch when a replica is ready.
+
+Every member of every batch is answered exactly once: with its share of the predictions, or with
+an :class:`adapter.errors.AdapterError` that says what failed. When the function rejects one
+member's input (400 naming ``instances[i]``), only that member fails and the rest are sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from typing import Any
+
+import httpx
+
+from adapter.aimd import AIMD
+from adapter.batching import BatchDecision, decide
+from adapter.config import FunctionConfig
+from adapter.errors import (
+    AdapterError,
+    DeadlinePruned,
+    Overloaded,
+    ShuttingDown,
+    UpstreamFailed,
+    UpstreamRejected,
+    UpstreamTimeout,
+)
+from adapter.latency import LatencyModel
+from adapter.metrics import AdapterMetrics
+from adapter.platform_view import PlatformView
+from adapter.policy import ModePreset
+from adapter.queue import Answer, Pending, RequestQueue
+from adapter.records import RecordWriter
+from functions.runtime import COLD_START, COMPUTE_MS
+from knative.clock import Clock
+
+logger = logging.getLogger(__name__)
+decisions_log = logging.getLogger("slackwise.aimd")
+
+_BAD_INSTANCE = re.compile(r"^instances\[(\d+)\]: (.*)$", re.DOTALL)
+#: how often to look again at the replica count while every slot is busy
+_CAPACITY_POLL_S = 0.02
+
+
+class Dispatcher:
+    """The queue and the batching loop of one function."""
+
+    def __init__(
+        self,
+        *,
+        function: FunctionConfig,
+        slo_ms: float,
+        preset: ModePreset,
+        aimd: AIMD,
+        model: LatencyModel,
+        view: PlatformView,
+        client: httpx.AsyncClient,
+        clock: Clock,
+        metrics: AdapterMetrics,
+        records: RecordWriter,
+        max_queue: int,
+        epoch: float,
+    ) -> None:
+        self.function = function
+        self.name = function.name
+        self.slo_ms = slo_ms
+        self.preset = preset
+        self.aimd = aimd
+        self.model = model
+        self.view = view
+        self.client = client
+        self.clock = clock
+        self.records = records
+        self.max_queue = max_queue
+        self.epoch = epoch
+        self.queue = RequestQueue(preset.order)
+        self.inflight = 0
+        self.batches = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._sends: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self._m_queue = metrics.queue_length.labels(function=self.name)
+        self._m_inflight = metrics.inflight_batches.labels(function=self.name)
+        self._m_limit = metrics.aimd_limit.labels(function=self.name)
+        self._m_batch = metrics.batch_size.labels(function=self.name)
+        self._m_latency = metrics.latency.labels(function=self.name)
+        self._m_misses = metrics.deadline_misses.labels(function=self.name)
+        self._m_cold = metrics.cold_batches.labels(function=self.name)
+        self._m_timeouts = metrics.timeout_dispatches.labels(function=self.name)
+        self._m_requests = metrics.requests
+        self._m_limit.set(aimd.limit)
+
+    # -- admission ---------------------------------------------------------------------------
+
+    def submit(self, item: Pending) -> None:
+        """Queue an admitted request; raises Overloaded or ShuttingDown."""
+        if self._closing:
+            raise ShuttingDown(f"{self.name}: the adapter is shutting down")
+        if len(self.queue) >= self.max_queue:
+            raise Overloaded(f"{self.name}: queue full ({self.max_queue} requests waiting)")
+        self.queue.push(item)
+        self._wake.set()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"dispatch-{self.name}")
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Stop taking requests, answer the queued ones, let in-flight batches finish."""
+        self._closing = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for item in self.queue.pop(len(self.queue)):
+            self._fail(item, ShuttingDown(f"{self.name}: the adapter is shutting down"))
+        if self._sends:
+            _, pending = await asyncio.wait(set(self._sends), timeout=grace_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def _slots(self) -> int:
+        counts = self.view.replicas(self.name)
+        if counts.ready == 0:
+            return 1  # one batch rides the activator and wakes the function; the rest wait
+        return counts.ready * max(1, self.function.container_concurrency)
+
+    def _limit(self) -> int:
+        return max(1, min(self.aimd.limit, self.function.max_batch))
+
+    async def _wait(self, until: float | None) -> None:
+        if until is None:
+            await self._wake.wait()
+            return
+        delay = until - self.clock.now()
+        if delay <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), delay)
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            now = self.clock.now()
+            self._tune(now)
+            self.queue.drop_cancelled()
+            self._m_queue.set(len(self.queue))
+            if not self.queue:
+                await self._wait(None)
+                continue
+            if self.function.late == "prune":
+                for item in self.queue.take_late(now):
+                    self._fail(item, DeadlinePruned(
+                        f"{self.name}: deadline passed {1000 * (now - item.deadline):.1f} ms "
+                        "before dispatch; this function prunes late requests"
+                    ))  # fmt: skip
+                if not self.queue:
+                    continue
+            if self.inflight >= self._slots():
+                await self._wait(now + _CAPACITY_POLL_S)
+                continue
+            decision = decide(
+                now,
+                self.queue.items,
+                self.model,
+                limit=self._limit(),
+                deadline_aware=self.preset.deadline_aware,
+            )
+            if decision.take == 0:
+                await self._wait(decision.wake_at)
+                continue
+            batch = self.queue.pop(decision.take)
+            self.inflight += 1
+            self._m_inflight.set(self.inflight)
+            task = asyncio.create_task(self._send(batch, decision))
+            self._sends.add(task)
+            task.add_done_callback(self._sends.discard)
+
+    def _tune(self, now: float) -> None:
+        update = self.aimd.update(now)
+        if update is None:
+            return
+        self._m_limit.set(update.new_limit)
+        s = update.stats
+        decisions_log.info(
+            "%s: AIMD %s %d -> %d (samples %d, judged %d, miss %.3f, p95 %.1f ms, "
+            "timeout %.2f, cold %.2f%s)",
+            self.name, update.action, update.old_limit, update.new_limit, s.samples, s.judged,
+            s.miss_ratio, s.p95_ms, s.timeout_ratio, s.cold_ratio,
+            f"; {', '.join(update.violations)}" if update.violations else "",
+        )  # fmt: skip
+
+    # -- one batch -----------------------------------------------------------------------------
+
+    async def _send(self, batch: list[Pending], decision: BatchDecision) -> None:
+        try:
+            await self._send_once(batch, decision)
+        except asyncio.CancelledError:
+            for item in batch:
+                self._fail(item, ShuttingDown(f"{self.name}: the adapter stopped mid-batch"))
+            raise
+        except Exception as exc:  # every member must hear back, whatever went wrong here
+            logger.exception("%s: batch of %d failed in the adapter", self.name, len(batch))
+            for item in batch:
+                self._fail(item, UpstreamFailed(f"{self.name}: {type(exc).__name__}: {exc}"))
+        finally:
+            self.inflight -= 1
+            self._m_inflight.set(self.inflight)
+            self._wake.set()
+
+    async def _send_once(self, batch: list[Pending], decision: BatchDecision) -> None:
+        sent = self.clock.now()
+        cold_hint = self.view.replicas(self.name).ready == 0
+        instances: list[Any] = []
+        for item in batch:
+            item.dispatched = sent
+            instances.extend(item.instances)
+        total = len(instances)
+        self.batches += 1
+        self._m_batch.observe(total)
+        if decision.timeout_dispatch:
+            self._m_timeouts.inc()
+        url = f"{self.view.url(self.name)}/v1/models/{self.name}:predict"
+        body = json.dumps({"instances": instances}, separators=(",", ":")).encode()
+        try:
+            response = await self.client.post(
+                url,
+                content=body,
+                headers={"content-type": "application/json"},
+                timeout=float(self.function.timeout_s),
+            )
+        except httpx.TimeoutException:
+            error: AdapterError = UpstreamTimeout(
+                f"{self.name}: no answer to a batch of {total} within {self.function.timeout_s} s"
+            )
+            self._fail_all(batch, error)
+            return
+        except httpx.HTTPError as exc:
+            self._fail_all(batch, UpstreamFailed(
+                f"{self.name}: batch of {total} failed: {type(exc).__name__}: {exc}"
+            ))  # fmt: skip
+            return
+        done = self.clock.now()
+        if response.status_code == 200:
+            self._answer(batch, response, sent, done, total, cold_hint, decision)
+        else:
+            self._reject(batch, response, total)
+
+    def _answer(
+        self,
+        batch: list[Pending],
+        response: httpx.Response,
+        sent: float,
+        done: float,
+        total: int,
+        cold_hint: bool,
+        decision: BatchDecision,
+    ) -> None:
+        try:
+            predictions = json.loads(response.content)["predictions"]
+            if not isinstance(predictions, list) or len(predictions) != total:
+                raise ValueError(f"{len(predictions)} predictions for {total} instances")
+        except (ValueError, KeyError, TypeError) as exc:
+            self._fail_all(batch, UpstreamFailed(f"{self.name}: malformed answer: {exc}"))
+            return
+        round_trip_ms = (done - sent) * 1000.0
+        try:
+            compute_ms = float(response.headers.get(COMPUTE_MS, round_trip_ms))
+        except ValueError:
+            compute_ms = round_trip_ms
+        cold = cold_hint or response.headers.get(COLD_START) == "1"
+        if cold:
+            self._m_cold.inc()
+        self.model.observe(done, total, compute_ms, round_trip_ms, cold=cold)
+        offset = 0
+        for item in batch:
+            share = predictions[offset : offset + item.size]
+            offset += item.size
+            answer = Answer(
+                predictions=share,
+                queue_ms=(item.dispatched - item.arrival) * 1000.0,
+                compute_ms=compute_ms,
+                round_trip_ms=round_trip_ms,
+                batch_size=total,
+                cold=cold,
+            )
+            missed = done > item.deadline
+            self.aimd.record(
+                done,
+                latency_ms=(done - item.arrival) * 1000.0,
+                slo_ms=(item.deadline - item.arrival) * 1000.0,
+                missed=missed,
+                timeout_dispatch=decision.timeout_dispatch,
+                cold=cold,
+            )
+            if not item.future.done():
+                item.future.set_result(answer)
+            self._account(item, done, 200, total, cold, missed)
+
+    def _reject(self, batch: list[Pending], response: httpx.Response, total: int) -> None:
+        try:
+            reason = str(json.loads(response.content).get("error", response.text))
+        except (ValueError, AttributeError):
+            reason = response.text[:500]
+        status = response.status_code
+        if 400 <= status < 500:
+            match = _BAD_INSTANCE.match(reason)
+            if status == 400 and match is not None and len(batch) > 1:
+                self._isolate(batch, int(match.group(1)), match.group(2))
+                return
+            self._fail_all(batch, UpstreamRejected(f"{self.name}: {reason}", status))
+            return
+        self._fail_all(batch, UpstreamFailed(f"{self.name} answered {status}: {reason}"))
+
+    def _isolate(self, batch: list[Pending], index: int, reason: str) -> None:
+        """Fail the member whose instance the function refused; send the others again."""
+        offset = 0
+        keep: list[Pending] = []
+        for item in batch:
+            if offset <= index < offset + item.size:
+                own = index - offset
+                self._fail(item, UpstreamRejected(f"{self.name}: instances[{own}]: {reason}", 400))
+            else:
+                keep.append(item)
+            offset += item.size
+        if len(keep) == len(batch):  # the index fits no member: refuse them all
+            self._fail_all(batch, UpstreamRejected(f"{self.name}: {reason}", 400))
+            return
+        self.queue.push_front([p for p in keep if not p.cancelled])
+
+    # -- answers -------------------------------------------------------------------------------
+
+    def _fail_all(self, batch: list[Pending], error: AdapterError) -> None:
+        for item in batch:
+            self._fail(item, error)
+
+    def _fail(self, item: Pending, error: AdapterError) -> None:
+        if not item.future.done():
+            item.future.set_exception(error)
+        self._account(item, self.clock.now(), error.status, 0, False, True)
+
+    def _account(
+        self, item: Pending, done: float, status: int, batch_size: int, cold: bool, missed: bool
+    ) -> None:
+        self._m_requests.labels(function=self.name, status=str(status)).inc()
+        self._m_latency.observe(done - item.arrival)
+        if missed:
+            self._m_misses.inc()
+        epoch = self.epoch
+        self.records.add(
+            {
+                "id": item.id,
+                "function": self.name,
+                "arrival": round(item.arrival - epoch, 6),
+                "dispatch": round(item.dispatched - epoch, 6) if item.dispatched else None,
+                "done": round(done - epoch, 6),
+                "deadline": round(item.deadline - epoch, 6),
+                "size": item.size,
+                "batch_size": batch_size,
+                "status": status,
+                "cold": cold,
+                "missed": missed,
+            }
+        )

@@ -1,0 +1,80 @@
+"""What the adapter needs from the platform: where a function is and how many replicas serve it.
+
+:class:`LocalView` reads an in-process :class:`knative.local.LocalPlatform` directly.
+:class:`RemoteView` polls a local platform's admin API (``GET /platform/functions``) in the
+background and answers from the last poll, so the request path never waits on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Protocol
+
+import httpx
+
+from knative.events import ReplicaCounts
+from knative.local import LocalPlatform
+
+logger = logging.getLogger(__name__)
+
+
+class PlatformView(Protocol):
+    def url(self, function: str) -> str: ...
+
+    def replicas(self, function: str) -> ReplicaCounts: ...
+
+
+class LocalView:
+    def __init__(self, platform: LocalPlatform) -> None:
+        self._platform = platform
+
+    def url(self, function: str) -> str:
+        return self._platform.url(function)
+
+    def replicas(self, function: str) -> ReplicaCounts:
+        return self._platform.replicas(function)
+
+
+class RemoteView:
+    """A platform reached over HTTP; :meth:`start` polls every ``poll_s``."""
+
+    def __init__(self, base_url: str, client: httpx.AsyncClient, *, poll_s: float = 0.2) -> None:
+        self._base = base_url.rstrip("/")
+        self._client = client
+        self._poll_s = poll_s
+        self._counts: dict[str, ReplicaCounts] = {}
+        self._urls: dict[str, str] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def refresh(self) -> None:
+        response = await self._client.get(f"{self._base}/platform/functions", timeout=5.0)
+        response.raise_for_status()
+        for item in response.json()["functions"]:
+            self._counts[item["name"]] = ReplicaCounts(**item["replicas"])
+            self._urls[item["name"]] = item["url"]
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._poll_s)
+            try:
+                await self.refresh()
+            except (httpx.HTTPError, KeyError, ValueError) as exc:
+                logger.warning("platform poll failed: %s", exc)
+
+    async def start(self) -> None:
+        await self.refresh()
+        self._task = asyncio.create_task(self._loop(), name="platform-poll")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def url(self, function: str) -> str:
+        return self._urls.get(function, self._base)
+
+    def replicas(self, function: str) -> ReplicaCounts:
+        return self._counts.get(function, ReplicaCounts(0, 0, 0, 0, 0))
