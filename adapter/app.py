@@ -156,8 +156,13 @@ def create_app(
     clock: Clock | None = None,
     records_path: Path | None = None,
     mode: str | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> Starlette:
-    """The adapter for ``config``; ``view`` overrides how the platform is reached."""
+    """The adapter for ``config``.
+
+    ``view`` overrides how the platform is reached; ``transport`` replaces the upstream HTTP
+    transport (tests of the adapter's own logic use :class:`httpx.MockTransport`).
+    """
     state = AdapterState(config=config, clock=clock or MonotonicClock())
     chosen = preset(mode or config.adapter.mode)
     slos: dict[str, float] = {}
@@ -239,6 +244,7 @@ def create_app(
             client = await stack.enter_async_context(
                 httpx.AsyncClient(
                     trust_env=False,
+                    transport=transport,
                     limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
                 )
             )

@@ -59,6 +59,24 @@ def _cmd_up(args: argparse.Namespace) -> int:
     return asyncio.run(_up(_load(args.config)))
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from adapter.app import create_app
+
+    config = _load(args.config)
+    try:
+        app = create_app(config, mode=args.mode)
+    except ValueError as exc:
+        raise SystemExit(f"slackwise: {exc}") from None
+    host = args.host or config.adapter.host
+    port = config.adapter.port if args.port is None else args.port
+    print(f"slackwise adapter ({args.mode or config.adapter.mode}) on http://{host}:{port}",
+          flush=True)  # fmt: skip
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from adapter.demo import DemoPlan, run_demo
 
@@ -105,6 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start the local platform with the configured functions")
     up.add_argument("-c", "--config", required=True, help="YAML config file")
     up.set_defaults(func=_cmd_up)
+
+    serve = sub.add_parser("serve", help="run the adapter (with the embedded local platform)")
+    serve.add_argument("-c", "--config", required=True, help="YAML config file")
+    serve.add_argument("--host", help="listen address (default: adapter.host)")
+    serve.add_argument("--port", type=int, help="listen port (default: adapter.port)")
+    serve.add_argument("--mode", choices=("slackwise", "mlproxy"), help="batching policy")
+    serve.set_defaults(func=_cmd_serve)
 
     demo = sub.add_parser("demo", help="scale real functions from zero and back under load")
     demo.add_argument("-c", "--config", required=True, help="YAML config file")

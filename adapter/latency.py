@@ -31,7 +31,9 @@ Rules chosen where the papers leave room:
   pool holds ``min_samples``; before that, the prior's spread. The spread is at least 1.
 * **Bounded memory.** Windows are kept per exact batch size (batch sizes are bounded by the
   function's max batch), each a deque of at most ``max_samples_per_size`` samples younger than
-  ``window_s``. Percentiles are nearest-rank and cached until the window changes.
+  ``window_s``. Percentiles are nearest-rank and cached until the window changes. The P95 is
+  not forced to grow with ``n``: an observed P95 at one size may sit below the fit's at a smaller
+  size; :func:`adapter.batching.decide` checks each candidate size on its own.
 """
 
 from __future__ import annotations
