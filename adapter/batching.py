@@ -12,9 +12,12 @@ Rules, in order:
 2. **Oversized head:** a request with more instances than ``limit`` goes alone at once
    (``"oversized"``); it is the only batch that exceeds the limit.
 3. **Late head** (deadline-aware only): when the head cannot meet its deadline even alone
-   (``now + P95(head) > head.deadline``, which includes a deadline already past), it goes alone
-   at once (``"late"``): holding it only makes it later, and whether to serve or prune it is the
-   adapter's call. It never drags other requests past their deadlines.
+   (``now + P95(head) > head.deadline``, which includes a deadline already past), it leaves at
+   once (``"late"``) together with the requests right behind it that are late too, up to
+   ``limit``: holding them only makes them later, and sending them one by one would waste the
+   function's throughput exactly when the queue is behind (after a cold start, under overload).
+   Whether to serve or prune them is the adapter's call. A request that can still make its
+   deadline is never put in a late batch.
 4. **Largest feasible prefix** (GrandSLAM Algorithm 1, §4.3): walk the queue in its order and add
    requests while the total stays within ``limit`` and, deadline-aware, while
    ``now + P95(total) ≤`` every member's deadline. The walk stops at the first request that does
@@ -49,7 +52,9 @@ from typing import Literal, Protocol
 
 __all__ = ["BatchDecision", "LatencyEstimator", "Pending", "PendingItem", "Reason", "decide"]
 
-Reason = Literal["empty", "wait", "oversized", "late", "full", "closed", "timeout"]
+#: ``"activate"`` is never returned by :func:`decide`: the adapter uses it when it sends a
+#: request to wake a function that has no ready replica (scale from zero)
+Reason = Literal["empty", "wait", "oversized", "late", "full", "closed", "timeout", "activate"]
 
 
 class Pending(Protocol):
@@ -122,7 +127,14 @@ def decide(
     if head.size > limit:
         return BatchDecision(take=1, instances=head.size, wake_at=None, reason="oversized")
     if deadline_aware and now > head.deadline - model.p95_ms(head.size, now) / 1000.0:
-        return BatchDecision(take=1, instances=head.size, wake_at=None, reason="late")
+        take, total = 1, head.size
+        for item in queue[1:]:
+            if total + item.size > limit:
+                break
+            if now <= item.deadline - model.p95_ms(item.size, now) / 1000.0:
+                break  # this one can still make it: it is not dragged into a late batch
+            take, total = take + 1, total + item.size
+        return BatchDecision(take=take, instances=total, wake_at=None, reason="late")
 
     take, total, earliest = 1, head.size, head.deadline
     closed: Reason | None = None

@@ -140,6 +140,9 @@ class Dispatcher:
             return 1  # one batch rides the activator and wakes the function; the rest wait
         return counts.ready * max(1, self.function.container_concurrency)
 
+    def _cold(self) -> bool:
+        return self.view.replicas(self.name).ready == 0
+
     def _limit(self) -> int:
         return max(1, min(self.aimd.limit, self.function.max_batch))
 
@@ -181,6 +184,13 @@ class Dispatcher:
                 limit=self._limit(),
                 deadline_aware=self.preset.deadline_aware,
             )
+            if decision.take == 0 and self.inflight == 0 and self._cold():
+                # nothing can serve: send the head now so the platform starts a replica; the
+                # rest keep queueing and leave together once one is ready
+                head = self.queue.items[0]
+                decision = BatchDecision(
+                    take=1, instances=head.size, wake_at=None, reason="activate"
+                )
             if decision.take == 0:
                 await self._wait(decision.wake_at)
                 continue

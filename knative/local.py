@@ -179,8 +179,10 @@ class LocalPlatform:
             await self._server_task
         if self._client is not None:
             await self._client.aclose()
+        self.close_logs()
 
     def close_logs(self) -> None:
+        """Remove the replica logs of a platform that made its own log directory."""
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

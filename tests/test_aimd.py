@@ -1,0 +1,240 @@
+"""AIMD max batch size (MLProxy Algorithm 2) and the mode presets."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapter.aimd import AIMD, AIMDDecision
+from adapter.policy import MLPROXY, PRESETS, SLACKWISE, preset
+
+
+def feed(
+    aimd: AIMD,
+    now: float,
+    count: int,
+    *,
+    latency_ms: float = 20.0,
+    slo_ms: float = 100.0,
+    missed: int = 0,
+    timeouts: int = 0,
+    cold: int = 0,
+) -> None:
+    """``count`` requests at ``now``; the first ``missed``/``timeouts``/``cold`` carry the flag."""
+    for i in range(count):
+        aimd.record(
+            now,
+            latency_ms=latency_ms,
+            slo_ms=slo_ms,
+            missed=i < missed,
+            timeout_dispatch=i < timeouts,
+            cold=i < cold,
+        )
+
+
+def period(aimd: AIMD, start: float, **window: Any) -> AIMDDecision:
+    """One 30 s period starting at ``start`` with 20 requests; the decision at its end."""
+    feed(aimd, start, 20, **window)
+    decision = aimd.update(start + 30.0)
+    assert decision is not None
+    return decision
+
+
+def test_additive_increase_each_good_period() -> None:
+    aimd = AIMD(initial=4, maximum=64)
+    limits = []
+    for k in range(3):
+        decision = period(aimd, 30.0 * k)
+        assert decision.action == "increase" and decision.violations == ()
+        limits.append(decision.new_limit)
+    assert limits == [5, 6, 7]
+    assert aimd.limit == 7
+
+
+def test_misses_decrease_by_mult() -> None:
+    aimd = AIMD(initial=10, maximum=64, miss_threshold=0.05)
+    decision = period(aimd, 0.0, missed=4)
+    assert (decision.old_limit, decision.new_limit, decision.action) == (10, 8, "decrease")
+    assert decision.stats.miss_ratio == pytest.approx(0.2)
+    assert decision.violations[0].startswith("miss ratio")
+    assert period(aimd, 30.0, missed=4).new_limit == 6  # 8 × 0.8 = 6.4
+
+
+def test_p95_above_the_fraction_of_the_slo_decreases() -> None:
+    aimd = AIMD(initial=10, maximum=64, p95_fraction=0.8, miss_threshold=None)
+    decision = period(aimd, 0.0, latency_ms=85.0, slo_ms=100.0)
+    assert decision.action == "decrease"
+    assert decision.stats.p95_ms == 85.0
+    assert decision.stats.p95_slo_fraction == pytest.approx(0.85)
+    assert decision.violations == ("P95/SLO 0.850 > 0.8",)
+    assert period(aimd, 30.0, latency_ms=80.0, slo_ms=100.0).action == "increase"
+
+
+def test_too_many_timeout_dispatches_decrease() -> None:
+    aimd = AIMD(initial=10, maximum=64, timeout_ratio_threshold=0.5)
+    decision = period(aimd, 0.0, timeouts=12)
+    assert decision.action == "decrease" and decision.stats.timeout_ratio == pytest.approx(0.6)
+    assert period(aimd, 30.0, timeouts=10).action == "increase"  # 0.5 is not above 0.5
+
+
+def test_cold_dominated_window_holds_when_cold_aware() -> None:
+    aimd = AIMD(initial=10, maximum=64, cold_aware=True, cold_dominated=0.5)
+    decision = period(aimd, 0.0, latency_ms=1000.0, missed=15, cold=15)
+    assert decision.action == "hold-cold" and decision.new_limit == 10
+    assert decision.stats.cold_ratio == pytest.approx(0.75)
+    assert decision.violations == ()
+
+
+def test_cold_dominated_window_decreases_when_not_cold_aware() -> None:
+    aimd = AIMD(initial=10, maximum=64, cold_aware=False)
+    decision = period(aimd, 0.0, latency_ms=1000.0, missed=15, cold=15)
+    assert (decision.action, decision.new_limit) == ("decrease", 8)
+    assert decision.stats.judged == 20
+
+
+def test_a_few_cold_samples_are_left_out_of_the_judgement() -> None:
+    aimd = AIMD(initial=10, maximum=64, cold_aware=True)
+    feed(aimd, 0.0, 4, latency_ms=5000.0, missed=4, timeouts=4, cold=4)
+    feed(aimd, 0.0, 16)
+    decision = aimd.update(30.0)
+    assert decision is not None and decision.action == "increase"
+    assert (decision.stats.samples, decision.stats.judged) == (20, 16)
+    assert decision.stats.miss_ratio == 0.0 and decision.stats.p95_ms == 20.0
+
+
+def test_empty_window_holds() -> None:
+    aimd = AIMD(initial=10, maximum=64)
+    assert aimd.update(0.0) is None  # starts the clock
+    decision = aimd.update(30.0)
+    assert decision is not None
+    assert (decision.action, decision.new_limit, decision.stats.samples) == ("hold-idle", 10, 0)
+
+
+def test_bounds_are_respected() -> None:
+    high = AIMD(initial=4, maximum=6)
+    assert [period(high, 30.0 * k).new_limit for k in range(5)] == [5, 6, 6, 6, 6]
+    low = AIMD(initial=4, minimum=2, maximum=6)
+    assert [period(low, 30.0 * k, missed=20).new_limit for k in range(4)] == [3, 2, 2, 2]
+
+
+def test_fractional_add_accumulates() -> None:
+    aimd = AIMD(initial=4, maximum=64, add=0.5)
+    assert [period(aimd, 30.0 * k).new_limit for k in range(4)] == [4, 5, 5, 6]
+
+
+def test_period_boundaries_with_injected_time() -> None:
+    aimd = AIMD(initial=4, maximum=64, period_s=30.0)
+    feed(aimd, 100.0, 5)  # the first record starts the clock at 100
+    assert aimd.update(129.999) is None
+    first = aimd.update(130.0)
+    assert first is not None and first.at == 130.0 and first.stats.samples == 5
+    assert aimd.update(130.0) is None  # one decision per period
+    feed(aimd, 140.0, 3)
+    assert aimd.update(159.9) is None
+    second = aimd.update(160.0)
+    assert second is not None and second.stats.samples == 3  # the window was reset
+    # A late update covers everything since the last decision and realigns to the grid.
+    third = aimd.update(255.0)
+    assert third is not None and third.action == "hold-idle"
+    assert aimd.update(279.9) is None
+    assert aimd.update(280.0) is not None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [
+        ({"initial": 0, "maximum": 4}, "initial"),
+        ({"initial": 2, "maximum": 4, "minimum": 0}, "minimum"),
+        ({"initial": 1, "maximum": 0}, "maximum"),
+        ({"initial": 2, "maximum": 4, "mult": 1.0}, "mult"),
+        ({"initial": 2, "maximum": 4, "add": 0.0}, "add"),
+        ({"initial": 2, "maximum": 4, "period_s": 0.0}, "period_s"),
+        ({"initial": 2, "maximum": 4, "cold_dominated": 1.5}, "cold_dominated"),
+        ({"initial": 2, "maximum": 4, "miss_threshold": -0.1}, "miss_threshold"),
+    ],
+)
+def test_bad_settings_name_the_key(kwargs: dict[str, Any], key: str) -> None:
+    with pytest.raises(ValueError, match=key):
+        AIMD(**kwargs)
+
+
+def test_bad_samples_are_refused() -> None:
+    aimd = AIMD(initial=2, maximum=4)
+    with pytest.raises(ValueError, match="slo_ms"):
+        feed(aimd, 0.0, 1, slo_ms=0.0)
+    with pytest.raises(ValueError, match="latency_ms"):
+        feed(aimd, 0.0, 1, latency_ms=float("nan"))
+
+
+# (seconds since the previous event, record or update, latency_ms, missed, timeout, cold)
+Event = tuple[float, bool, float, bool, bool, bool]
+events = st.lists(
+    st.tuples(
+        st.floats(min_value=0.0, max_value=20.0),
+        st.booleans(),
+        st.floats(min_value=0.0, max_value=500.0),
+        st.booleans(),
+        st.booleans(),
+        st.booleans(),
+    ),
+    max_size=80,
+)
+
+
+@given(
+    events=events,
+    minimum=st.integers(min_value=1, max_value=4),
+    span=st.integers(min_value=0, max_value=20),
+    cold_aware=st.booleans(),
+)
+def test_limit_stays_within_bounds(
+    events: list[Event], minimum: int, span: int, cold_aware: bool
+) -> None:
+    maximum = minimum + span
+    aimd = AIMD(initial=minimum, minimum=minimum, maximum=maximum, cold_aware=cold_aware)
+    now = 0.0
+    for step, is_record, latency_ms, missed, timeout, cold in events:
+        now += step
+        if is_record:
+            aimd.record(
+                now,
+                latency_ms=latency_ms,
+                slo_ms=100.0,
+                missed=missed,
+                timeout_dispatch=timeout,
+                cold=cold,
+            )
+        else:
+            before = aimd.limit
+            decision = aimd.update(now)
+            if decision is not None:
+                assert decision.old_limit == before and decision.new_limit == aimd.limit
+                if decision.action in ("hold-cold", "hold-idle"):
+                    assert decision.new_limit == before
+                if decision.action == "hold-cold":
+                    assert cold_aware
+        assert minimum <= aimd.limit <= maximum
+
+
+def test_presets_describe_the_two_modes() -> None:
+    assert SLACKWISE.order == "deadline" and SLACKWISE.deadline_aware and SLACKWISE.cold_aware
+    assert MLPROXY.order == "arrival" and not MLPROXY.deadline_aware and not MLPROXY.cold_aware
+    assert (MLPROXY.aimd_period_s, MLPROXY.aimd_add, MLPROXY.aimd_mult) == (30.0, 1.0, 0.8)
+    assert MLPROXY.p95_fraction == 0.8 and MLPROXY.miss_threshold is None
+    assert preset("mlproxy") is MLPROXY and set(PRESETS) == {"slackwise", "mlproxy"}
+    with pytest.raises(ValueError, match="mode must be one of"):
+        preset("fifo")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        SLACKWISE.cold_aware = False  # type: ignore[misc]
+
+
+def test_preset_builds_its_aimd() -> None:
+    aimd = MLPROXY.aimd(initial=4, maximum=32)
+    decision = period(aimd, 0.0, latency_ms=1000.0, missed=15, cold=15)
+    assert decision.action == "decrease"  # the baseline counts cold starts
+    cold_aware = SLACKWISE.aimd(initial=4, maximum=32)
+    assert period(cold_aware, 0.0, latency_ms=1000.0, missed=15, cold=15).action == "hold-cold"

@@ -1,0 +1,187 @@
+"""The latency model: online a + b·n fit (GrandSLAM §3.2) and windowed P95 (MLProxy §2.2)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapter.latency import LatencyModel, LatencyModels
+
+
+def feed_linear(
+    model: LatencyModel,
+    *,
+    a: float,
+    b: float,
+    count: int,
+    sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32),
+    noise_ms: float = 0.0,
+    start: float = 0.0,
+    seed: int = 7,
+) -> float:
+    """Feed ``count`` warm samples of ``a + b·n`` (plus Gaussian noise); returns the last time."""
+    rng = random.Random(seed)
+    now = start
+    for i in range(count):
+        n = sizes[i % len(sizes)]
+        y = a + b * n + rng.gauss(0.0, noise_ms)
+        now = start + i * 0.01
+        model.observe(now, n, y * 0.9, y, cold=False)
+    return now
+
+
+def test_prior_answers_before_any_traffic() -> None:
+    model = LatencyModel.from_prior(12.0, 3.0, spread=1.5)
+    assert model.estimate_ms(4) == pytest.approx(24.0)
+    assert model.p95_ms(4, now=0.0) == pytest.approx(36.0)
+    assert (model.a_ms, model.b_ms_per_item) == (12.0, 3.0)
+
+
+def test_negative_intercept_prior_is_floored() -> None:
+    model = LatencyModel.from_prior(-58.69, 24.694, floor_ms=5.0)
+    assert model.estimate_ms(1) == 5.0
+    assert model.estimate_ms(4) == pytest.approx(-58.69 + 4 * 24.694)
+
+
+def test_fit_recovers_a_and_b_from_noisy_samples() -> None:
+    model = LatencyModel.from_prior(1.0, 0.1, half_life_samples=2000.0)
+    feed_linear(model, a=20.0, b=5.0, count=3000, sizes=tuple(range(1, 33)), noise_ms=2.0)
+    assert model.a_ms == pytest.approx(20.0, abs=0.5)
+    assert model.b_ms_per_item == pytest.approx(5.0, abs=0.05)
+    assert model.compute_estimate_ms(10) == pytest.approx(0.9 * 70.0, rel=0.02)
+
+
+def test_one_batch_size_keeps_the_prior_slope() -> None:
+    model = LatencyModel.from_prior(10.0, 2.0)
+    for i in range(50):
+        model.observe(i * 0.1, 4, 25.0, 30.0, cold=False)
+    assert model.b_ms_per_item == pytest.approx(2.0, rel=0.02)
+    assert model.estimate_ms(4) == pytest.approx(30.0, rel=0.01)
+    assert model.estimate_ms(8) == pytest.approx(38.0, rel=0.02)
+
+
+def test_forgetting_follows_a_function_that_slows_down() -> None:
+    model = LatencyModel.from_prior(10.0, 1.0, half_life_samples=50.0)
+    last = feed_linear(model, a=10.0, b=1.0, count=600)
+    feed_linear(model, a=30.0, b=3.0, count=600, start=last + 1.0)
+    assert model.a_ms == pytest.approx(30.0, abs=0.5)
+    assert model.b_ms_per_item == pytest.approx(3.0, abs=0.05)
+
+
+def test_slope_is_never_negative() -> None:
+    model = LatencyModel.from_prior(10.0, 1.0)
+    for i in range(100):
+        n = 1 + i % 8
+        model.observe(i * 0.01, n, 1.0, 50.0 - n, cold=False)
+    assert model.b_ms_per_item == 0.0
+    assert model.estimate_ms(8) == pytest.approx(model.estimate_ms(1))
+
+
+def test_cold_samples_change_nothing() -> None:
+    model = LatencyModel.from_prior(5.0, 1.0, min_samples=5)
+    last = feed_linear(model, a=10.0, b=2.0, count=300, noise_ms=0.5)
+    before = [(model.estimate_ms(n), model.p95_ms(n, last)) for n in (1, 3, 8, 32)]
+    for i in range(200):
+        n = 1 + i % 32
+        model.observe(last, n, 10 * (10.0 + 2.0 * n), 10 * (10.0 + 2.0 * n), cold=True)
+    after = [(model.estimate_ms(n), model.p95_ms(n, last)) for n in (1, 3, 8, 32)]
+    assert after == before
+    assert model.cold_samples == 200
+    assert model.warm_samples == 300
+
+
+def test_observed_p95_per_batch_size_and_window_forgetting() -> None:
+    model = LatencyModel.from_prior(5.0, 1.0, spread=1.2, window_s=10.0, min_samples=20)
+    for i in range(20):
+        model.observe(100.0 + i * 0.1, 8, 1.0, float(i + 1), cold=False)
+    assert model.samples_at(8, 102.0) == 20
+    assert model.p95_ms(8, now=102.0) == 19.0  # nearest rank: ceil(0.95 · 20) = 19th of 1..20
+    # The first sample (t = 100.0) leaves the window at t > 110.0: too few samples, so the fit.
+    assert model.samples_at(8, 110.05) == 19
+    fallback = model.p95_ms(8, now=110.05)
+    assert fallback == pytest.approx(model.estimate_ms(8) * model.spread(110.05))
+    assert model.samples_at(8, 200.0) == 0
+
+
+def test_thin_sizes_use_the_fit_times_the_learned_spread() -> None:
+    model = LatencyModel.from_prior(10.0, 2.0, spread=3.0, min_samples=10, window_s=30.0)
+    assert model.spread(0.0) == 3.0  # the prior's until the pool holds min_samples
+    for i in range(100):
+        # Exactly linear in n, ×1.1 on every fifth sample: the fit's ratio P95 is about 1.1.
+        n = 1 + i % 4
+        y = (10.0 + 2.0 * n) * (1.1 if i % 5 == 0 else 1.0)
+        model.observe(i * 0.01, n, y, y, cold=False)
+    spread = model.spread(1.0)
+    assert 1.0 <= spread < 1.15
+    assert model.p95_ms(16, now=1.0) == pytest.approx(model.estimate_ms(16) * spread)
+    assert model.spread(100.0) == 3.0  # the pool has left the window
+
+
+def test_window_memory_is_bounded() -> None:
+    model = LatencyModel.from_prior(1.0, 1.0, max_samples_per_size=32, min_samples=8)
+    for i in range(1000):
+        model.observe(0.0, 2, 3.0, 3.0 + i, cold=False)
+    assert model.samples_at(2, 0.0) == 32
+    assert model.p95_ms(2, 0.0) >= 3.0 + 1000 - 32  # only the newest samples remain
+
+
+@pytest.mark.parametrize(
+    ("batch_size", "compute_ms", "round_trip_ms"),
+    [(0, 1.0, 1.0), (1, -1.0, 1.0), (1, 1.0, float("nan")), (1, 1.0, float("inf"))],
+)
+def test_bad_samples_are_refused(batch_size: int, compute_ms: float, round_trip_ms: float) -> None:
+    model = LatencyModel.from_prior(1.0, 1.0)
+    with pytest.raises(ValueError, match="must be"):
+        model.observe(0.0, batch_size, compute_ms, round_trip_ms, cold=False)
+
+
+def test_bad_settings_name_the_key() -> None:
+    with pytest.raises(ValueError, match="spread"):
+        LatencyModel.from_prior(1.0, 1.0, spread=0.5)
+    with pytest.raises(ValueError, match="window_s"):
+        LatencyModel.from_prior(1.0, 1.0, window_s=0.0)
+    with pytest.raises(ValueError, match="max_samples_per_size"):
+        LatencyModel.from_prior(1.0, 1.0, min_samples=10, max_samples_per_size=5)
+    with pytest.raises(ValueError, match="batch size"):
+        LatencyModel.from_prior(1.0, 1.0).p95_ms(0, 0.0)
+
+
+def test_one_model_per_size_class() -> None:
+    made: list[str] = []
+
+    def factory(size_class: str) -> LatencyModel:
+        made.append(size_class)
+        return LatencyModel.from_prior(10.0 if size_class == "small" else 40.0, 1.0)
+
+    models = LatencyModels(factory)
+    assert models["small"] is models["small"]
+    assert models["large"].estimate_ms(1) == pytest.approx(41.0)
+    assert made == ["small", "large"]
+    assert "small" in models and "medium" not in models
+    assert sorted(models) == ["large", "small"] and len(models) == 2
+
+
+samples = st.lists(
+    st.tuples(
+        st.integers(min_value=1, max_value=64),
+        st.floats(min_value=0.0, max_value=1e4, allow_nan=False),
+        st.booleans(),
+    ),
+    max_size=60,
+)
+
+
+@given(samples)
+def test_estimates_are_monotone_and_floored(observations: list[tuple[int, float, bool]]) -> None:
+    model = LatencyModel.from_prior(-5.0, 2.0, min_samples=3, floor_ms=0.5)
+    for i, (n, y, cold) in enumerate(observations):
+        model.observe(i * 0.5, n, y, y, cold=cold)
+    now = len(observations) * 0.5
+    estimates = [model.estimate_ms(n) for n in range(1, 65)]
+    assert all(e >= 0.5 for e in estimates)
+    assert estimates == sorted(estimates)
+    assert all(model.p95_ms(n, now) > 0.0 for n in range(1, 65))
+    assert model.cold_samples + model.warm_samples == len(observations)
