@@ -77,6 +77,50 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_experiment(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from adapter.config import parse_modes
+    from adapter.experiment import run_experiment
+
+    config = _load(args.config)
+    exp = config.experiment
+    if exp is None:
+        raise SystemExit(f"slackwise: {config.source}: no 'experiment' section")
+    overrides: dict[str, object] = {}
+    for key in ("trace", "max_rps", "step_s", "duration_s", "start_s", "seed"):
+        value = getattr(args, key)
+        if value is None:
+            continue
+        positive = key in ("max_rps", "step_s", "duration_s")
+        if (positive and value <= 0) or (key == "start_s" and value < 0):
+            flag = "--" + key.replace("_", "-")
+            need = "positive" if positive else "non-negative"
+            raise SystemExit(f"slackwise: {flag} must be {need}, got {value}")
+        overrides[key] = value
+    if args.modes is not None:
+        try:
+            overrides["modes"] = parse_modes(args.modes, "--modes")
+        except ValueError as exc:
+            raise SystemExit(f"slackwise: {exc}") from None
+    exp = dataclasses.replace(exp, **overrides)  # type: ignore[arg-type]
+    plots = Path(args.plots) if args.plots else None
+    result, _ = asyncio.run(run_experiment(config, exp, out=sys.stdout, plots_dir=plots))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        print(f"results: {args.json}")
+    return 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from loadtests import replay
+
+    return replay.run(args)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from adapter.demo import DemoPlan, run_demo
 
@@ -130,6 +174,25 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="listen port (default: adapter.port)")
     serve.add_argument("--mode", choices=("slackwise", "mlproxy"), help="batching policy")
     serve.set_defaults(func=_cmd_serve)
+
+    exp = sub.add_parser("experiment", help="replay a trace through direct, mlproxy, slackwise")
+    exp.add_argument("-c", "--config", required=True, help="YAML config with an experiment")
+    exp.add_argument("--json", metavar="OUT.json", help="write the results here")
+    exp.add_argument("--plots", metavar="DIR", help="draw time series and CCDF plots here")
+    exp.add_argument("--trace", help="trace file, or nasa / twitter")
+    exp.add_argument("--max-rps", type=float, help="scale the trace's peak to this rate")
+    exp.add_argument("--step-s", type=float, help="hold each trace step this long")
+    exp.add_argument("--duration-s", type=float, help="seconds of trace to replay")
+    exp.add_argument("--start-s", type=float, help="where in the trace to start")
+    exp.add_argument("--seed", type=int, help="seed of the Poisson arrivals")
+    exp.add_argument("--modes", help="comma-separated: direct,mlproxy,slackwise")
+    exp.set_defaults(func=_cmd_experiment)
+
+    rep = sub.add_parser("replay", help="open-loop replay of a trace against a URL")
+    from loadtests import replay
+
+    replay.add_arguments(rep)
+    rep.set_defaults(func=_cmd_replay)
 
     demo = sub.add_parser("demo", help="scale real functions from zero and back under load")
     demo.add_argument("-c", "--config", required=True, help="YAML config file")

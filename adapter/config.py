@@ -121,6 +121,24 @@ class AdapterConfig:
     aimd: AIMDConfig = field(default_factory=AIMDConfig)
 
 
+EXPERIMENT_MODES = ("direct", "mlproxy", "slackwise")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentConfig:
+    """One trace replayed through each mode (``slackwise experiment``)."""
+
+    function: str
+    trace: str
+    max_rps: float
+    start_s: float = 0.0
+    duration_s: float = 120.0
+    step_s: float = 1.0
+    seed: int = 1
+    modes: tuple[str, ...] = EXPERIMENT_MODES
+    settle_s: float = 5.0
+
+
 @dataclass(frozen=True, kw_only=True)
 class Config:
     """The whole file."""
@@ -130,6 +148,7 @@ class Config:
     functions: Mapping[str, FunctionConfig]
     apps: Mapping[str, AppConfig]
     adapter: AdapterConfig = field(default_factory=AdapterConfig)
+    experiment: ExperimentConfig | None = None
 
     def slo_ms(self, function: str) -> float | None:
         """The function's own SLO, else the tightest SLO of a one-stage app that is it."""
@@ -382,11 +401,58 @@ def _adapter(r: _Reader, raw: Any) -> AdapterConfig:
     )
 
 
+def parse_modes(text: Any, where: str = "modes") -> tuple[str, ...]:
+    """A list (or comma-separated string) of experiment modes, checked."""
+    items = text.split(",") if isinstance(text, str) else text
+    if not isinstance(items, list | tuple) or not items:
+        raise ValueError(f"{where}: must list some of {', '.join(EXPERIMENT_MODES)}, got {text!r}")
+    modes = tuple(str(m).strip() for m in items)
+    for mode in modes:
+        if mode not in EXPERIMENT_MODES:
+            raise ValueError(
+                f"{where}: unknown mode {mode!r}; expected some of {', '.join(EXPERIMENT_MODES)}"
+            )
+    return modes
+
+
+def _experiment(r: _Reader, raw: Any, functions: Mapping[str, FunctionConfig]) -> ExperimentConfig:
+    path = "experiment"
+    data = r.mapping(raw, path)
+    r.only(data, path, {f.name for f in fields(ExperimentConfig)})
+    function = r.string(data, "function", path, None)
+    if function not in functions:
+        raise r.fail(f"{path}.function", f"no function named {function!r}")
+    max_rps = r.number(data, "max_rps", path, 0.0)
+    if max_rps <= 0:
+        raise r.fail(f"{path}.max_rps", f"must be positive, got {max_rps:g}")
+    step_s = r.number(data, "step_s", path, 1.0)
+    if step_s <= 0:
+        raise r.fail(f"{path}.step_s", f"must be positive, got {step_s:g}")
+    duration_s = r.number(data, "duration_s", path, 120.0)
+    if duration_s <= 0:
+        raise r.fail(f"{path}.duration_s", f"must be positive, got {duration_s:g}")
+    try:
+        modes = parse_modes(data.get("modes", list(EXPERIMENT_MODES)))
+    except ValueError as exc:
+        raise r.fail(f"{path}.modes", str(exc).partition(": ")[2]) from None
+    return ExperimentConfig(
+        function=function,
+        trace=r.string(data, "trace", path, None),
+        max_rps=max_rps,
+        start_s=r.number(data, "start_s", path, 0.0),
+        duration_s=duration_s,
+        step_s=step_s,
+        seed=r.integer(data, "seed", path, 1),
+        modes=modes,
+        settle_s=r.number(data, "settle_s", path, 5.0),
+    )
+
+
 def parse_config(raw: Any, source: str = "<config>") -> Config:
     """Validate an already-parsed YAML document."""
     r = _Reader(source)
     data = r.mapping(raw, "(top level)")
-    r.only(data, "", {"platform", "functions", "apps", "adapter"})
+    r.only(data, "", {"platform", "functions", "apps", "adapter", "experiment"})
     platform = _platform(r, data.get("platform"))
     fn_raw = r.mapping(data.get("functions"), "functions")
     if not fn_raw:
@@ -397,7 +463,17 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
     app_raw = r.mapping(data.get("apps"), "apps")
     apps = {name: _app(r, name, spec, functions) for name, spec in app_raw.items()}
     adapter = _adapter(r, data.get("adapter"))
-    return Config(source=source, platform=platform, functions=functions, apps=apps, adapter=adapter)
+    experiment = None
+    if data.get("experiment") is not None:
+        experiment = _experiment(r, data["experiment"], functions)
+    return Config(
+        source=source,
+        platform=platform,
+        functions=functions,
+        apps=apps,
+        adapter=adapter,
+        experiment=experiment,
+    )
 
 
 def load_config(path: str | Path) -> Config:

@@ -86,6 +86,7 @@ class Dispatcher:
         self.queue = RequestQueue(preset.order)
         self.inflight = 0
         self.batches = 0
+        self.instances_sent = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._sends: set[asyncio.Task[None]] = set()
@@ -242,6 +243,7 @@ class Dispatcher:
             instances.extend(item.instances)
         total = len(instances)
         self.batches += 1
+        self.instances_sent += total
         self._m_batch.observe(total)
         if decision.timeout_dispatch:
             self._m_timeouts.inc()

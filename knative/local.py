@@ -295,10 +295,9 @@ class LocalPlatform:
     async def _send(
         self, fn: _Function, replica: Replica, body: bytes, content_type: str, waited_ms: float
     ) -> Forwarded:
-        assert self._client is not None
         url = f"{replica.url}/v1/models/{fn.config.name}:predict"
         try:
-            response = await self._client.post(
+            response = await replica.open_client().post(
                 url,
                 content=body,
                 headers={"content-type": content_type},

@@ -72,6 +72,9 @@ class Replica:
         self.port: int | None = None
         self.process: asyncio.subprocess.Process | None = None
         self.stopping = False
+        #: the connection pool for requests to this replica (one per replica keeps pools small:
+        #: httpcore's per-request work grows with the connections a pool holds)
+        self.client: httpx.AsyncClient | None = None
 
     @property
     def name(self) -> str:
@@ -165,9 +168,22 @@ class Replica:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, sig)
 
+    def open_client(self) -> httpx.AsyncClient:
+        """The replica's own connection pool, sized to its container concurrency."""
+        if self.client is None:
+            size = self.function.container_concurrency or 100
+            self.client = httpx.AsyncClient(
+                trust_env=False,
+                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+            )
+        return self.client
+
     async def terminate(self, grace_s: float = 5.0) -> None:
         """SIGTERM, then SIGKILL after ``grace_s``; returns when the process is gone."""
         self.stopping = True
+        if self.client is not None:
+            client, self.client = self.client, None
+            await client.aclose()
         if self.process is None:
             return
         if self.process.returncode is None:

@@ -1,0 +1,94 @@
+"""The experiment's plots (MLProxy Figs. 6–7 style), drawn with matplotlib's Agg backend.
+
+``timeseries.png``: per 5-second window, the P95 latency with the SLO line, the ready replicas,
+the SLO miss rate and the mean batch size, one line per mode. ``ccdf.png``: the latency CCDF of
+each mode with the SLO marked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from adapter.experiment import ExperimentResult, ModeRun
+
+WINDOW_S = 5.0
+
+
+def _windows(records: Sequence[dict[str, Any]], slo_ms: float) -> dict[str, list[float]]:
+    if not records:
+        return {"t": [], "p95": [], "miss": [], "batch": []}
+    end = max(r["scheduled"] for r in records)
+    edges = np.arange(0.0, end + WINDOW_S, WINDOW_S)
+    out: dict[str, list[float]] = {"t": [], "p95": [], "miss": [], "batch": []}
+    for lo in edges:
+        inside = [r for r in records if lo <= r["scheduled"] < lo + WINDOW_S]
+        if not inside:
+            continue
+        ok = [r for r in inside if r["status"] == 200]
+        lat = [r["latency"] * 1000.0 for r in ok]
+        misses = sum(1 for r in inside if r["status"] != 200 or r["latency"] * 1000.0 > slo_ms)
+        sizes = [int(r["headers"].get("x-batch-size", 1)) for r in ok]
+        out["t"].append(lo + WINDOW_S / 2)
+        out["p95"].append(float(np.percentile(lat, 95)) if lat else float("nan"))
+        out["miss"].append(100.0 * misses / len(inside))
+        out["batch"].append(float(np.mean(sizes)) if sizes else float("nan"))
+    return out
+
+
+def plot_experiment(
+    result: ExperimentResult, runs: dict[str, ModeRun], out_dir: Path
+) -> list[Path]:
+    """Draw both figures into ``out_dir``; returns their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    slo = result.slo_ms
+    fig, axes = plt.subplots(4, 1, figsize=(9, 11), sharex=True)
+    for mode, run in runs.items():
+        w = _windows(run.records, slo)
+        axes[0].plot(w["t"], w["p95"], label=mode)
+        axes[1].step([row["t"] for row in run.timeline], [row["ready"] for row in run.timeline],
+                     where="post", label=mode)  # fmt: skip
+        axes[2].plot(w["t"], w["miss"], label=mode)
+        axes[3].plot(w["t"], w["batch"], label=mode)
+    axes[0].axhline(slo, color="black", linestyle="--", linewidth=1, label="SLO")
+    axes[0].set_ylabel("P95 latency (ms)")
+    axes[0].set_yscale("log")
+    axes[1].set_ylabel("ready replicas")
+    axes[2].set_ylabel("SLO misses (%)")
+    axes[3].set_ylabel("mean batch size")
+    axes[3].set_xlabel("time (s)")
+    axes[0].legend(loc="upper right")
+    axes[0].set_title(
+        f"{result.function}: {result.trace}, peak {result.max_rps:g} req/s, SLO {slo:g} ms"
+    )
+    fig.tight_layout()
+    series = out_dir / "timeseries.png"
+    fig.savefig(series, dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for mode, run in runs.items():
+        lat = np.sort([r["latency"] * 1000.0 for r in run.records if r["status"] == 200])
+        if lat.size:
+            ccdf = 1.0 - np.arange(1, lat.size + 1) / lat.size
+            ax.step(lat, np.maximum(ccdf, 1.0 / (10 * lat.size)), where="post", label=mode)
+    ax.axvline(slo, color="black", linestyle="--", linewidth=1, label="SLO")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("latency (ms)")
+    ax.set_ylabel("fraction of requests slower (CCDF)")
+    ax.legend()
+    fig.tight_layout()
+    ccdf_path = out_dir / "ccdf.png"
+    fig.savefig(ccdf_path, dpi=110)
+    plt.close(fig)
+    return [series, ccdf_path]

@@ -1,0 +1,219 @@
+"""The open-loop replayer against a real uvicorn server on loopback, and its command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from loadtests.openloop import replay, run_open_loop, summarize
+from loadtests.replay import main
+from traces import Trace, poisson_schedule
+
+SERVICE_S = 0.05
+
+
+async def _predict(request: Request) -> Response:
+    body = await request.json()
+    await asyncio.sleep(SERVICE_S)
+    if body.get("fail"):
+        return JSONResponse({"error": "asked to fail"}, status_code=503)
+    headers = {"x-compute-ms": "50", "x-batch-size": "1", "x-cold-start": "0"}
+    return JSONResponse({"predictions": [0] * len(body["instances"])}, headers=headers)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """A Starlette app that answers every predict after 50 ms, served by uvicorn in a thread."""
+    app = Starlette(routes=[Route("/v1/models/{name}:predict", _predict, methods=["POST"])])
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    config.ws = "none"
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not srv.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    port = srv.servers[0].sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+BODY = b'{"instances": [[1, 2, 3]]}'
+FAIL = b'{"instances": [[1]], "fail": true}'
+
+
+def test_sends_on_schedule_while_answers_are_slower_than_arrivals(server: str) -> None:
+    schedule = poisson_schedule(Trace((200.0, 200.0)), seed=1)  # ~400 requests, 5 ms apart
+
+    async def go() -> list[float]:
+        tls = ssl.create_default_context()
+        clients = [httpx.AsyncClient(trust_env=False, verify=tls) for _ in range(16)]
+        try:
+            records = await run_open_loop(
+                clients, f"{server}/v1/models/m:predict", schedule, lambda i: BODY
+            )
+        finally:
+            for c in clients:
+                await c.aclose()
+        assert [r.index for r in records] == list(range(len(schedule)))
+        assert [r.scheduled_s for r in records] == schedule
+        assert all(r.status == 200 and r.latency_s >= SERVICE_S for r in records)
+        assert records[0].headers["x-batch-size"] == "1"
+        # open loop: many requests leave before the first answer comes back
+        first_answer = records[0].sent_s + records[0].latency_s
+        assert sum(1 for r in records if r.sent_s < first_answer) >= 5
+        return [r.lag_s for r in records]
+
+    lags = asyncio.run(go())
+    # a closed loop would need len(schedule) x 50 ms (~20 s); this one keeps to the schedule
+    assert max(lags) < 0.5, f"max send lag {max(lags) * 1e3:.1f} ms"
+    assert np.median(lags) < 0.05, f"median send lag {np.median(lags) * 1e3:.1f} ms"
+
+
+def test_errors_are_counted_by_status_and_every_request_recorded(server: str) -> None:
+    schedule = [i * 0.01 for i in range(30)]
+
+    async def go() -> None:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            records = await run_open_loop(
+                client,
+                f"{server}/v1/models/m:predict",
+                schedule,
+                lambda i: FAIL if i % 3 == 0 else BODY,
+            )
+            unreachable = await run_open_loop(
+                client, "http://127.0.0.1:9/v1/models/m:predict", [0.0, 0.0], lambda i: BODY
+            )
+        summary = summarize(records, duration_s=0.3)
+        assert summary.requests == 30 and summary.ok == 20
+        assert summary.errors_by_status == {"503": 10}
+        assert "asked to fail" in records[0].error
+        gone = summarize(unreachable, duration_s=1.0)
+        assert gone.requests == 2 and gone.ok == 0
+        assert gone.errors_by_status == {"ConnectError": 2}
+
+    asyncio.run(go())
+
+
+def test_earlier_replay_interface_still_answers_outcomes(server: str) -> None:
+    async def go() -> None:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            outcomes = await replay(
+                client, f"{server}/v1/models/m:predict", [0.0, 0.0, 0.02], lambda i: BODY
+            )
+        assert [o.index for o in outcomes] == [0, 1, 2]
+        assert all(o.status == 200 and o.compute_ms == 50.0 and not o.cold for o in outcomes)
+
+    asyncio.run(go())
+
+
+def test_cli_replays_a_trace_file_and_writes_records(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "trace_t4.txt"
+    trace.write_text("1\n4\n2\n")
+    body = tmp_path / "body.json"
+    body.write_bytes(BODY)
+    records = tmp_path / "out.jsonl"
+    argv = [
+        "--trace", str(trace), "--max-rps", "40", "--step-s", "0.5", "--duration-s", "1.5",
+        "--target", server, "--function", "m", "--body-file", str(body), "--seed", "3",
+        "--records", str(records), "--progress-s", "0.5",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [r["index"] for r in lines] == list(range(len(lines)))
+    assert len(lines) > 10 and all(r["status"] == 200 for r in lines)
+    assert {"scheduled", "sent", "lag", "latency", "error", "headers"} <= set(lines[0])
+    assert f"requests {len(lines)} in 1.5 s" in out
+    assert "send lag ms" in out and "errors: none" in out
+    assert "scaled to peak 40" in err and "sent=" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--max-rps", "-5"], "--max-rps: must be > 0, got '-5'"),
+        (["--step-s", "soon"], "--step-s: not a number: 'soon'"),
+        (["--trace", "/no/such/trace.txt"], "--trace '/no/such/trace.txt'"),
+        (["--target", "ftp://x"], "--target 'ftp://x'"),
+        (["--header", "nocolon"], "--header 'nocolon'"),
+        (["--duration-s", "50"], "--duration-s 50: needs 50 s"),
+        (["--exact"], "--exact: --trace"),
+    ],
+)
+def test_cli_bad_flags_exit_2_naming_flag_and_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    trace = tmp_path / "trace_t4.txt"
+    trace.write_text("1\n4\n2\n")
+    body = tmp_path / "body.json"
+    body.write_bytes(BODY)
+    base = {"--trace": str(trace), "--duration-s": "2", "--target": "http://127.0.0.1:9"}
+    for flag, value in zip(flags[::2], flags[1::2], strict=False):
+        base[flag] = value
+    argv = [x for kv in base.items() for x in kv] + ["--function", "m", "--body-file", str(body)]
+    argv += [f for f in flags if f == "--exact"]
+    assert _exit_code(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def _exit_code(argv: list[str]) -> int:
+    """``main``'s return code, or the code argparse exits with."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(str(exc.code))
+
+
+@pytest.mark.slow
+def test_locustfile_shape_follows_the_trace(tmp_path: Path) -> None:
+    trace = tmp_path / "trace_wc.txt"
+    trace.write_text("1\n2\n4\n")
+    body = tmp_path / "body.json"
+    body.write_bytes(BODY)
+    code = (
+        "import locustfile as lf\n"
+        "shape = lf.TraceShape()\n"
+        "ticks = []\n"
+        "for t in (0.0, 10.0, 25.0, 30.0):\n"
+        "    shape.get_run_time = lambda t=t: t\n"
+        "    ticks.append(shape.tick())\n"
+        "print(ticks)\n"
+    )
+    env = {
+        **os.environ,
+        "SLACKWISE_TRACE": str(trace),
+        "SLACKWISE_MAX_RPS": "20",
+        "SLACKWISE_STEP_S": "10",
+        "SLACKWISE_FUNCTION": "m",
+        "SLACKWISE_BODY_FILE": str(body),
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent / "loadtests")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[(5, 5.0), (10, 10.0), (20, 20.0), None]"
