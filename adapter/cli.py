@@ -13,11 +13,23 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
 
 from adapter.config import Config, ConfigError, load_config
 
 logger = logging.getLogger("slackwise")
+T = TypeVar("T")
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on uvloop when it is installed (it is, with uvicorn[standard])."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    value: T = uvloop.run(coro)
+    return value
 
 
 def _load(path: str) -> Config:
@@ -56,7 +68,7 @@ async def _up(config: Config) -> int:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    return asyncio.run(_up(_load(args.config)))
+    return _run(_up(_load(args.config)))
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -83,7 +95,7 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from adapter.config import parse_modes
-    from adapter.experiment import run_experiment
+    from adapter.experiment import ExperimentResult, run_experiment
 
     config = _load(args.config)
     exp = config.experiment
@@ -107,7 +119,12 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
             raise SystemExit(f"slackwise: {exc}") from None
     exp = dataclasses.replace(exp, **overrides)  # type: ignore[arg-type]
     plots = Path(args.plots) if args.plots else None
-    result, _ = asyncio.run(run_experiment(config, exp, out=sys.stdout, plots_dir=plots))
+
+    async def experiment() -> ExperimentResult:
+        result, _ = await run_experiment(config, exp, out=sys.stdout, plots_dir=plots)
+        return result
+
+    result = _run(experiment())
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result.to_json(), indent=2) + "\n")
@@ -127,7 +144,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     plan = DemoPlan(
         burst=args.burst, rate_rps=args.rate, steady_s=args.duration, idle_limit_s=args.idle_limit
     )
-    return asyncio.run(run_demo(_load(args.config), plan, sys.stdout))
+    return _run(run_demo(_load(args.config), plan, sys.stdout))
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:

@@ -312,14 +312,27 @@ class Dispatcher:
                 cold=cold,
             )
             missed = done > item.deadline
-            self.aimd.record(
-                done,
-                latency_ms=(done - item.arrival) * 1000.0,
-                slo_ms=(item.deadline - item.arrival) * 1000.0,
-                missed=missed,
-                timeout_dispatch=decision.timeout_dispatch,
-                cold=cold,
-            )
+            slo_ms = (item.deadline - item.arrival) * 1000.0
+            if self.preset.aimd_signal == "service":
+                # judge the batch, not the queue: its service time, and misses of requests that
+                # still had their slack when it left
+                self.aimd.record(
+                    done,
+                    latency_ms=round_trip_ms,
+                    slo_ms=slo_ms,
+                    missed=missed and decision.reason != "late",
+                    timeout_dispatch=decision.timeout_dispatch,
+                    cold=cold,
+                )
+            else:
+                self.aimd.record(
+                    done,
+                    latency_ms=(done - item.arrival) * 1000.0,
+                    slo_ms=slo_ms,
+                    missed=missed,
+                    timeout_dispatch=decision.timeout_dispatch,
+                    cold=cold,
+                )
             if not item.future.done():
                 item.future.set_result(answer)
             self._account(item, done, 200, total, cold, missed)

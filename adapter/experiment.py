@@ -211,7 +211,11 @@ async def run_experiment(
     out: TextIO,
     plots_dir: Path | None = None,
 ) -> tuple[ExperimentResult, dict[str, ModeRun]]:
-    """Every mode of ``exp`` in turn; prints the table and, with ``plots_dir``, draws the plots."""
+    """Every mode of ``exp`` in turn; prints the table.
+
+    With ``plots_dir`` it also draws the plots there and keeps each mode's request records
+    (``MODE.jsonl``, one JSON line per request, as the replayer wrote them).
+    """
     slo = config.slo_ms(exp.function)
     if slo is None:
         raise ValueError(f"function {exp.function!r} has no SLO (functions.X.slo_ms or an app)")
@@ -221,10 +225,12 @@ async def run_experiment(
     )  # fmt: skip
     runs: dict[str, ModeRun] = {}
     with tempfile.TemporaryDirectory(prefix="slackwise-exp-") as tmp:
+        workdir = Path(tmp) if plots_dir is None else plots_dir
+        workdir.mkdir(parents=True, exist_ok=True)
         for mode in exp.modes:
             out.write(f"--- {mode}: replaying {exp.trace} against {exp.function}\n")
             out.flush()
-            run = await run_mode(config, exp, mode, Path(tmp))
+            run = await run_mode(config, exp, mode, workdir)
             runs[mode] = run
             result.modes[mode] = summarize(run, slo)
             s = result.modes[mode]

@@ -4,7 +4,10 @@ Plain frozen data the adapter reads once at start-up:
 
 * ``slackwise``: queues ordered by deadline (GrandSLAM §4.3 request reordering), deadline-aware
   :func:`adapter.batching.decide` (Algorithm 1 prefix plus the MLProxy dispatch timeout), and a
-  cold-aware AIMD that also backs off on a deadline-miss ratio above 5 %.
+  cold-aware AIMD that judges what the batch size controls: the batches' own service times
+  against the SLO, and misses of requests that were dispatched in time (a request that waited
+  past its slack in the queue says the function is short of capacity, not that batches are too
+  big; shrinking them then only cuts throughput and deepens the queue).
 * ``mlproxy``: the MLProxy baseline (SEAMS'22): FIFO queues, batches closed only by the limit or
   the dispatch timeout, AIMD every 30 s with +1 / ×0.8 on P95 above 80 % of the SLO or too many
   timeout dispatches, cold starts judged like any other sample.
@@ -25,6 +28,8 @@ from adapter.aimd import AIMD
 __all__ = ["MLPROXY", "PRESETS", "SLACKWISE", "ModePreset", "preset"]
 
 QueueOrder = Literal["deadline", "arrival"]
+#: what AIMD judges: the requests' response times (MLProxy), or the batches' own service times
+AIMDSignal = Literal["response", "service"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +47,7 @@ class ModePreset:
     timeout_ratio_threshold: float | None = 0.9
     cold_aware: bool = False
     cold_dominated: float = 0.5
+    aimd_signal: AIMDSignal = "response"
 
     def aimd(self, *, initial: float, maximum: int, minimum: int = 1) -> AIMD:
         """A fresh :class:`AIMD` with this mode's settings."""
@@ -66,6 +72,7 @@ SLACKWISE = ModePreset(
     deadline_aware=True,
     miss_threshold=0.05,
     cold_aware=True,
+    aimd_signal="service",
 )
 MLPROXY = ModePreset(name="mlproxy", order="arrival", deadline_aware=False)
 PRESETS: Mapping[str, ModePreset] = MappingProxyType({p.name: p for p in (SLACKWISE, MLPROXY)})
