@@ -2,9 +2,13 @@
 
 :func:`decide` is pure: the queue, the latency model, the limit and ``now`` (monotonic seconds)
 in, a :class:`BatchDecision` out. The adapter's loop, the simulator and the tests all call it.
-Deadlines and arrivals are in seconds, latencies in milliseconds; a batch of ``n`` instances
-dispatched at ``now`` is estimated to finish at ``now + P95(n)`` with ``P95`` from
-:meth:`adapter.latency.LatencyModel.p95_ms`.
+Deadlines and arrivals are in seconds, latencies in milliseconds. Two estimates of a batch of
+``n`` instances are used: the expected time ``E(n)`` (GrandSLAM's ETC, the model's linear fit,
+:meth:`adapter.latency.LatencyModel.estimate_ms`) decides which requests can share a batch, and
+the tail ``P95(n)`` (MLProxy's monitor, :meth:`adapter.latency.LatencyModel.p95_ms`) decides how
+long the batch may wait for more. Judging membership by the tail would close batches early on
+every noisy sample; on a busy machine that means more, smaller batches, more work per request
+and a longer queue, which is what breaks deadlines.
 
 Rules, in order:
 
@@ -12,7 +16,7 @@ Rules, in order:
 2. **Oversized head:** a request with more instances than ``limit`` goes alone at once
    (``"oversized"``); it is the only batch that exceeds the limit.
 3. **Late head** (deadline-aware only): when the head cannot meet its deadline even alone
-   (``now + P95(head) > head.deadline``, which includes a deadline already past), it leaves at
+   (``now + E(head) > head.deadline``, which includes a deadline already past), it leaves at
    once (``"late"``) together with the requests right behind it that are late too, up to
    ``limit``: holding them only makes them later, and sending them one by one would waste the
    function's throughput exactly when the queue is behind (after a cold start, under overload).
@@ -20,7 +24,7 @@ Rules, in order:
    deadline is never put in a late batch.
 4. **Largest feasible prefix** (GrandSLAM Algorithm 1, §4.3): walk the queue in its order and add
    requests while the total stays within ``limit`` and, deadline-aware, while
-   ``now + P95(total) ≤`` every member's deadline. The walk stops at the first request that does
+   ``now + E(total) ≤`` every member's deadline. The walk stops at the first request that does
    not fit, so the batch is always a prefix. Without deadline awareness (the MLProxy baseline)
    only the limit stops the walk.
 5. **Dispatch now** when the batch is closed: the limit is reached, the next queued request would
@@ -36,8 +40,8 @@ Rules, in order:
    MLProxy's negative DTO, the case its AIMD counts); else ``take=0`` and ``wake_at=latest``.
    A new arrival should trigger a fresh call, as in MLProxy's Algorithm 1.
 
-Every test is written as "start no later than ``deadline − P95/1000``" (never as
-``now + P95/1000 ≤ deadline``): float subtraction is monotone, so a decision taken again at
+Every test is written as "start no later than ``deadline − E/1000``" (never as
+``now + E/1000 ≤ deadline``): float subtraction is monotone, so a decision taken again at
 ``wake_at`` with the same queue and a P95 non-decreasing in ``n`` dispatches the same prefix.
 
 ``take`` counts queue entries, ``instances`` their total size. ``take`` is never more than
@@ -74,6 +78,8 @@ class LatencyEstimator(Protocol):
     """The part of :class:`adapter.latency.LatencyModel` that :func:`decide` uses."""
 
     def p95_ms(self, n: int, now: float) -> float: ...
+
+    def estimate_ms(self, n: int) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,12 +132,12 @@ def decide(
         raise ValueError(f"request size must be >= 1, got {head.size!r}")
     if head.size > limit:
         return BatchDecision(take=1, instances=head.size, wake_at=None, reason="oversized")
-    if deadline_aware and now > head.deadline - model.p95_ms(head.size, now) / 1000.0:
+    if deadline_aware and now > head.deadline - model.estimate_ms(head.size) / 1000.0:
         take, total = 1, head.size
         for item in queue[1:]:
             if total + item.size > limit:
                 break
-            if now <= item.deadline - model.p95_ms(item.size, now) / 1000.0:
+            if now <= item.deadline - model.estimate_ms(item.size) / 1000.0:
                 break  # this one can still make it: it is not dragged into a late batch
             take, total = take + 1, total + item.size
         return BatchDecision(take=take, instances=total, wake_at=None, reason="late")
@@ -146,7 +152,7 @@ def decide(
             closed = "full"
             break
         due = min(earliest, item.deadline)
-        if deadline_aware and now > due - model.p95_ms(grown, now) / 1000.0:
+        if deadline_aware and now > due - model.estimate_ms(grown) / 1000.0:
             closed = "closed"
             break
         take, total, earliest = take + 1, grown, due

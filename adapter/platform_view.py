@@ -78,3 +78,20 @@ class RemoteView:
 
     def replicas(self, function: str) -> ReplicaCounts:
         return self._counts.get(function, ReplicaCounts(0, 0, 0, 0, 0))
+
+
+class StaticView:
+    """Fixed endpoints, e.g. a KServe or TF Serving model already running, or a bare process.
+
+    Every function is taken as served by ``replicas`` ready replicas at its URL.
+    """
+
+    def __init__(self, urls: dict[str, str], *, replicas: int = 1) -> None:
+        self._urls = dict(urls)
+        self._counts = ReplicaCounts(replicas, 0, 0, replicas, replicas)
+
+    def url(self, function: str) -> str:
+        return self._urls[function]
+
+    def replicas(self, function: str) -> ReplicaCounts:
+        return self._counts

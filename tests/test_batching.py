@@ -23,6 +23,9 @@ class Linear:
     def p95_ms(self, n: int, now: float) -> float:
         return self.a_ms + self.b_ms * n
 
+    def estimate_ms(self, n: int) -> float:
+        return self.a_ms + self.b_ms * n
+
 
 def item(deadline: float, arrival: float = 0.0, size: int = 1) -> PendingItem:
     return PendingItem(deadline=deadline, arrival=arrival, size=size)

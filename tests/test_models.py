@@ -194,8 +194,6 @@ def test_face_detect_boxes(face_detect: Model) -> None:
 
 
 def test_face_embed_distances(face_embed: Model) -> None:
-    import skimage.data
-
     from functions import images
 
     same = _run(face_embed, face_embed.sample_instances(3))
@@ -203,11 +201,8 @@ def test_face_embed_distances(face_embed: Model) -> None:
     assert anchor.shape == (128,)
     for other in same[1:]:
         assert np.linalg.norm(anchor - np.asarray(other["embedding"])) < 0.6
-    faces = (skimage.data.lfw_subset()[:100:20] * 255).astype(np.uint8)
     whole = {"left": 0, "top": 0, "right": 200, "bottom": 200}
-    others = [
-        {**_png(images.scaled(np.stack([face] * 3, axis=-1), 8)), "box": whole} for face in faces
-    ]
+    others = [{**_png(face), "box": whole} for face in images.lfw_faces(5)]
     for result in _run(face_embed, others):
         assert np.linalg.norm(anchor - np.asarray(result["embedding"])) > 0.6
 

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from functions import profile
+from functions import profile, profile_report
 from functions.profile_format import (
     LatencyStat,
     ProfileFormatError,
     load_profile,
     profile_from_json,
 )
+from functions.registry import KINDS
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -89,6 +90,14 @@ def test_profile_in_process(tmp_path: Path) -> None:
     assert doc["threads"] == 2
     assert doc["cold_start_s"]["ready_s"] is None
     assert load_profile(path).to_json() == doc
+    table = profile_report.profile_table(load_profile(path))
+    assert table.startswith("### digits, 2 threads")
+    assert table.count("\n| 1 |") == table.count("\n| 2 |") == 1
+    assert (
+        profile_report.summary_table([load_profile(path)])
+        .splitlines()[2]
+        .startswith("| digits | 2 |")
+    )
 
 
 @pytest.mark.slow
@@ -113,6 +122,7 @@ def test_committed_profiles_load() -> None:
     paths = sorted(Path(__file__).parent.parent.joinpath("profiles").glob("*.json"))
     for path in paths:
         loaded = load_profile(path)
-        assert loaded.inprocess and loaded.linear_fit.b_ms_per_item == pytest.approx(
-            loaded.linear_fit.b_ms_per_item
-        )
+        assert loaded.kind in KINDS
+        assert path.stem in (loaded.kind, f"{loaded.kind}-t{loaded.threads}")
+        assert 1 in loaded.inprocess
+        assert all(s.median > 0 for s in loaded.inprocess.values())

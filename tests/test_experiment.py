@@ -1,0 +1,86 @@
+"""The experiment: per-mode accounting (pure) and one short real run of every mode."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from adapter.experiment import ModeRun, summarize
+
+
+def rec(latency_s: float, status: int = 200, batch: int = 1) -> dict[str, object]:
+    return {"scheduled": 0.0, "latency": latency_s, "status": status,
+            "headers": {"x-batch-size": str(batch)}}  # fmt: skip
+
+
+def test_summary_counts_errors_and_late_answers_as_violations() -> None:
+    run = ModeRun(
+        mode="slackwise",
+        records=[rec(0.05), rec(0.09), rec(0.15), rec(0.01, status=503)],
+        usage={"replica_seconds": 12.5, "cold_starts": 2},
+        timeline=[],
+        batches=2,
+        instances_sent=4,
+    )
+    s = summarize(run, slo_ms=100.0)
+    assert (s.requests, s.errors) == (4, 1)
+    assert s.violation_pct == 50.0  # one too slow, one failed
+    assert s.p50_ms == pytest.approx(90.0)
+    assert s.mean_batch == 2.0
+    assert (s.replica_seconds, s.cold_starts) == (12.5, 2)
+
+
+def test_direct_mode_batch_size_comes_from_the_answers() -> None:
+    run = ModeRun("direct", [rec(0.01), rec(0.02)], {"replica_seconds": 1, "cold_starts": 1}, [])
+    assert summarize(run, 100.0).mean_batch == 1.0
+
+
+@pytest.mark.slow
+def test_every_mode_runs_a_short_trace_end_to_end(tmp_path: Path) -> None:
+    trace = tmp_path / "trace_t4.txt"  # AutoScale format: one rate per line (synthetic)
+    trace.write_text("\n".join(["10", "20", "30", "20"]) + "\n")
+    config = tmp_path / "exp.yaml"
+    config.write_text(
+        f"""
+platform:
+  autoscaler: {{allow-zero-initial-scale: "true", initial-scale: "0"}}
+functions:
+  digits:
+    model: digits
+    slo_ms: 2000
+    annotations: {{autoscaling.knative.dev/max-scale: "2"}}
+experiment:
+  function: digits
+  trace: {trace}
+  duration_s: 4
+  max_rps: 15
+  settle_s: 0
+"""
+    )
+    out = tmp_path / "out.json"
+    plots = tmp_path / "plots"
+    result = subprocess.run(
+        [sys.executable, "-m", "adapter.cli", "experiment", "-c", str(config),
+         "--json", str(out), "--plots", str(plots)],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = json.loads(out.read_text())
+    assert set(doc["modes"]) == {"direct", "mlproxy", "slackwise"}
+    for summary in doc["modes"].values():
+        assert summary["requests"] > 20
+        assert summary["errors"] == 0
+        assert summary["replica_seconds"] > 0
+        assert summary["cold_starts"] >= 1
+        assert set(summary) == {
+            "requests", "errors", "violation_pct", "p50_ms", "p95_ms", "p99_ms",
+            "replica_seconds", "mean_batch", "cold_starts",
+        }  # fmt: skip
+    assert doc["trace"] == str(trace) and doc["slo_ms"] == 2000.0
+    assert (plots / "timeseries.png").stat().st_size > 10_000
+    assert (plots / "ccdf.png").exists()
+    assert "mode" in result.stdout and "slackwise" in result.stdout
