@@ -49,3 +49,19 @@ def scaled(pixels: Pixels, factor: float) -> Pixels:
 def cycle(images: list[Any], n: int) -> list[Any]:
     """``n`` items taken round-robin from ``images``."""
     return [images[i % len(images)] for i in range(n)]
+
+
+def lfw_faces(count: int, *, size: int = 200) -> list[Pixels]:
+    """``count`` faces from scikit-image's bundled LFW subset (25x25 grey), upscaled to RGB.
+
+    The subset's first 100 images are faces of various people; every 20th is taken so that the
+    faces differ. They are too small for the HOG detector, so callers pass the whole image as
+    the face box.
+    """
+    import skimage.data
+
+    loader: Callable[[], npt.NDArray[Any]] = skimage.data.lfw_subset
+    faces = loader()[:100]
+    step = max(1, len(faces) // max(1, count))
+    picked = [np.asarray(faces[i * step] * 255, dtype=np.uint8) for i in range(count)]
+    return [scaled(np.stack([face] * 3, axis=-1), size / face.shape[0]) for face in picked]

@@ -72,7 +72,7 @@ def rgb_image(data: bytes) -> npt.NDArray[np.uint8]:
             rgb = image.convert("RGB")
     except UnidentifiedImageError:
         raise InvalidInput("'b64' does not decode to an image Pillow can read") from None
-    except (OSError, SyntaxError, ValueError) as exc:
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         raise InvalidInput(f"image cannot be decoded: {exc}") from None
     return np.asarray(rgb, dtype=np.uint8)
 

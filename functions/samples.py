@@ -1,8 +1,8 @@
 """Real sample request instances for any model kind, without loading the model's weights.
 
 ``sample_instances("imagenet", 8)`` gives eight instances in the JSON form the function
-accepts, ready for ``{"instances": [...]}``. The load tester, the profiler and the adapter's
-demo use this to make requests.
+accepts, ready for ``{"instances": [...]}``; load generators and the profiler make their
+requests from these.
 """
 
 from __future__ import annotations

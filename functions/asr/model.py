@@ -5,7 +5,8 @@ Input: ``{"b64": base64 of a WAV file}``, mono 16-bit PCM at 16 kHz, at most 30 
 rates, widths or channel counts are rejected with the reason. Output: ``{"text": str}``.
 PocketSphinx decodes one utterance at a time on one thread, so a batch costs the sum of its
 utterances. Sample clips (``samples/*.wav``) were synthesised with Piper's en_US "joe" voice,
-resampled to 16 kHz; ``samples/transcripts.json`` holds the sentences spoken.
+resampled to 16 kHz, once, when they were made (Piper is not a dependency);
+``samples/transcripts.json`` holds the sentences spoken, which PocketSphinx reads back exactly.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from functions import images
 from functions.inputs import Audio, b64_encode, b64_field, wav_audio
 from functions.model import Model
 
@@ -64,4 +64,4 @@ class SpeechRecognizer(Model):
 
     def sample_instances(self, n: int) -> list[Any]:
         encoded = [b64_encode(sample_wav(name)) for name in sorted(sample_transcripts())]
-        return images.cycle(encoded, n)
+        return [encoded[i % len(encoded)] for i in range(n)]
