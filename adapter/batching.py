@@ -18,7 +18,7 @@ Rules, in order:
 3. **Late head** (deadline-aware only): when the head cannot meet its deadline even alone
    (``now + E(head) > head.deadline``, which includes a deadline already past), it leaves at
    once (``"late"``) together with the requests right behind it that are late too, up to
-   ``limit``: holding them only makes them later, and sending them one by one would waste the
+   ``late_limit``: holding them only makes them later, and sending them one by one would waste the
    function's throughput exactly when the queue is behind (after a cold start, under overload).
    Whether to serve or prune them is the adapter's call. A request that can still make its
    deadline is never put in a late batch.
@@ -117,11 +117,14 @@ def decide(
     *,
     limit: int,
     deadline_aware: bool = True,
+    late_limit: int | None = None,
 ) -> BatchDecision:
     """Decide for an ordered queue at ``now``; ``limit`` caps the batch in instances.
 
     ``queue`` is ordered by deadline (slack order) or by arrival (FIFO baseline); see the module
-    docstring for the rules.
+    docstring for the rules. ``late_limit`` (default ``limit``) caps a batch of late requests:
+    the adapter passes the function's own maximum, because AIMD's limit keeps batches within the
+    slack of requests that still have some, and late ones have none left to keep.
     """
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit!r}")
@@ -133,9 +136,10 @@ def decide(
     if head.size > limit:
         return BatchDecision(take=1, instances=head.size, wake_at=None, reason="oversized")
     if deadline_aware and now > head.deadline - model.estimate_ms(head.size) / 1000.0:
+        cap = limit if late_limit is None else max(limit, late_limit)
         take, total = 1, head.size
         for item in queue[1:]:
-            if total + item.size > limit:
+            if total + item.size > cap:
                 break
             if now <= item.deadline - model.estimate_ms(item.size) / 1000.0:
                 break  # this one can still make it: it is not dragged into a late batch

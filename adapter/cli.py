@@ -77,6 +77,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from adapter.app import create_app
 
     config = _load(args.config)
+    if args.platform_url:
+        import dataclasses
+
+        adapter = dataclasses.replace(config.adapter, platform_url=args.platform_url)
+        config = dataclasses.replace(config, adapter=adapter)
     try:
         app = create_app(config, mode=args.mode)
     except ValueError as exc:
@@ -190,6 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="listen address (default: adapter.host)")
     serve.add_argument("--port", type=int, help="listen port (default: adapter.port)")
     serve.add_argument("--mode", choices=("slackwise", "mlproxy"), help="batching policy")
+    serve.add_argument(
+        "--platform-url",
+        help="a running local platform (`slackwise up`) instead of an embedded one",
+    )
     serve.set_defaults(func=_cmd_serve)
 
     exp = sub.add_parser("experiment", help="replay a trace through direct, mlproxy, slackwise")

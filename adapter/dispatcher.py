@@ -184,6 +184,7 @@ class Dispatcher:
                 self.model,
                 limit=self._limit(),
                 deadline_aware=self.preset.deadline_aware,
+                late_limit=self.function.max_batch,
             )
             if decision.take == 0 and self.inflight == 0 and self._cold():
                 # nothing can serve: send the head now so the platform starts a replica; the

@@ -2,19 +2,22 @@
 
 Modes: ``direct`` (straight to the function through the platform's activator: Knative alone),
 ``mlproxy`` (the adapter with MLProxy's published policy) and ``slackwise`` (the full adapter).
-For each mode the local platform starts from scratch, the adapter (if any) starts in front of it,
-and the open-loop replayer runs in a separate process (so the load generator does not share the
-adapter's core) and records every request. The result per mode: requests, errors, SLO violation
-percentage, latency percentiles, replica-seconds, mean batch size and cold starts.
+For each mode the local platform starts from scratch; the adapter (if any) starts in front of it
+as its own process (``slackwise serve --platform-url``, as it would run in its own pod), and the
+open-loop replayer runs in a third process and records every request. The result per mode:
+requests, errors, SLO violation percentage, latency percentiles, replica-seconds, mean batch
+size and cold starts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
 import math
+import socket
 import sys
 import tempfile
 import time
@@ -22,12 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import httpx
 import numpy as np
 
-from adapter.app import create_app
 from adapter.config import Config, ExperimentConfig
-from adapter.platform_view import LocalView
-from knative.gateway import serve_in_loop
 from knative.local import LocalPlatform
 
 logger = logging.getLogger(__name__)
@@ -123,38 +124,91 @@ def _replay_command(exp: ExperimentConfig, model: str, url: str, records: Path) 
 
 
 async def _sample(
-    platform: LocalPlatform, function: str, app_state: Any, into: list[dict[str, float]]
+    platform: LocalPlatform,
+    function: str,
+    adapter_url: str | None,
+    into: list[dict[str, float]],
 ) -> None:
     start = time.monotonic()
-    while True:
-        counts = platform.replicas(function)
-        row = {"t": round(time.monotonic() - start, 2), "ready": counts.ready,
-               "desired": counts.desired}  # fmt: skip
-        if app_state is not None:
-            d = app_state.dispatchers[function]
-            row["queue"] = len(d.queue)
-            row["aimd_limit"] = d.aimd.limit
-        into.append(row)
-        await asyncio.sleep(1.0)
+    async with httpx.AsyncClient(trust_env=False) as client:
+        while True:
+            counts = platform.replicas(function)
+            row: dict[str, float] = {
+                "t": round(time.monotonic() - start, 2),
+                "ready": counts.ready,
+                "desired": counts.desired,
+            }
+            if adapter_url is not None:
+                with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                    status = (await client.get(f"{adapter_url}/v1/models/{function}")).json()
+                    row["queue"] = status["queue"]
+                    row["aimd_limit"] = status["aimd_limit"]
+            into.append(row)
+            await asyncio.sleep(1.0)
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+async def _start_adapter(
+    config: Config, mode: str, platform_url: str
+) -> tuple[asyncio.subprocess.Process, str]:
+    """``slackwise serve`` in its own process, as it runs in a cluster: its own pod and core."""
+    if not Path(config.source).is_file():
+        raise ValueError(f"the experiment needs its config as a file, got {config.source!r}")
+    host = config.platform.host
+    port = _free_port(host)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "adapter.cli", "serve", "-c", config.source, "--mode", mode,
+        "--host", host, "--port", str(port), "--platform-url", platform_url,
+        stdout=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://{host}:{port}"
+    async with httpx.AsyncClient(trust_env=False) as client:
+        for _ in range(600):
+            if proc.returncode is not None:
+                raise RuntimeError(f"{mode}: the adapter exited with code {proc.returncode}")
+            with contextlib.suppress(httpx.TransportError):
+                if (await client.get(f"{url}/healthz", timeout=1.0)).status_code == 200:
+                    return proc, url
+            await asyncio.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"{mode}: the adapter did not come up at {url}")
+
+
+async def _batch_stats(url: str, function: str) -> tuple[int, int]:
+    """Batches and instances sent, from the adapter's Prometheus metrics."""
+    async with httpx.AsyncClient(trust_env=False) as client:
+        text = (await client.get(f"{url}/metrics", timeout=5.0)).text
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        for name in ("slackwise_batch_size_count", "slackwise_batch_size_sum"):
+            if line.startswith(f'{name}{{function="{function}"}}'):
+                values[name] = float(line.rsplit(" ", 1)[1])
+    return int(values.get("slackwise_batch_size_count", 0)), int(
+        values.get("slackwise_batch_size_sum", 0)
+    )
 
 
 async def run_mode(config: Config, exp: ExperimentConfig, mode: str, workdir: Path) -> ModeRun:
-    """One mode on a fresh platform; the replayer runs as its own process."""
+    """One mode on a fresh platform; the adapter and the replayer run as their own processes."""
     fn = config.functions[exp.function]
     records_path = workdir / f"{mode}.jsonl"
     timeline: list[dict[str, float]] = []
     started = time.monotonic()
     async with LocalPlatform(config) as platform:
-        server = server_task = None
-        app_state = None
+        adapter: asyncio.subprocess.Process | None = None
+        adapter_url: str | None = None
         if mode == "direct":
             target = platform.url(exp.function)
         else:
-            app = create_app(config, view=LocalView(platform), mode=mode)
-            server, server_task, port = await serve_in_loop(app, config.platform.host, 0)
-            app_state = app.state.adapter
-            target = f"http://{config.platform.host}:{port}"
-        sampler = asyncio.create_task(_sample(platform, exp.function, app_state, timeline))
+            adapter, adapter_url = await _start_adapter(config, mode, platform.url(exp.function))
+            target = adapter_url
+        sampler = asyncio.create_task(_sample(platform, exp.function, adapter_url, timeline))
+        batches = instances = 0
         try:
             proc = await asyncio.create_subprocess_exec(
                 *_replay_command(exp, fn.model, target, records_path)
@@ -162,16 +216,14 @@ async def run_mode(config: Config, exp: ExperimentConfig, mode: str, workdir: Pa
             code = await proc.wait()
             if code != 0:
                 raise RuntimeError(f"{mode}: the replayer exited with code {code}")
+            if adapter_url is not None:
+                batches, instances = await _batch_stats(adapter_url, exp.function)
         finally:
             sampler.cancel()
             usage = platform.usage(exp.function)
-            batches = instances = 0
-            if app_state is not None:
-                dispatcher = app_state.dispatchers[exp.function]
-                batches, instances = dispatcher.batches, dispatcher.instances_sent
-            if server is not None and server_task is not None:
-                server.should_exit = True
-                await server_task
+            if adapter is not None:
+                adapter.terminate()
+                await adapter.wait()
     with records_path.open(encoding="utf-8") as lines:
         records = [json.loads(line) for line in lines if line.strip()]
     return ModeRun(

@@ -15,13 +15,14 @@ from adapter.latency import LatencyModel
 
 @dataclass(frozen=True)
 class Linear:
-    """A fixed P95 of ``a + b·n`` milliseconds."""
+    """An expected time of ``a + b·n`` milliseconds and a P95 ``spread`` times that."""
 
     a_ms: float
     b_ms: float
+    spread: float = 1.0
 
     def p95_ms(self, n: int, now: float) -> float:
-        return self.a_ms + self.b_ms * n
+        return (self.a_ms + self.b_ms * n) * self.spread
 
     def estimate_ms(self, n: int) -> float:
         return self.a_ms + self.b_ms * n
@@ -79,6 +80,8 @@ def test_late_requests_leave_together_up_to_the_limit() -> None:
     assert decision == BatchDecision(take=4, instances=4, wake_at=None, reason="late")
     rest = decide(2.0, queue[4:], Linear(10, 10), limit=4)
     assert (rest.take, rest.reason) == (1, "late")
+    wide = decide(2.0, queue, Linear(10, 10), limit=2, late_limit=8)
+    assert wide == BatchDecision(take=5, instances=5, wake_at=None, reason="late")
 
 
 def test_mlproxy_dispatch_timeout_hand_worked() -> None:
@@ -173,9 +176,14 @@ def check_invariants(
     decision: BatchDecision,
     *,
     deadline_aware: bool,
+    late_limit: int | None = None,
 ) -> None:
     def start_by(deadline: float, n: int) -> float:
-        """The latest dispatch time for ``n`` instances to finish by ``deadline``."""
+        """The latest dispatch time for ``n`` instances to finish by ``deadline``, expected."""
+        return deadline - model.estimate_ms(n) / 1000.0
+
+    def wait_until(deadline: float, n: int) -> float:
+        """The latest dispatch time by the tail estimate (the dispatch timeout)."""
         return deadline - model.p95_ms(n, now) / 1000.0
 
     assert 0 <= decision.take <= len(queue)
@@ -189,6 +197,7 @@ def check_invariants(
         # Everything queued fits, and still meets every deadline when dispatched at wake_at.
         total = sum(p.size for p in queue)
         assert total < limit
+        assert all(decision.wake_at <= wait_until(p.deadline, total) for p in queue)
         assert all(decision.wake_at <= start_by(p.deadline, total) for p in queue)
         return
     batch = queue[: decision.take]
@@ -197,15 +206,17 @@ def check_invariants(
     if decision.reason == "oversized":
         assert decision.take == 1 and batch[0].size > limit
         return
-    assert decision.instances <= limit
     if decision.reason == "late":
         # only requests that cannot make their deadline even alone ride a late batch
+        cap = limit if late_limit is None else max(limit, late_limit)
         assert deadline_aware
+        assert decision.instances <= cap
         assert all(now > start_by(p.deadline, p.size) for p in batch)
         rest = queue[decision.take :]
-        if rest and decision.instances + rest[0].size <= limit:
+        if rest and decision.instances + rest[0].size <= cap:
             assert now <= start_by(rest[0].deadline, rest[0].size)
         return
+    assert decision.instances <= limit
     if deadline_aware:
         assert all(now <= start_by(p.deadline, decision.instances) for p in batch)
     rest = queue[decision.take :]
@@ -229,6 +240,8 @@ def check_invariants(
     limit=st.integers(min_value=1, max_value=16),
     deadline_aware=st.booleans(),
     by_deadline=st.booleans(),
+    spread=st.floats(min_value=1.0, max_value=3.0),
+    late_limit=st.none() | st.integers(min_value=1, max_value=32),
 )
 def test_decision_invariants(
     queue: list[PendingItem],
@@ -238,12 +251,18 @@ def test_decision_invariants(
     limit: int,
     deadline_aware: bool,
     by_deadline: bool,
+    spread: float,
+    late_limit: int | None,
 ) -> None:
     key = (lambda p: p.deadline) if by_deadline else (lambda p: p.arrival)
     queue.sort(key=key)
-    model = Linear(a_ms, b_ms)
-    decision = decide(now, queue, model, limit=limit, deadline_aware=deadline_aware)
-    check_invariants(now, queue, model, limit, decision, deadline_aware=deadline_aware)
+    model = Linear(a_ms, b_ms, spread)
+    decision = decide(
+        now, queue, model, limit=limit, deadline_aware=deadline_aware, late_limit=late_limit
+    )
+    check_invariants(
+        now, queue, model, limit, decision, deadline_aware=deadline_aware, late_limit=late_limit
+    )
 
 
 @given(
