@@ -24,9 +24,10 @@ Rules, in order:
    deadline is never put in a late batch.
 4. **Largest feasible prefix** (GrandSLAM Algorithm 1, §4.3): walk the queue in its order and add
    requests while the total stays within ``limit`` and, deadline-aware, while
-   ``now + E(total) ≤`` every member's deadline. The walk stops at the first request that does
-   not fit, so the batch is always a prefix. Without deadline awareness (the MLProxy baseline)
-   only the limit stops the walk.
+   ``now + E(total) ≤`` every member's deadline (except the deadlines of members that could not
+   make it even alone: those ride along while there is room, and hold nothing back). The walk
+   stops at the first request that does not fit, so the batch is always a prefix. Without
+   deadline awareness (the MLProxy baseline) only the limit stops the walk.
 5. **Dispatch now** when the batch is closed: the limit is reached, the next queued request would
    exceed it (``"full"``), or, deadline-aware, the next queued request would break a deadline
    (``"closed"``: waiting cannot grow this prefix, and the request left out needs the next batch
@@ -155,7 +156,10 @@ def decide(
         if grown > limit:
             closed = "full"
             break
-        due = min(earliest, item.deadline)
+        # a request that cannot make its deadline even alone rides along if there is room, but
+        # its lost deadline does not hold the batch back
+        hopeless = deadline_aware and now > item.deadline - model.estimate_ms(item.size) / 1000.0
+        due = earliest if hopeless else min(earliest, item.deadline)
         if deadline_aware and now > due - model.estimate_ms(grown) / 1000.0:
             closed = "closed"
             break

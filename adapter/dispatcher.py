@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -141,6 +142,14 @@ class Dispatcher:
             return 1  # one batch rides the activator and wakes the function; the rest wait
         return counts.ready * max(1, self.function.container_concurrency)
 
+    def _hopeless_at(self, now: float) -> Callable[[Pending], bool]:
+        estimate = self.model.estimate_ms
+
+        def hopeless(item: Pending) -> bool:
+            return now > item.deadline - estimate(item.size) / 1000.0
+
+        return hopeless
+
     def _cold(self) -> bool:
         return self.view.replicas(self.name).ready == 0
 
@@ -178,6 +187,8 @@ class Dispatcher:
             if self.inflight >= self._slots():
                 await self._wait(now + _CAPACITY_POLL_S)
                 continue
+            if self.preset.deadline_aware:
+                self.queue.demote(self._hopeless_at(now))
             decision = decide(
                 now,
                 self.queue.items,
@@ -321,7 +332,7 @@ class Dispatcher:
                     done,
                     latency_ms=round_trip_ms,
                     slo_ms=slo_ms,
-                    missed=missed and decision.reason != "late",
+                    missed=missed and not item.hopeless,
                     timeout_dispatch=decision.timeout_dispatch,
                     cold=cold,
                 )

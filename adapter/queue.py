@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 
@@ -37,7 +38,8 @@ class Pending:
     seq: int
     future: asyncio.Future[Answer]
     dispatched: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: it could no longer make its deadline when the dispatcher last looked
+    hopeless: bool = False
 
     @property
     def size(self) -> int:
@@ -49,19 +51,28 @@ class Pending:
 
 
 class RequestQueue:
-    """Requests waiting for dispatch, in deadline order (ties by arrival) or FIFO."""
+    """Requests waiting for dispatch, in deadline order (ties by arrival) or FIFO.
+
+    In deadline order, requests that can no longer make their deadline are moved behind every
+    request that still can (:meth:`demote`). Plain earliest-deadline-first serves the most
+    overdue request first, so under overload every request ends up a little late (the domino
+    effect); keeping the hopeless ones behind lets the others keep their deadlines, and the
+    hopeless ones still leave as soon as nothing that can be saved is waiting, or ride along in a
+    batch that has room for them.
+    """
 
     def __init__(self, order: Literal["deadline", "arrival"]) -> None:
         self.order = order
         self._items: list[Pending] = []
+        self._hopeless: list[Pending] = []
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._items) + len(self._hopeless)
 
     @property
     def items(self) -> list[Pending]:
-        """The live list, head first (read-only use: the batching decision)."""
-        return self._items
+        """Head first: the savable requests, then the hopeless ones (read-only use)."""
+        return self._items + self._hopeless if self._hopeless else self._items
 
     def push(self, item: Pending) -> None:
         if self.order == "deadline":
@@ -71,26 +82,44 @@ class RequestQueue:
 
     def push_front(self, items: list[Pending]) -> None:
         """Put requests back (their batch was retried without a failing member)."""
-        for item in items:
-            if self.order == "deadline":
+        if self.order == "deadline":
+            for item in items:
                 self.push(item)
-        if self.order == "arrival":
+        else:
             self._items[:0] = sorted(items, key=lambda p: p.seq)
+
+    def demote(self, hopeless: Callable[[Pending], bool]) -> int:
+        """Move the requests ``hopeless`` selects behind the rest (deadline order only)."""
+        if self.order != "deadline" or not self._items or not hopeless(self._items[0]):
+            return 0
+        moved = [p for p in self._items if hopeless(p)]
+        self._items = [p for p in self._items if not hopeless(p)]
+        for item in moved:
+            item.hopeless = True
+            bisect.insort(self._hopeless, item, key=lambda p: (p.deadline, p.seq))
+        return len(moved)
 
     def pop(self, count: int) -> list[Pending]:
         taken = self._items[:count]
         del self._items[:count]
+        if len(taken) < count and self._hopeless:
+            rest = count - len(taken)
+            taken.extend(self._hopeless[:rest])
+            del self._hopeless[:rest]
         return taken
 
     def drop_cancelled(self) -> int:
-        before = len(self._items)
+        before = len(self)
         if any(p.cancelled for p in self._items):
             self._items = [p for p in self._items if not p.cancelled]
-        return before - len(self._items)
+        if any(p.cancelled for p in self._hopeless):
+            self._hopeless = [p for p in self._hopeless if not p.cancelled]
+        return before - len(self)
 
     def take_late(self, now: float) -> list[Pending]:
         """Remove and return the requests whose deadline is at or before ``now``."""
-        late = [p for p in self._items if p.deadline <= now]
+        late = [p for p in self.items if p.deadline <= now]
         if late:
             self._items = [p for p in self._items if p.deadline > now]
+            self._hopeless = [p for p in self._hopeless if p.deadline > now]
         return late

@@ -73,6 +73,15 @@ def test_late_head_goes_alone_and_does_not_drag_others() -> None:
     assert (past.take, past.reason) == (1, "late")
 
 
+def test_hopeless_requests_ride_along_without_holding_the_batch_back() -> None:
+    # at t=2: the head can make it (due 2.5); the next is hopeless (due 1.0); the third can too
+    queue = [item(2.5), item(1.0), item(2.6)]
+    decision = decide(2.0, queue, Linear(10, 10), limit=8)
+    assert decision.take == 0 and decision.reason == "wait"  # all three fit; wait for more
+    full = decide(2.0, queue, Linear(10, 10), limit=3)
+    assert full == BatchDecision(take=3, instances=3, wake_at=None, reason="full")
+
+
 def test_late_requests_leave_together_up_to_the_limit() -> None:
     # after a cold start: five requests already past their deadlines, one still on time
     queue = [item(1.0), item(1.1), item(1.2), item(1.3), item(1.4), item(9.0)]
@@ -192,13 +201,15 @@ def check_invariants(
         return
     if decision.take == 0:
         assert decision.reason == "wait" and decision.wake_at is not None
-        assert now < decision.wake_at <= min(p.deadline for p in queue)
-        assert decision.wake_at <= queue[0].deadline
+        # deadline-aware, requests that cannot make it even alone hold nothing back
+        held = [p for p in queue if not deadline_aware or now <= start_by(p.deadline, p.size)]
+        assert held and held[0] is queue[0]
+        assert now < decision.wake_at <= min(p.deadline for p in held)
         # Everything queued fits, and still meets every deadline when dispatched at wake_at.
         total = sum(p.size for p in queue)
         assert total < limit
-        assert all(decision.wake_at <= wait_until(p.deadline, total) for p in queue)
-        assert all(decision.wake_at <= start_by(p.deadline, total) for p in queue)
+        assert all(decision.wake_at <= wait_until(p.deadline, total) for p in held)
+        assert all(decision.wake_at <= start_by(p.deadline, total) for p in held)
         return
     batch = queue[: decision.take]
     assert decision.wake_at is None
@@ -218,7 +229,9 @@ def check_invariants(
         return
     assert decision.instances <= limit
     if deadline_aware:
-        assert all(now <= start_by(p.deadline, decision.instances) for p in batch)
+        # every member that could make its deadline alone still makes it in the batch
+        savable = [p for p in batch if now <= start_by(p.deadline, p.size)]
+        assert all(now <= start_by(p.deadline, decision.instances) for p in savable)
     rest = queue[decision.take :]
     if decision.reason == "full":
         assert decision.instances == limit or decision.instances + rest[0].size > limit
@@ -226,7 +239,11 @@ def check_invariants(
         # The smaller batch meets every deadline; adding the next request would break one.
         grown = decision.instances + rest[0].size
         assert grown <= limit
-        assert any(now > start_by(p.deadline, grown) for p in [*batch, rest[0]])
+        grown_batch = [*batch, rest[0]]
+        assert any(
+            now > start_by(p.deadline, grown) and now <= start_by(p.deadline, p.size)
+            for p in grown_batch
+        )
     else:
         assert decision.reason == "timeout" and not rest
         assert decision.instances < limit
