@@ -3,9 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-CONFIG ?= experiments/local.yaml
+CONFIG ?= experiments/embed-twitter.yaml
+DURATION ?= 60
 
-.PHONY: run test install lint unit profile clean
+.PHONY: run demo test install lint unit profile bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,7 +17,14 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/slackwise demo -c $(CONFIG)
+	$(VENV)/bin/slackwise experiment -c $(CONFIG) --duration-s $(DURATION) \
+		--json runs/experiment.json --plots runs/experiment
+
+demo: $(STAMP)
+	$(VENV)/bin/slackwise demo -c experiments/local.yaml
+
+bench: $(STAMP)
+	$(PY) benchmarks/adapter_overhead.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -113,3 +113,14 @@ def test_shipped_config_loads() -> None:
     config = load_config(Path(__file__).parent.parent / "experiments" / "local.yaml")
     assert set(config.functions) >= {"digits", "embed"}
     assert config.functions["digits"].scaling.initial_scale == 0
+
+
+def test_the_readme_config_reference_is_valid() -> None:
+    import yaml
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("## Configuration", 1)[1]
+    block = section.split("```yaml", 1)[1].split("```", 1)[0]
+    config = parse_config(yaml.safe_load(block), "README.md")
+    assert config.functions["digits"].slo_ms == 100
+    assert config.experiment is not None and config.experiment.trace == "twitter"
