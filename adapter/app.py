@@ -287,6 +287,11 @@ def create_app(
                     records=state.records,
                     max_queue=config.adapter.max_queue,
                     epoch=state.epoch,
+                    max_wait_s=(
+                        None
+                        if config.adapter.max_wait_ms is None
+                        else config.adapter.max_wait_ms / 1000.0
+                    ),
                 )
                 dispatcher.start()
                 state.dispatchers[name] = dispatcher

@@ -40,6 +40,10 @@ Rules, in order:
    ``earliest deadline − P95(n)``. If ``latest ≤ now`` the batch leaves at once (``"timeout"``:
    MLProxy's negative DTO, the case its AIMD counts); else ``take=0`` and ``wake_at=latest``.
    A new arrival should trigger a fresh call, as in MLProxy's Algorithm 1.
+7. **Optional cap on waiting** (``max_wait_s``, like Triton's ``max_queue_delay``): the oldest
+   member never waits longer than this for company (``"max_wait"``). Without it a lone request at
+   low load waits until its dispatch timeout, which is MLProxy's design (cost first, within the
+   SLO); with 0 the batch leaves as soon as a slot is free.
 
 Every test is written as "start no later than ``deadline − E/1000``" (never as
 ``now + E/1000 ≤ deadline``): float subtraction is monotone, so a decision taken again at
@@ -59,7 +63,9 @@ __all__ = ["BatchDecision", "LatencyEstimator", "Pending", "PendingItem", "Reaso
 
 #: ``"activate"`` is never returned by :func:`decide`: the adapter uses it when it sends a
 #: request to wake a function that has no ready replica (scale from zero)
-Reason = Literal["empty", "wait", "oversized", "late", "full", "closed", "timeout", "activate"]
+Reason = Literal[
+    "empty", "wait", "oversized", "late", "full", "closed", "timeout", "max_wait", "activate"
+]
 
 
 class Pending(Protocol):
@@ -119,6 +125,7 @@ def decide(
     limit: int,
     deadline_aware: bool = True,
     late_limit: int | None = None,
+    max_wait_s: float | None = None,
 ) -> BatchDecision:
     """Decide for an ordered queue at ``now``; ``limit`` caps the batch in instances.
 
@@ -126,6 +133,8 @@ def decide(
     docstring for the rules. ``late_limit`` (default ``limit``) caps a batch of late requests:
     the adapter passes the function's own maximum, because AIMD's limit keeps batches within the
     slack of requests that still have some, and late ones have none left to keep.
+    ``max_wait_s`` caps how long the oldest member may wait for company (``"max_wait"``; 0 makes
+    batching work-conserving: whatever is queued leaves as soon as a slot is free).
     """
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit!r}")
@@ -172,4 +181,10 @@ def decide(
     latest = earliest - max(model.p95_ms(total + 1, now), model.p95_ms(total, now)) / 1000.0
     if latest <= now:
         return BatchDecision(take=take, instances=total, wake_at=None, reason="timeout")
+    if max_wait_s is not None:
+        capped = min(p.arrival for p in queue[:take]) + max_wait_s
+        if capped <= now:
+            return BatchDecision(take=take, instances=total, wake_at=None, reason="max_wait")
+        if capped < latest:
+            return BatchDecision(take=0, instances=0, wake_at=capped, reason="wait")
     return BatchDecision(take=0, instances=0, wake_at=latest, reason="wait")

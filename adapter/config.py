@@ -118,6 +118,7 @@ class AdapterConfig:
     max_body_bytes: int = 16 * 1024 * 1024
     records: str | None = None
     platform_url: str | None = None
+    max_wait_ms: float | None = None
     aimd: AIMDConfig = field(default_factory=AIMDConfig)
 
 
@@ -397,6 +398,9 @@ def _adapter(r: _Reader, raw: Any) -> AdapterConfig:
         max_body_bytes=r.integer(data, "max_body_bytes", path, d.max_body_bytes, low=1),
         records=records,
         platform_url=platform_url,
+        max_wait_ms=None
+        if data.get("max_wait_ms") is None
+        else r.number(data, "max_wait_ms", path, 0.0),
         aimd=_aimd(r, data.get("aimd")),
     )
 

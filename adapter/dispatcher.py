@@ -71,6 +71,7 @@ class Dispatcher:
         records: RecordWriter,
         max_queue: int,
         epoch: float,
+        max_wait_s: float | None = None,
     ) -> None:
         self.function = function
         self.name = function.name
@@ -83,6 +84,7 @@ class Dispatcher:
         self.clock = clock
         self.records = records
         self.max_queue = max_queue
+        self.max_wait_s = max_wait_s
         self.epoch = epoch
         self.queue = RequestQueue(preset.order)
         self.inflight = 0
@@ -196,6 +198,7 @@ class Dispatcher:
                 limit=self._limit(),
                 deadline_aware=self.preset.deadline_aware,
                 late_limit=self.function.max_batch,
+                max_wait_s=self.max_wait_s,
             )
             if decision.take == 0 and self.inflight == 0 and self._cold():
                 # nothing can serve: send the head now so the platform starts a replica; the

@@ -41,7 +41,9 @@ CONFIG = {
         "digits": {"model": "digits", "slo_ms": 1000, "max_batch": 64,
                    "container_concurrency": 4},
     },
-    "adapter": {"aimd": {"initial": 64}},
+    # work-conserving (max_wait_ms 0) so the added latency is the adapter's own work, not a
+    # deliberate wait for company (by default a lone request may wait until SLO − P95)
+    "adapter": {"aimd": {"initial": 64}, "max_wait_ms": 0},
 }  # fmt: skip
 
 

@@ -82,6 +82,18 @@ def test_hopeless_requests_ride_along_without_holding_the_batch_back() -> None:
     assert full == BatchDecision(take=3, instances=3, wake_at=None, reason="full")
 
 
+def test_max_wait_caps_the_wait_for_company() -> None:
+    lone = [item(1.0, arrival=0.0)]  # SLO 1 s: MLProxy's rule would wait until 1.0 - P95(2)
+    assert decide(0.0, lone, Linear(10, 10), limit=8).wake_at == pytest.approx(0.97)
+    capped = decide(0.0, lone, Linear(10, 10), limit=8, max_wait_s=0.005)
+    assert (capped.take, capped.wake_at) == (0, 0.005)
+    due = decide(0.005, lone, Linear(10, 10), limit=8, max_wait_s=0.005)
+    assert due == BatchDecision(take=1, instances=1, wake_at=None, reason="max_wait")
+    assert not due.timeout_dispatch  # not a sign that the limit is too big
+    eager = decide(0.0, lone, Linear(10, 10), limit=8, max_wait_s=0.0)
+    assert eager.reason == "max_wait"
+
+
 def test_late_requests_leave_together_up_to_the_limit() -> None:
     # after a cold start: five requests already past their deadlines, one still on time
     queue = [item(1.0), item(1.1), item(1.2), item(1.3), item(1.4), item(9.0)]
@@ -245,7 +257,7 @@ def check_invariants(
             for p in grown_batch
         )
     else:
-        assert decision.reason == "timeout" and not rest
+        assert decision.reason in ("timeout", "max_wait") and not rest
         assert decision.instances < limit
 
 
@@ -259,6 +271,7 @@ def check_invariants(
     by_deadline=st.booleans(),
     spread=st.floats(min_value=1.0, max_value=3.0),
     late_limit=st.none() | st.integers(min_value=1, max_value=32),
+    max_wait_s=st.none() | st.floats(min_value=0.0, max_value=0.2),
 )
 def test_decision_invariants(
     queue: list[PendingItem],
@@ -270,13 +283,23 @@ def test_decision_invariants(
     by_deadline: bool,
     spread: float,
     late_limit: int | None,
+    max_wait_s: float | None,
 ) -> None:
     key = (lambda p: p.deadline) if by_deadline else (lambda p: p.arrival)
     queue.sort(key=key)
     model = Linear(a_ms, b_ms, spread)
     decision = decide(
-        now, queue, model, limit=limit, deadline_aware=deadline_aware, late_limit=late_limit
+        now,
+        queue,
+        model,
+        limit=limit,
+        deadline_aware=deadline_aware,
+        late_limit=late_limit,
+        max_wait_s=max_wait_s,
     )
+    if decision.take == 0 and queue and max_wait_s is not None:
+        assert decision.wake_at is not None
+        assert decision.wake_at <= min(p.arrival for p in queue) + max_wait_s
     check_invariants(
         now, queue, model, limit, decision, deadline_aware=deadline_aware, late_limit=late_limit
     )
