@@ -8,9 +8,10 @@ Run: ``.venv/bin/python benchmarks/adapter_overhead.py`` (about two minutes; pri
    percentiles is what the adapter adds.
 2. **CPU per request.** The adapter runs alone in its own process in front of a no-op upstream
    (``httpx.MockTransport`` answering at once, so only the adapter's own work is measured), and
-   the open-loop replayer, in another process, offers a fixed rate. The adapter process's CPU
-   seconds divided by the requests answered give the CPU per request; 1 / that is the most the
-   adapter could serve per core.
+   the open-loop replayer, in another process, offers a fixed rate; once with every request sent
+   alone (``max_wait_ms: 0``) and once with the default wait for company (SLO 1 s). The adapter
+   process's CPU seconds divided by the requests answered give the CPU per request; 1 / that is
+   the most the adapter could serve per core.
 """
 
 from __future__ import annotations
@@ -119,9 +120,11 @@ uvicorn.run(app, host="127.0.0.1", port={port}, log_level="warning", access_log=
 """
 
 
-def cpu_per_request(rate: float, seconds: float = 15.0) -> dict[str, float]:
+def cpu_per_request(
+    rate: float, config: dict[str, object], seconds: float = 15.0
+) -> dict[str, float]:
     port = _free_port()
-    code = NOOP_SERVER.format(root=str(ROOT), config=CONFIG, port=port)
+    code = NOOP_SERVER.format(root=str(ROOT), config=config, port=port)
     adapter = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
     try:
         for _ in range(200):
@@ -170,14 +173,16 @@ def main() -> None:
           f"p99 {lat['adapter_p99_ms']:.2f} ms")  # fmt: skip
     print(f"  added: p50 {lat['adapter_p50_ms'] - lat['direct_p50_ms']:.2f} ms, "
           f"p99 {lat['adapter_p99_ms'] - lat['direct_p99_ms']:.2f} ms")  # fmt: skip
-    print("\nadapter CPU per request, no-op upstream, open-loop load from another process:")
-    print(f"  {'offered':>8} {'answered':>8} {'cpu_ms/req':>10} {'max_rps/core':>12} "
-          f"{'p50_ms':>7} {'p99_ms':>7} {'batch':>6}")  # fmt: skip
-    for rate in (200.0, 400.0, 800.0):
-        r = cpu_per_request(rate)
-        print(f"  {r['offered_rps']:>8.0f} {r['answered']:>8} {r['cpu_ms_per_request']:>10.3f} "
-              f"{1000.0 / r['cpu_ms_per_request']:>12.0f} {r['p50_ms']:>7.1f} "
-              f"{r['p99_ms']:>7.1f} {r['mean_batch']:>6.1f}")  # fmt: skip
+    batching = {**CONFIG, "adapter": {"aimd": {"initial": 64}}}  # default: wait for company
+    for label, config in (("alone (max_wait_ms 0)", CONFIG), ("batched (default wait)", batching)):
+        print(f"\nadapter CPU per request, no-op upstream, open-loop load, requests {label}:")
+        print(f"  {'offered':>8} {'answered':>8} {'cpu_ms/req':>10} {'max_rps/core':>12} "
+              f"{'p50_ms':>7} {'p99_ms':>7} {'batch':>6}")  # fmt: skip
+        for rate in (200.0, 400.0, 800.0):
+            r = cpu_per_request(rate, config)
+            print(f"  {r['offered_rps']:>8.0f} {r['answered']:>8} "
+                  f"{r['cpu_ms_per_request']:>10.3f} {1000.0 / r['cpu_ms_per_request']:>12.0f} "
+                  f"{r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['mean_batch']:>6.1f}")  # fmt: skip
 
 
 if __name__ == "__main__":
