@@ -242,3 +242,43 @@ def test_deadline_order_serves_the_tightest_deadline_first() -> None:
 
     asyncio.run(scenario())
     assert order == [100, 200, 300, 400]
+
+
+def test_a_client_that_disconnects_leaves_the_queue() -> None:
+    seen: list[list[int]] = []
+    release = asyncio.Event()
+
+    async def held(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content)["instances"])
+        await release.wait()
+        return echo(request)
+
+    async def scenario() -> None:
+        from knative.gateway import serve_in_loop
+
+        cfg = config(function={"max_batch": 4})
+        app = create_app(cfg, view=FakeView(1), transport=httpx.MockTransport(held))
+        server, task, port = await serve_in_loop(app, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{port}/v1/models/echo:predict"
+        dispatcher = app.state.adapter.dispatchers["echo"]
+        try:
+            async with httpx.AsyncClient(trust_env=False) as c:
+                first = asyncio.create_task(c.post(url, json={"instances": [1]}, timeout=10))
+                while not seen:  # the only slot is now busy
+                    await asyncio.sleep(0.005)
+                with pytest.raises(httpx.ReadTimeout):
+                    await c.post(url, json={"instances": [2]}, timeout=0.3)
+                for _ in range(200):  # the adapter notices the disconnect
+                    if dispatcher.queue.items and dispatcher.queue.items[0].cancelled:
+                        break
+                    await asyncio.sleep(0.005)
+                release.set()
+                assert (await first).status_code == 200
+                third = await c.post(url, json={"instances": [3]}, timeout=10)
+                assert third.status_code == 200
+        finally:
+            server.should_exit = True
+            await task
+        assert seen == [[1], [3]]  # the abandoned request never reached the function
+
+    asyncio.run(scenario())
