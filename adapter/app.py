@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -42,6 +41,8 @@ from adapter.platform_view import LocalView, PlatformView, RemoteView
 from adapter.policy import preset
 from adapter.queue import Answer, Pending
 from adapter.records import RecordWriter
+from functions.model import InvalidInput
+from functions.runtime import v1_instances
 from knative.clock import Clock, MonotonicClock
 
 logger = logging.getLogger(__name__)
@@ -81,20 +82,10 @@ def latency_prior(kind: str, profiles_dir: Path = PROFILES_DIR) -> LatencyModel:
 
 
 def _parse_body(body: bytes) -> list[Any]:
-    if not body:
-        raise BadRequest('empty body: send {"instances": [...]}')
     try:
-        payload = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"body is not JSON: {exc}") from None
-    if not isinstance(payload, dict) or "instances" not in payload:
-        raise BadRequest("body must be an object with an 'instances' list")
-    instances = payload["instances"]
-    if not isinstance(instances, list):
-        raise BadRequest(f"'instances' must be a list, got {type(instances).__name__}")
-    if not instances:
-        raise BadRequest("'instances' is empty")
-    return instances
+        return v1_instances(body)
+    except InvalidInput as exc:
+        raise BadRequest(str(exc)) from None
 
 
 def _slo_ms(request: Request, configured: float) -> float:

@@ -82,11 +82,10 @@ def _load(state: _State) -> None:
     logger.info("model %s loaded in %.0f ms", state.name, state.load_ms)
 
 
-def _parse_instances(body: bytes, model: Model) -> list[Any]:
+def v1_instances(body: bytes) -> list[Any]:
+    """The non-empty ``instances`` list of a V1 predict body; InvalidInput says what is wrong."""
     if not body:
         raise InvalidInput('empty body: send {"instances": [...]}')
-    if len(body) > MAX_BODY_BYTES:
-        raise InvalidInput(f"body of {len(body)} bytes exceeds the limit of {MAX_BODY_BYTES}")
     try:
         payload = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -98,6 +97,13 @@ def _parse_instances(body: bytes, model: Model) -> list[Any]:
         raise InvalidInput(f"'instances' must be a list, got {type(instances).__name__}")
     if not instances:
         raise InvalidInput("'instances' is empty")
+    return instances
+
+
+def _parse_instances(body: bytes, model: Model) -> list[Any]:
+    if len(body) > MAX_BODY_BYTES:
+        raise InvalidInput(f"body of {len(body)} bytes exceeds the limit of {MAX_BODY_BYTES}")
+    instances = v1_instances(body)
     if len(instances) > model.max_instances:
         raise InvalidInput(
             f"{len(instances)} instances exceed this model's limit of {model.max_instances}"

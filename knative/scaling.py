@@ -36,7 +36,7 @@ class AutoscalerConfig:
 
     ``container_concurrency_target_percentage`` is a percentage in (1, 100] or, as Knative
     accepts for backwards compatibility, a fraction in (0, 1] (so ``1`` means 100 %).
-    ``tick_interval_s`` is ours: Knative's KPA ticks every 2 s, hard-coded.
+    ``tick_interval_s`` is ours: Knative's KPA always ticks every 2 s, a fixed constant there.
     """
 
     container_concurrency_target_percentage: float = 70.0
