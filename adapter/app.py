@@ -240,6 +240,8 @@ def create_app(
                 )
             )
             state.view = view
+            if state.view is None and config.adapter.platform == "knative":
+                state.view = await _knative_view(config, stack)
             if state.view is None:
                 if config.adapter.platform_url:
                     remote = RemoteView(config.adapter.platform_url, client)
@@ -300,6 +302,32 @@ def create_app(
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.adapter = state
     return app
+
+
+async def _knative_view(config: Config, stack: contextlib.AsyncExitStack) -> PlatformView:
+    """Knative Services in the adapter's namespace, through the pod's service account (or the
+    kubeconfig in ``KUBECONFIG`` when the adapter runs outside the cluster)."""
+    import os
+
+    from knative.cluster import KnativeView, connect, connect_in_cluster
+
+    namespace = config.adapter.namespace or _pod_namespace()
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        client = await asyncio.to_thread(connect_in_cluster, namespace)
+    else:
+        client = await asyncio.to_thread(connect, namespace)
+    view = KnativeView(client, list(config.functions), ingress=config.adapter.ingress)
+    await view.start()
+    stack.push_async_callback(view.stop)
+    return view
+
+
+def _pod_namespace() -> str:
+    path = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+    try:
+        return path.read_text(encoding="utf-8").strip() or "default"
+    except OSError:
+        return "default"
 
 
 def _configured_aimd(config: Config, max_batch: int, cold_aware: bool) -> AIMD:

@@ -77,10 +77,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from adapter.app import create_app
 
     config = _load(args.config)
-    if args.platform_url:
+    if args.platform_url or args.platform:
         import dataclasses
 
-        adapter = dataclasses.replace(config.adapter, platform_url=args.platform_url)
+        adapter = config.adapter
+        if args.platform_url:
+            adapter = dataclasses.replace(adapter, platform_url=args.platform_url)
+        if args.platform:
+            adapter = dataclasses.replace(adapter, platform=args.platform)
         config = dataclasses.replace(config, adapter=adapter)
     try:
         app = create_app(config, mode=args.mode)
@@ -135,6 +139,30 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(result.to_json(), indent=2) + "\n")
         print(f"results: {args.json}")
     return 0
+
+
+def _cmd_manifests(args: argparse.Namespace) -> int:
+    from knative import manifests
+
+    return manifests.run(args)
+
+
+def _cmd_deploy(args: argparse.Namespace) -> int:
+    from knative import cluster_cli
+
+    return cluster_cli.run_deploy(args)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from knative import cluster_cli
+
+    return cluster_cli.run_status(args)
+
+
+def _cmd_delete(args: argparse.Namespace) -> int:
+    from knative import cluster_cli
+
+    return cluster_cli.run_delete(args)
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -199,6 +227,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--platform-url",
         help="a running local platform (`slackwise up`) instead of an embedded one",
     )
+    serve.add_argument(
+        "--platform",
+        choices=("local", "knative"),
+        help="where the functions run (default: adapter.platform, local)",
+    )
     serve.set_defaults(func=_cmd_serve)
 
     exp = sub.add_parser("experiment", help="replay a trace through direct, mlproxy, slackwise")
@@ -219,6 +252,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     replay.add_arguments(rep)
     rep.set_defaults(func=_cmd_replay)
+
+    from knative import cluster_cli, manifests
+
+    man = sub.add_parser("manifests", help="write Knative manifests for the config")
+    manifests.add_arguments(man)
+    man.set_defaults(func=_cmd_manifests)
+    for name, helptext, func in (
+        ("deploy", "apply the functions to a Knative cluster and wait for Ready", _cmd_deploy),
+        ("status", "show the functions on a Knative cluster", _cmd_status),
+        ("delete", "delete the functions from a Knative cluster", _cmd_delete),
+    ):
+        cmd = sub.add_parser(name, help=helptext)
+        cluster_cli.add_deploy_arguments(cmd)
+        cmd.set_defaults(func=func)
 
     demo = sub.add_parser("demo", help="scale real functions from zero and back under load")
     demo.add_argument("-c", "--config", required=True, help="YAML config file")

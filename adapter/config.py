@@ -118,6 +118,10 @@ class AdapterConfig:
     max_body_bytes: int = 16 * 1024 * 1024
     records: str | None = None
     platform_url: str | None = None
+    #: where the functions run: the local platform, or Knative Services in ``namespace``
+    platform: str = "local"
+    namespace: str | None = None
+    ingress: str | None = None
     max_wait_ms: float | None = None
     aimd: AIMDConfig = field(default_factory=AIMDConfig)
 
@@ -371,6 +375,27 @@ def _aimd(r: _Reader, raw: Any) -> AIMDConfig:
     )
 
 
+PLATFORMS = ("local", "knative")
+
+
+def _choice(
+    r: _Reader, data: Mapping[str, Any], key: str, path: str, allowed: tuple[str, ...], default: str
+) -> str:
+    value = r.string(data, key, path, default)
+    if value not in allowed:
+        raise r.fail(f"{path}.{key}", f"must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _optional_string(r: _Reader, data: Mapping[str, Any], key: str, path: str) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise r.fail(f"{path}.{key}", f"must be a non-empty string, got {value!r}")
+    return value
+
+
 def _adapter(r: _Reader, raw: Any) -> AdapterConfig:
     path = "adapter"
     data = r.mapping(raw, path)
@@ -398,6 +423,9 @@ def _adapter(r: _Reader, raw: Any) -> AdapterConfig:
         max_body_bytes=r.integer(data, "max_body_bytes", path, d.max_body_bytes, low=1),
         records=records,
         platform_url=platform_url,
+        platform=_choice(r, data, "platform", path, PLATFORMS, d.platform),
+        namespace=_optional_string(r, data, "namespace", path),
+        ingress=_optional_string(r, data, "ingress", path),
         max_wait_ms=None
         if data.get("max_wait_ms") is None
         else r.number(data, "max_wait_ms", path, 0.0),

@@ -104,6 +104,7 @@ class Dispatcher:
         self._m_timeouts = metrics.timeout_dispatches.labels(function=self.name)
         self._m_requests = metrics.requests
         self._m_limit.set(aimd.limit)
+        self._headers = view.request_headers(self.name)
 
     # -- admission ---------------------------------------------------------------------------
 
@@ -268,7 +269,7 @@ class Dispatcher:
             response = await self.client.post(
                 url,
                 content=body,
-                headers={"content-type": "application/json"},
+                headers={"content-type": "application/json", **self._headers},
                 timeout=float(self.function.timeout_s),
             )
         except httpx.TimeoutException:

@@ -25,6 +25,10 @@ class PlatformView(Protocol):
 
     def replicas(self, function: str) -> ReplicaCounts: ...
 
+    def request_headers(self, function: str) -> dict[str, str]:
+        """Extra headers for calls to ``function`` (Knative through an ingress: ``Host``)."""
+        ...
+
 
 class LocalView:
     def __init__(self, platform: LocalPlatform) -> None:
@@ -35,6 +39,9 @@ class LocalView:
 
     def replicas(self, function: str) -> ReplicaCounts:
         return self._platform.replicas(function)
+
+    def request_headers(self, function: str) -> dict[str, str]:
+        return {}
 
 
 class RemoteView:
@@ -79,6 +86,9 @@ class RemoteView:
     def replicas(self, function: str) -> ReplicaCounts:
         return self._counts.get(function, ReplicaCounts(0, 0, 0, 0, 0))
 
+    def request_headers(self, function: str) -> dict[str, str]:
+        return {}
+
 
 class StaticView:
     """Fixed endpoints, e.g. a KServe or TF Serving model already running, or a bare process.
@@ -95,3 +105,6 @@ class StaticView:
 
     def replicas(self, function: str) -> ReplicaCounts:
         return self._counts
+
+    def request_headers(self, function: str) -> dict[str, str]:
+        return {}

@@ -35,6 +35,9 @@ class FakeView:
     def replicas(self, function: str) -> ReplicaCounts:
         return ReplicaCounts(self.ready, 0, 0, self.ready, 0)
 
+    def request_headers(self, function: str) -> dict[str, str]:
+        return {"host": f"{function}.default.example.com"}
+
 
 def config(**adapter: Any) -> Config:
     return parse_config(
@@ -49,6 +52,7 @@ def config(**adapter: Any) -> Config:
 
 
 def echo(request: httpx.Request) -> httpx.Response:
+    assert request.headers["host"] == "echo.default.example.com"  # the view's routing header
     instances = json.loads(request.content)["instances"]
     return httpx.Response(
         200,

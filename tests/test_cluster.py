@@ -1,0 +1,332 @@
+"""KnativeClient, KnativeView and the deploy CLI against the in-memory fake API server."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapter.config import load_config
+from knative import cluster_cli as cluster
+from knative.cluster import (
+    MIN_SCALE,
+    AccessDeniedError,
+    HookUnavailableError,
+    InvalidResourceError,
+    KnativeClient,
+    KnativeView,
+    ReadyTimeoutError,
+    ResourceConflictError,
+    ResourceNotFoundError,
+    ServiceNotReadyError,
+)
+from knative.fake_api import FakeKubernetes
+
+NS = "ml"
+
+
+def service(name: str, image: str = "registry.local/asr:1", min_scale: str = "0") -> dict[str, Any]:
+    return {
+        "apiVersion": "serving.knative.dev/v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "slackwise"}},
+        "spec": {
+            "template": {
+                "metadata": {
+                    "annotations": {MIN_SCALE: min_scale, "autoscaling.knative.dev/max-scale": "5"}
+                },
+                "spec": {"containerConcurrency": 4, "containers": [{"image": image}]},
+            }
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeKubernetes]:
+    with FakeKubernetes() as fake:
+        yield fake
+
+
+@pytest.fixture
+def fake(server: FakeKubernetes) -> Iterator[FakeKubernetes]:
+    server.reset()
+    server.serving_version = "1.23.0"
+    yield server
+
+
+@pytest.fixture
+def client(fake: FakeKubernetes) -> Iterator[KnativeClient]:
+    with fake.api_client() as api:
+        yield KnativeClient(api, NS)
+
+
+def test_apply_creates_the_service_and_its_first_revision(
+    fake: FakeKubernetes, client: KnativeClient
+) -> None:
+    created, changed = client.apply(service("asr"))
+    assert changed
+    assert created["metadata"]["namespace"] == NS
+    assert fake.names("services", NS) == ["asr"]
+    assert fake.names("revisions", NS) == ["asr-00001"]
+    assert fake.names("podautoscalers", NS) == ["asr-00001"]
+
+
+def test_reapply_is_idempotent_and_a_spec_change_makes_a_new_revision(
+    fake: FakeKubernetes, client: KnativeClient
+) -> None:
+    client.apply(service("asr"))
+    version = fake.get("services", NS, "asr")
+    assert version is not None
+    _, changed = client.apply(service("asr"))
+    assert not changed
+    assert fake.names("revisions", NS) == ["asr-00001"]
+    assert fake.get("services", NS, "asr") == version
+    assert not [r for r in fake.requests if r[0] == "PATCH"]
+
+    _, changed = client.apply(service("asr", image="registry.local/asr:2"))
+    assert changed
+    assert fake.names("revisions", NS) == ["asr-00001", "asr-00002"]
+    assert client.get("asr")["status"]["latestReadyRevisionName"] == "asr-00002"
+
+
+def test_server_defaults_do_not_count_as_a_change(
+    fake: FakeKubernetes, client: KnativeClient
+) -> None:
+    client.apply(service("asr"))
+    defaults = {
+        "metadata": {"annotations": {"serving.knative.dev/creator": "admin"}},
+        "spec": {"template": {"spec": {"timeoutSeconds": 300}}},
+    }
+    fake.merge("services", NS, "asr", defaults)
+    _, changed = client.apply(service("asr"))
+    assert not changed
+    assert fake.names("revisions", NS) == ["asr-00001"]
+
+
+def test_wait_ready_reports_progress_and_returns_the_service(client: KnativeClient) -> None:
+    client.apply(service("asr"))
+    lines: list[str] = []
+    ready = client.wait_ready("asr", 5.0, lines.append, poll_s=0.01)
+    assert lines == ["asr: Ready=True"]
+    assert ready["status"]["url"] == "http://asr.ml.example.com"
+
+
+def test_wait_ready_timeout_names_the_condition_reason(
+    fake: FakeKubernetes, client: KnativeClient
+) -> None:
+    fake.set_outcome("asr", "pending")
+    client.apply(service("asr"))
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    with pytest.raises(ReadyTimeoutError) as caught:
+        client.wait_ready("asr", 3.0, poll_s=1.0, clock=lambda: now[0], sleep=sleep)
+    assert caught.value.reason == "RevisionMissing"
+    assert "not ready after 3 s: RevisionMissing" in str(caught.value)
+    assert "waiting for a Revision" in str(caught.value)
+
+
+def test_wait_ready_fails_fast_on_ready_false(fake: FakeKubernetes, client: KnativeClient) -> None:
+    fake.set_outcome(
+        "asr", "failed", reason="ContainerMissing", message='Unable to fetch image "nope"'
+    )
+    client.apply(service("asr", image="nope"))
+    with pytest.raises(ServiceNotReadyError) as caught:
+        client.wait_ready("asr", 5.0, poll_s=0.01)
+    assert not isinstance(caught.value, ReadyTimeoutError)
+    assert caught.value.reason == "RevisionMissing"
+    assert "Unable to fetch image" in caught.value.message
+
+
+def test_set_min_scale_patches_the_revision_and_makes_no_new_revision(
+    fake: FakeKubernetes, client: KnativeClient
+) -> None:
+    client.apply(service("asr"))
+    generation = client.get("asr")["metadata"]["generation"]
+    client.set_min_scale("asr", 3)
+    revision = fake.get("revisions", NS, "asr-00001")
+    assert revision is not None
+    assert revision["metadata"]["annotations"][MIN_SCALE] == "3"
+    assert fake.names("revisions", NS) == ["asr-00001"]
+    assert client.get("asr")["metadata"]["generation"] == generation
+    assert client.ready_replicas("asr").min_scale == 3
+
+    client.set_min_scale("asr", None)
+    revision = fake.get("revisions", NS, "asr-00001")
+    assert revision is not None
+    assert revision["metadata"]["annotations"][MIN_SCALE] == "0"
+
+
+def test_set_min_scale_checks_its_bounds(client: KnativeClient) -> None:
+    client.apply(service("asr"))
+    with pytest.raises(ValueError, match="non-negative"):
+        client.set_min_scale("asr", -1)
+    with pytest.raises(ValueError, match="exceeds asr's max-scale 5"):
+        client.set_min_scale("asr", 6)
+
+
+@pytest.mark.parametrize("version", ["1.20.3", "v0.26.0"])
+def test_older_knative_refuses_the_hook(
+    fake: FakeKubernetes, client: KnativeClient, version: str
+) -> None:
+    fake.serving_version = version
+    client.apply(service("asr"))
+    with pytest.raises(HookUnavailableError, match=rf"Knative {version} \(needs >= 1.21\)"):
+        client.set_min_scale("asr", 2)
+    revision = fake.get("revisions", NS, "asr-00001")
+    assert revision is not None
+    assert revision["metadata"]["annotations"][MIN_SCALE] == "0"
+    assert not [r for r in fake.requests if r[0] == "PATCH"]
+
+
+def test_unknown_version_is_refused_unless_stated(fake: FakeKubernetes) -> None:
+    fake.serving_version = None
+    with fake.api_client() as api:
+        unknown = KnativeClient(api, NS)
+        unknown.apply(service("asr"))
+        with pytest.raises(HookUnavailableError, match="--serving-version"):
+            unknown.set_min_scale("asr", 2)
+        stated = KnativeClient(api, NS, serving_version="v1.21.0")
+        stated.set_min_scale("asr", 2)
+    revision = fake.get("revisions", NS, "asr-00001")
+    assert revision is not None
+    assert revision["metadata"]["annotations"][MIN_SCALE] == "2"
+
+
+def test_api_errors_name_the_resource_and_the_api_message(
+    fake: FakeKubernetes, client: KnativeClient
+) -> None:
+    with pytest.raises(ResourceNotFoundError) as missing:
+        client.delete("ghost")
+    assert missing.value.status == 404
+    assert "services.serving.knative.dev/ghost in namespace ml: 404 NotFound" in str(missing.value)
+
+    client.apply(service("asr"))
+    with pytest.raises(ResourceConflictError, match=r'AlreadyExists.*"asr" already exists'):
+        client.create(service("asr"))
+
+    fake.forbid("services", name="nlu")
+    with pytest.raises(AccessDeniedError) as denied:
+        client.apply(service("nlu"))
+    assert denied.value.status == 403
+    assert "services.serving.knative.dev/nlu" in str(denied.value)
+    assert "cannot" in denied.value.message
+
+    fake.fail("services", 422, "Invalid", "spec.template: bad container", name="qa")
+    with pytest.raises(InvalidResourceError, match="bad container"):
+        client.create(service("qa"))
+
+
+def test_replica_counts_fall_back_to_the_revision_when_podautoscalers_are_forbidden(
+    fake: FakeKubernetes, client: KnativeClient
+) -> None:
+    client.apply(service("asr", min_scale="2"))
+    fake.forbid("podautoscalers")
+    counts = client.ready_replicas("asr")
+    assert (counts.ready, counts.desired, counts.min_scale) == (2, 2, 2)
+
+
+def test_view_answers_url_and_replicas_from_its_poll(
+    fake: FakeKubernetes, client: KnativeClient
+) -> None:
+    client.apply(service("asr"))
+    view = KnativeView(client, ["asr"], poll_s=0.01)
+
+    async def poll() -> None:
+        await view.start()
+        assert view.url("asr") == "http://asr.ml.example.com"
+        assert view.replicas("asr").ready == 1
+        client.set_min_scale("asr", 4)
+        for _ in range(200):
+            if view.replicas("asr").desired == 4:
+                break
+            await asyncio.sleep(0.01)
+        await view.stop()
+
+    asyncio.run(poll())
+    counts = view.replicas("asr")
+    assert (counts.ready, counts.starting, counts.desired, counts.min_scale) == (1, 3, 4, 4)
+    assert view.replicas("unknown").ready == 0
+
+
+def test_view_with_an_ingress_sends_the_service_host(client: KnativeClient) -> None:
+    client.apply(service("asr"))
+    view = KnativeView(client, ["asr"], ingress="192.0.2.10:8080")
+    view.refresh()
+    assert view.url("asr") == "http://192.0.2.10:8080"
+    assert view.host_header("asr") == "asr.ml.example.com"
+    assert view.host_header("nlu") == "nlu.ml.svc.cluster.local"
+
+
+def test_cluster_local_url(client: KnativeClient) -> None:
+    client.apply(service("asr"))
+    assert client.url("asr", cluster_local=True) == "http://asr.ml.svc.cluster.local"
+
+
+def _args(config: str = "unused.yaml") -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cluster.add_deploy_arguments(parser)
+    return parser.parse_args(["-c", config, "-n", NS, "--timeout-s", "5"])
+
+
+def test_cli_deploy_status_delete(
+    fake: FakeKubernetes,
+    client: KnativeClient,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(cluster, "_services", lambda args: [service("asr"), service("nlu")])
+    args = _args()
+    assert cluster.run_deploy(args, client) == 0
+    out = capsys.readouterr().out
+    assert "asr: applied" in out
+    assert "nlu: Ready=True" in out
+    assert "nlu: ready at http://nlu.ml.example.com" in out
+    assert fake.names("services", NS) == ["asr", "nlu"]
+
+    assert cluster.run_deploy(args, client) == 0
+    assert "asr: unchanged" in capsys.readouterr().out
+
+    assert cluster.run_status(args, client) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["NAME", "READY", "URL", "REPLICAS"]
+    assert table[1].split()[:3] == ["asr", "True", "http://asr.ml.example.com"]
+    assert "1/1 (min 0)" in table[1]
+
+    assert cluster.run_delete(args, client) == 0
+    assert fake.names("services", NS) == []
+    assert fake.names("revisions", NS) == []
+    assert cluster.run_delete(args, client) == 0
+    assert "asr: absent" in capsys.readouterr().out
+    assert cluster.run_status(args, client) == 1
+
+
+def test_cli_deploy_fails_when_a_revision_fails(
+    fake: FakeKubernetes,
+    client: KnativeClient,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(cluster, "_services", lambda args: [service("asr")])
+    fake.set_outcome("asr", "failed", reason="ContainerMissing", message="no image")
+    assert cluster.run_deploy(_args(), client) == 1
+    assert "error: service asr is not ready: RevisionMissing" in capsys.readouterr().out
+
+
+def test_cli_deploy_builds_services_from_the_config(
+    fake: FakeKubernetes, client: KnativeClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = Path(__file__).resolve().parents[1] / "experiments" / "local.yaml"
+    names = sorted(load_config(config).functions)
+    assert cluster.run_deploy(_args(str(config)), client) == 0
+    assert fake.names("services", NS) == names
+    capsys.readouterr()
+    assert cluster.run_deploy(_args(str(config)), client) == 0
+    out = capsys.readouterr().out
+    assert all(f"{name}: unchanged" in out for name in names)

@@ -1,0 +1,93 @@
+"""The Dockerfiles start what the local platform starts, as a non-root user, on $PORT."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from functions.registry import KINDS
+
+ROOT = Path(__file__).resolve().parents[1]
+FUNCTION_DOCKERFILES = sorted((ROOT / "functions").glob("*/Dockerfile"))
+ROOT_USERS = {"root", "0", "root:root", "0:0"}
+
+
+def _instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, with line continuations joined and comments dropped."""
+    text = re.sub(r"\\\n", " ", path.read_text(encoding="utf-8"))
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        word, _, rest = line.partition(" ")
+        out.append((word.upper(), rest.strip()))
+    return out
+
+
+def _final_stage(path: Path) -> list[tuple[str, str]]:
+    steps = _instructions(path)
+    last_from = max(i for i, (word, _) in enumerate(steps) if word == "FROM")
+    return steps[last_from:]
+
+
+def _cmd(path: Path) -> str:
+    """The final CMD as one shell string (exec form ``sh -c "..."`` unwrapped)."""
+    cmds = [rest for word, rest in _final_stage(path) if word == "CMD"]
+    assert cmds, f"{path}: no CMD"
+    argv = json.loads(cmds[-1])
+    assert argv[:2] == ["sh", "-c"], f"{path}: CMD must be exec-form sh -c to expand $PORT"
+    (script,) = argv[2:]
+    assert script.startswith("exec "), f"{path}: the server must replace the shell (signals)"
+    return str(script)
+
+
+def _user(path: Path) -> str | None:
+    users = [rest for word, rest in _final_stage(path) if word == "USER"]
+    return users[-1] if users else None
+
+
+def _kind(package: str) -> str:
+    kinds = [k for k, target in KINDS.items() if target.startswith(f"functions.{package}.")]
+    assert len(kinds) == 1, f"functions/{package}: {kinds} registered in functions/registry.py"
+    return kinds[0]
+
+
+def test_every_registered_kind_has_a_dockerfile() -> None:
+    packages = {path.parent.name for path in FUNCTION_DOCKERFILES}
+    assert {_kind(p) for p in packages} == set(KINDS)
+
+
+@pytest.mark.parametrize("path", FUNCTION_DOCKERFILES, ids=lambda p: p.parent.name)
+def test_function_dockerfile(path: Path) -> None:
+    kind = _kind(path.parent.name)
+    assert _cmd(path) == (
+        f"exec python -m functions.serve --model {kind} --host 0.0.0.0 --port ${{PORT:-8080}}"
+    )
+    user = _user(path)
+    assert user is not None and user not in ROOT_USERS, f"{path}: USER {user}"
+    assert _final_stage(path)[0][1].split()[0] == "slackwise-functions-base"
+
+
+def test_function_base_creates_the_user() -> None:
+    base = ROOT / "functions" / "Dockerfile.base"
+    runs = " ".join(rest for word, rest in _instructions(base) if word == "RUN")
+    assert "useradd --uid 10001" in runs
+    assert ("ENV", "PORT=8080") in _instructions(base)
+
+
+def test_adapter_dockerfile() -> None:
+    path = ROOT / "adapter" / "Dockerfile"
+    image = _final_stage(path)[0][1]
+    assert re.fullmatch(r"python:3\.11\.\d+-slim(-\w+)?", image), f"unpinned base {image}"
+    assert _cmd(path) == (
+        "exec slackwise serve -c /etc/slackwise/config.yaml --host 0.0.0.0 --port ${PORT:-8080}"
+    )
+    user = _user(path)
+    assert user is not None and user not in ROOT_USERS
+    runs = " ".join(rest for word, rest in _instructions(path) if word == "RUN")
+    assert "pip install ." in runs
+    assert "[models]" not in runs and "torch" not in runs

@@ -1,0 +1,377 @@
+"""Knative manifests: built from configs, checked against the Serving 1.23 CRD, kn lines."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from adapter.config import Config, ConfigError, load_config, parse_config
+from knative import manifests
+from knative.crd_schema import (
+    KnativeSchemaMissing,
+    ManifestError,
+    knative_dir,
+    schema_errors,
+    service_schema,
+    validate_service,
+)
+from knative.kn_commands import kn_create_args
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS = ROOT / "experiments"
+
+pytestmark = pytest.mark.skipif(
+    not (knative_dir() / "service.yaml").is_file(),
+    reason=f"the Knative CRDs are not at {knative_dir()} (set SLACKWISE_KNATIVE_DIR)",
+)
+
+GPU_CONFIG: dict[str, Any] = {
+    "functions": {
+        "embed-gpu": {
+            "model": "embed",
+            "variant": "gpu",
+            "threads": 4,
+            "container_concurrency": 8,
+            "timeout_s": 120,
+            "image": "registry.example/slackwise-embed:gpu",
+            "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "8Gi"}},
+            "annotations": {
+                "autoscaling.knative.dev/min-scale": "1",
+                "autoscaling.knative.dev/max-scale": "4",
+                "autoscaling.knative.dev/target": "6",
+                "autoscaling.knative.dev/metric": "concurrency",
+                "autoscaling.knative.dev/window": "30s",
+                "autoscaling.knative.dev/panic-window-percentage": "20",
+            },
+        }
+    }
+}
+
+
+def _gpu_config() -> Config:
+    return parse_config(copy.deepcopy(GPU_CONFIG), "gpu.yaml")
+
+
+def _service(config: Config, name: str) -> dict[str, Any]:
+    return manifests.function_service(config.functions[name])
+
+
+def _errors(manifest: dict[str, Any], function: str = "fn") -> str:
+    with pytest.raises(ManifestError) as info:
+        validate_service(manifest, function=function)
+    return str(info.value)
+
+
+@pytest.fixture(scope="module")
+def digits() -> dict[str, Any]:
+    return _service(load_config(EXPERIMENTS / "local.yaml"), "digits")
+
+
+@pytest.mark.parametrize("name", ["local.yaml", "embed-twitter.yaml"])
+def test_experiment_configs_validate(name: str) -> None:
+    path = EXPERIMENTS / name
+    config = load_config(path)
+    bundle = manifests.build(config, path.read_text(encoding="utf-8"))
+    assert set(bundle.files) == {
+        "00-rbac.yaml",
+        "20-adapter.yaml",
+        *(f"10-function-{fn}.yaml" for fn in config.functions),
+    }
+    for fn in config.functions.values():
+        (service,) = bundle.files[f"10-function-{fn.name}.yaml"]
+        assert "annotations" not in service["metadata"]
+        template = service["spec"]["template"]
+        annotations = template["metadata"]["annotations"]
+        assert annotations == dict(fn.annotations)
+        assert all(isinstance(v, str) for v in annotations.values())
+        pod = template["spec"]
+        assert pod["containerConcurrency"] == fn.container_concurrency
+        assert pod["timeoutSeconds"] == fn.timeout_s <= 600
+        (container,) = pod["containers"]
+        assert container["image"] == f"slackwise/{fn.model}:0.1.0"
+        assert container["command"] == ["python", "-m", "functions.serve"]
+        head = ["--model", fn.model, "--name", fn.name, "--host", "0.0.0.0"]
+        assert container["args"][:6] == head
+        assert "--port" not in container["args"]  # functions.serve reads $PORT, set by Knative
+        assert container["ports"] == [{"name": "http1", "containerPort": 8080}]
+        assert container["readinessProbe"] == {"httpGet": {"path": f"/v1/models/{fn.name}"}}
+        assert {e["name"]: e["value"] for e in container["env"]}["OMP_NUM_THREADS"] == str(
+            fn.threads
+        )
+        assert "nodeSelector" not in pod and "tolerations" not in pod
+    assert len(bundle.kn_lines) == len(config.functions)
+
+
+def test_gpu_variant() -> None:
+    config = _gpu_config()
+    bundle = manifests.build(config, yaml.safe_dump(GPU_CONFIG))
+    name = "10-function-embed-gpu.yaml"
+    (service,) = bundle.files[name]
+    pod = service["spec"]["template"]["spec"]
+    resources = pod["containers"][0]["resources"]
+    assert resources["limits"] == {"memory": "8Gi", "nvidia.com/gpu": "1"}
+    assert resources["requests"] == {"cpu": "2", "memory": "4Gi"}
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
+    assert pod["containers"][0]["image"] == "registry.example/slackwise-embed:gpu"
+    flags = " ".join(bundle.warnings)
+    assert "kubernetes.podspec-nodeselector" in flags
+    assert "kubernetes.podspec-tolerations" in flags
+    text = manifests.render(bundle.files[name], bundle.comments[name])
+    assert text.startswith("# warning: embed-gpu: spec.template.spec.nodeSelector needs")
+    assert yaml.safe_load(text) == service
+
+    args = kn_create_args(service)
+    line = " ".join(args)
+    assert args[:4] == ["kn", "service", "create", "embed-gpu"]
+    for part in (
+        "--image registry.example/slackwise-embed:gpu",
+        "--scale-min 1",
+        "--scale-max 4",
+        "--scale-target 6",
+        "--scale-metric concurrency",
+        "--scale-window 30s",
+        "--concurrency-limit 8",
+        "--timeout 120",
+        "--request cpu=2",
+        "--limit nvidia.com/gpu=1",
+        "--node-selector nvidia.com/gpu.present=true",
+        "--toleration Key=nvidia.com/gpu,Operator=Exists,Effect=NoSchedule",
+        "--probe-readiness http:/v1/models/embed-gpu",
+        "--annotation-revision autoscaling.knative.dev/panic-window-percentage=20",
+        "--env OMP_NUM_THREADS=4",
+        "--cmd python",
+        "--arg=--model --arg=embed",
+    ):
+        assert part in line, part
+
+
+def test_unknown_field_in_container_is_rejected(digits: dict[str, Any]) -> None:
+    bad = copy.deepcopy(digits)
+    bad["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    message = _errors(bad, "digits")
+    assert "digits: spec.template.spec.containers[0].imagePullPolicyy: unknown field" in message
+    assert "'Always'" in message
+
+
+def test_unknown_field_where_schema_preserves_is_kept(digits: dict[str, Any]) -> None:
+    ok = copy.deepcopy(digits)
+    ok["spec"]["template"]["metadata"]["generateName"] = "digits-"  # preserve-unknown-fields
+    validate_service(ok, function="digits")
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            lambda pod: pod.update(containerConcurrency=5000),
+            "spec.template.spec.containerConcurrency: must be within [0, 1000], got 5000",
+        ),
+        (
+            lambda pod: pod.update(timeoutSeconds=900),
+            "spec.template.spec.timeoutSeconds: must be within [1, 600]",
+        ),
+        (
+            lambda pod: pod["containers"][0]["ports"][0].update(containerPort=8012),
+            "spec.template.spec.containers[0].ports[0].containerPort: port 8012 is reserved",
+        ),
+        (
+            lambda pod: pod["containers"][0]["ports"].append({"containerPort": 9000}),
+            "spec.template.spec.containers: exactly one container port is needed, got 2",
+        ),
+        (
+            lambda pod: pod.update(containerConcurrency="1"),
+            "spec.template.spec.containerConcurrency: must be of type integer, got '1'",
+        ),
+        (
+            lambda pod: pod["containers"][0]["resources"]["requests"].update(cpu="lots"),
+            "spec.template.spec.containers[0].resources.requests.cpu: does not match",
+        ),
+        (
+            lambda pod: pod["containers"][0]["env"].append({"value": "1"}),
+            "spec.template.spec.containers[0].env[3].name: required field is missing",
+        ),
+    ],
+)
+def test_bad_pod_spec_is_rejected(digits: dict[str, Any], change: Any, expected: str) -> None:
+    bad = copy.deepcopy(digits)
+    change(bad["spec"]["template"]["spec"])
+    message = _errors(bad, "digits")
+    assert f"digits: {expected}" in message
+
+
+def test_min_scale_above_max_scale_is_rejected(digits: dict[str, Any]) -> None:
+    bad = copy.deepcopy(digits)
+    bad["spec"]["template"]["metadata"]["annotations"]["autoscaling.knative.dev/min-scale"] = "5"
+    message = _errors(bad, "digits")
+    assert "digits: spec.template.metadata.annotations:" in message
+    assert "min-scale=5 is greater than autoscaling.knative.dev/max-scale=3" in message
+
+
+def test_non_string_annotation_is_rejected(digits: dict[str, Any]) -> None:
+    bad = copy.deepcopy(digits)
+    bad["spec"]["template"]["metadata"]["annotations"]["autoscaling.knative.dev/max-scale"] = 3
+    message = _errors(bad, "digits")
+    assert (
+        "digits: spec.template.metadata.annotations.autoscaling.knative.dev/max-scale: "
+        "must be of type string, got 3"
+    ) in message
+
+
+def test_autoscaling_annotation_on_the_service_metadata_is_rejected(
+    digits: dict[str, Any],
+) -> None:
+    bad = copy.deepcopy(digits)
+    bad["metadata"]["annotations"] = {"autoscaling.knative.dev/max-scale": "3"}
+    message = _errors(bad, "digits")
+    assert "metadata.annotations.autoscaling.knative.dev/max-scale: autoscaling annotations" in (
+        message
+    )
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ({"container_concurrency": 5000}, "functions.f.container_concurrency"),
+        ({"timeout_s": 900}, "functions.f.timeout_s"),
+        ({"annotations": {"autoscaling.knative.dev/max-scale": 3}}, "max-scale"),
+        (
+            {
+                "annotations": {
+                    "autoscaling.knative.dev/min-scale": "4",
+                    "autoscaling.knative.dev/max-scale": "2",
+                }
+            },
+            "functions.f.annotations",
+        ),
+        ({"annotations": {"autoscaling.knative.dev/window": "3s"}}, "window"),
+    ],
+)
+def test_bad_configs_are_rejected(override: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        parse_config({"functions": {"f": {"model": "digits", **override}}}, "bad.yaml")
+
+
+def _args(config: Path, out: Path, *extra: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    manifests.add_arguments(parser)
+    return parser.parse_args(["-c", str(config), "-o", str(out), *extra])
+
+
+def test_cli_writes_files_and_prints_kn_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "gpu.yaml"
+    config.write_text(yaml.safe_dump(GPU_CONFIG), encoding="utf-8")
+    out = tmp_path / "manifests"
+    assert manifests.run(_args(config, out, "--namespace", "ml")) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["00-rbac.yaml", "10-function-embed-gpu.yaml", "20-adapter.yaml"]
+    stdout = capsys.readouterr().out
+    kn = [line for line in stdout.splitlines() if line.startswith("kn ")]
+    assert len(kn) == 1
+    assert shlex.split(kn[0])[:6] == ["kn", "service", "create", "embed-gpu", "--namespace", "ml"]
+    assert "# warning: embed-gpu: spec.template.spec.nodeSelector" in stdout
+    assert "kubectl apply -f" in stdout
+
+    sa, role, binding = yaml.safe_load_all((out / "00-rbac.yaml").read_text(encoding="utf-8"))
+    assert (sa["kind"], role["kind"], binding["kind"]) == ("ServiceAccount", "Role", "RoleBinding")
+    verbs = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
+    assert verbs == {
+        *((r, v) for r in ("services", "revisions", "routes") for v in ("get", "list", "watch")),
+        ("revisions", "patch"),
+    }
+    assert all(rule["apiGroups"] == ["serving.knative.dev"] for rule in role["rules"])
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "slackwise-adapter", "namespace": "ml"}
+    ]
+
+    cm, deploy, svc = yaml.safe_load_all((out / "20-adapter.yaml").read_text(encoding="utf-8"))
+    assert yaml.safe_load(cm["data"]["config.yaml"]) == GPU_CONFIG
+    pod = deploy["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "slackwise-adapter"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    (container,) = pod["containers"]
+    assert container["command"] == ["slackwise", "serve", "-c", "/etc/slackwise/config.yaml"]
+    assert container["volumeMounts"][0]["mountPath"] == "/etc/slackwise"
+    assert svc["spec"]["type"] == "ClusterIP"
+    assert svc["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
+    for path in out.iterdir():
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            assert doc["metadata"]["namespace"] == "ml"
+
+
+def test_cli_validates_before_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(manifests, "FUNCTION_PORT", 9090)
+    out = tmp_path / "manifests"
+    assert manifests.run(_args(EXPERIMENTS / "embed-twitter.yaml", out)) == 2
+    assert not out.exists()
+    err = capsys.readouterr().err
+    assert "embed: spec.template.spec.containers[0].ports[0].containerPort: port 9090" in err
+
+
+def test_cli_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("functions: {f: {model: digits, timeout_s: 900}}\n", encoding="utf-8")
+    assert manifests.run(_args(config, tmp_path / "out")) == 2
+    assert "functions.f.timeout_s" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_crd_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLACKWISE_KNATIVE_DIR", str(tmp_path))
+    with pytest.raises(KnativeSchemaMissing, match="SLACKWISE_KNATIVE_DIR"):
+        service_schema()
+
+
+def test_schema_keywords() -> None:
+    schema = {
+        "type": "object",
+        "required": ["port"],
+        "properties": {
+            "port": {
+                "anyOf": [{"type": "integer"}, {"type": "string"}],
+                "x-kubernetes-int-or-string": True,
+            },
+            "n": {"type": "integer", "format": "int32"},
+            "mode": {"type": "string", "enum": ["a", "b"]},
+            "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        },
+    }
+    assert schema_errors({"port": "http", "free": {"x": 1}}, schema) == []
+    assert schema_errors({"port": 8080, "n": 3, "mode": "a", "tags": ["x"]}, schema) == []
+    errors = schema_errors(
+        {"port": True, "n": 2**40, "mode": "c", "tags": ["x", "x"], "other": None}, schema
+    )
+    assert errors == [
+        "port: must be an integer or a string, got True",
+        "n: out of int32 range, got 1099511627776",
+        "mode: must be one of 'a', 'b', got 'c'",
+        "tags[1]: duplicate entry in a set, got 'x'",
+        "other: unknown field (known: free, mode, n, port, tags), got None",
+    ]
+    assert schema_errors({}, schema) == ["port: required field is missing"]
+
+
+def test_the_adapter_deployment_runs_a_serve_command_the_cli_accepts() -> None:
+    from adapter.cli import build_parser
+    from knative.manifests import adapter_objects
+
+    objects = adapter_objects("functions: {}\n", namespace="ml")
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    command, args = container["command"], container["args"]
+    assert command[:2] == ["slackwise", "serve"]
+    assert args[:2] == ["--platform", "knative"]
+    parsed = build_parser().parse_args([*command[1:], *args])
+    assert parsed.platform == "knative" and parsed.port == 8080
