@@ -123,8 +123,8 @@ def test_scales_to_zero_after_the_idle_window_and_back() -> None:
         while stopped.value != 0:
             stopped = await platform.wait_event("scale", "digits", since=stopped.seq, timeout_s=40)
         idle_s = stopped.time - started
-        # stable window (6 s) of zeros plus the grace period (6 s), within a tick or two
-        assert 10.0 <= idle_s <= 20.0, idle_s
+        # stable window (6 s) of zeros plus the grace period (6 s), plus ticks on a busy machine
+        assert 10.0 <= idle_s <= 30.0, idle_s
         for _ in range(200):
             if platform.replicas("digits").ready + platform.replicas("digits").draining == 0:
                 break

@@ -84,9 +84,11 @@ def test_sends_on_schedule_while_answers_are_slower_than_arrivals(server: str) -
         return [r.lag_s for r in records]
 
     lags = asyncio.run(go())
-    # a closed loop would need len(schedule) x 50 ms (~20 s); this one keeps to the schedule
-    assert max(lags) < 0.5, f"max send lag {max(lags) * 1e3:.1f} ms"
-    assert np.median(lags) < 0.05, f"median send lag {np.median(lags) * 1e3:.1f} ms"
+    # A closed loop would fall behind by len(schedule) x 50 ms (~20 s) by the end; this one keeps
+    # to the schedule. The bounds are loose on purpose: a busy 2-core CI machine can stall the
+    # sender for a few hundred ms, which is noise, not a closed loop.
+    assert max(lags) < 5.0, f"max send lag {max(lags) * 1e3:.1f} ms"
+    assert np.median(lags) < 0.5, f"median send lag {np.median(lags) * 1e3:.1f} ms"
 
 
 def test_errors_are_counted_by_status_and_every_request_recorded(server: str) -> None:
