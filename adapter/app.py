@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 from collections.abc import AsyncIterator
@@ -31,14 +32,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from adapter.aimd import AIMD
 from adapter.config import Config
 from adapter.dispatcher import Dispatcher
 from adapter.errors import AdapterError, BadRequest, PayloadTooLarge, UnknownTarget
 from adapter.latency import LatencyModel
 from adapter.metrics import AdapterMetrics
 from adapter.platform_view import LocalView, PlatformView, RemoteView
-from adapter.policy import preset
+from adapter.policy import ModePreset, preset
 from adapter.queue import Answer, Pending
 from adapter.records import RecordWriter
 from functions.model import InvalidInput
@@ -261,11 +261,12 @@ def create_app(
             stack.push_async_callback(state.records.stop)
             state.epoch = state.clock.now()
             aimd_cfg = config.adapter.aimd
+            tuned = _tuned(chosen, config)
             for name, fn in config.functions.items():
-                aimd = (
-                    chosen.aimd(initial=min(aimd_cfg.initial, fn.max_batch), maximum=fn.max_batch)
-                    if chosen.name == "mlproxy"
-                    else _configured_aimd(config, fn.max_batch, chosen.cold_aware)
+                aimd = tuned.aimd(
+                    initial=min(aimd_cfg.initial, fn.max_batch),
+                    minimum=min(aimd_cfg.minimum, fn.max_batch),
+                    maximum=fn.max_batch,
                 )
                 dispatcher = Dispatcher(
                     function=fn,
@@ -330,17 +331,17 @@ def _pod_namespace() -> str:
         return "default"
 
 
-def _configured_aimd(config: Config, max_batch: int, cold_aware: bool) -> AIMD:
+def _tuned(chosen: ModePreset, config: Config) -> ModePreset:
+    """The mode with the config's AIMD settings; MLProxy's baseline keeps its published ones."""
+    if chosen.name == "mlproxy":
+        return chosen
     a = config.adapter.aimd
-    return AIMD(
-        initial=min(a.initial, max_batch),
-        minimum=min(a.minimum, max_batch),
-        maximum=max_batch,
-        add=a.add,
-        mult=a.mult,
-        period_s=a.period_s,
+    return dataclasses.replace(
+        chosen,
+        aimd_period_s=a.period_s,
+        aimd_add=a.add,
+        aimd_mult=a.mult,
         miss_threshold=a.miss_threshold,
         p95_fraction=a.p95_fraction,
         timeout_ratio_threshold=a.timeout_ratio_threshold,
-        cold_aware=cold_aware,
     )
