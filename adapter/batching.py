@@ -61,10 +61,21 @@ from typing import Literal, Protocol
 
 __all__ = ["BatchDecision", "LatencyEstimator", "Pending", "PendingItem", "Reason", "decide"]
 
-#: ``"activate"`` is never returned by :func:`decide`: the adapter uses it when it sends a
-#: request to wake a function that has no ready replica (scale from zero)
+#: ``"activate"``, ``"static"`` and ``"busy"`` are never returned by :func:`decide`; they come
+#: from :func:`adapter.scheduling.next_batch`: a request sent to wake a function that has no ready
+#: replica (scale from zero), a batch of a fixed-size or no-batching policy, no free slot
 Reason = Literal[
-    "empty", "wait", "oversized", "late", "full", "closed", "timeout", "max_wait", "activate"
+    "empty",
+    "wait",
+    "oversized",
+    "late",
+    "full",
+    "closed",
+    "timeout",
+    "max_wait",
+    "activate",
+    "static",
+    "busy",
 ]
 
 

@@ -19,13 +19,12 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from adapter.aimd import AIMD
-from adapter.batching import BatchDecision, decide
+from adapter.batching import BatchDecision
 from adapter.config import FunctionConfig
 from adapter.errors import (
     AdapterError,
@@ -42,6 +41,8 @@ from adapter.platform_view import PlatformView
 from adapter.policy import ModePreset
 from adapter.queue import Answer, Pending, RequestQueue
 from adapter.records import RecordWriter
+from adapter.scheduling import next_batch
+from adapter.slack import Batching, StagePolicy
 from functions.runtime import COLD_START, COMPUTE_MS
 from knative.clock import Clock
 
@@ -72,6 +73,7 @@ class Dispatcher:
         max_queue: int,
         epoch: float,
         max_wait_s: float | None = None,
+        stage_policy: StagePolicy | None = None,
     ) -> None:
         self.function = function
         self.name = function.name
@@ -86,7 +88,18 @@ class Dispatcher:
         self.max_queue = max_queue
         self.max_wait_s = max_wait_s
         self.epoch = epoch
-        self.queue = RequestQueue(preset.order)
+        #: how this function's queue batches when it serves chains; a plain function follows the
+        #: mode (slackwise: dynamic, deadline-aware; mlproxy: dynamic, FIFO, limit-driven)
+        self.stage_policy = stage_policy
+        if stage_policy is None:
+            self.batching: Batching = "dynamic"
+            self.deadline_aware = preset.deadline_aware
+            order = preset.order
+        else:
+            self.batching = stage_policy.batching
+            self.deadline_aware = preset.deadline_aware and stage_policy.deadline_aware
+            order = stage_policy.order
+        self.queue: RequestQueue[Pending] = RequestQueue(order)
         self.inflight = 0
         self.batches = 0
         self.instances_sent = 0
@@ -145,19 +158,12 @@ class Dispatcher:
             return 1  # one batch rides the activator and wakes the function; the rest wait
         return counts.ready * max(1, self.function.container_concurrency)
 
-    def _hopeless_at(self, now: float) -> Callable[[Pending], bool]:
-        estimate = self.model.estimate_ms
-
-        def hopeless(item: Pending) -> bool:
-            return now > item.deadline - estimate(item.size) / 1000.0
-
-        return hopeless
-
     def _cold(self) -> bool:
         return self.view.replicas(self.name).ready == 0
 
     def _limit(self) -> int:
-        return max(1, min(self.aimd.limit, self.function.max_batch))
+        dynamic = max(1, min(self.aimd.limit, self.function.max_batch))
+        return dynamic if self.stage_policy is None else self.stage_policy.batch_limit(dynamic)
 
     async def _wait(self, until: float | None) -> None:
         if until is None:
@@ -187,27 +193,22 @@ class Dispatcher:
                     ))  # fmt: skip
                 if not self.queue:
                     continue
-            if self.inflight >= self._slots():
-                await self._wait(now + _CAPACITY_POLL_S)
-                continue
-            if self.preset.deadline_aware:
-                self.queue.demote(self._hopeless_at(now))
-            decision = decide(
+            decision = next_batch(
                 now,
-                self.queue.items,
+                self.queue,
                 self.model,
+                batching=self.batching,
+                deadline_aware=self.deadline_aware,
                 limit=self._limit(),
-                deadline_aware=self.preset.deadline_aware,
                 late_limit=self.function.max_batch,
+                free_slots=self._slots() - self.inflight,
+                cold=self._cold(),
+                inflight=self.inflight,
                 max_wait_s=self.max_wait_s,
             )
-            if decision.take == 0 and self.inflight == 0 and self._cold():
-                # nothing can serve: send the head now so the platform starts a replica; the
-                # rest keep queueing and leave together once one is ready
-                head = self.queue.items[0]
-                decision = BatchDecision(
-                    take=1, instances=head.size, wake_at=None, reason="activate"
-                )
+            if decision.reason == "busy":
+                await self._wait(now + _CAPACITY_POLL_S)
+                continue
             if decision.take == 0:
                 await self._wait(decision.wake_at)
                 continue

@@ -11,7 +11,7 @@ import asyncio
 import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +50,36 @@ class Pending:
         return self.future.done()
 
 
-class RequestQueue:
+class Queued(Protocol):
+    """What the queue reads and writes on an entry: the live :class:`Pending`, or the
+    simulator's request, which goes through the very same queue."""
+
+    @property
+    def deadline(self) -> float: ...
+
+    @property
+    def arrival(self) -> float: ...
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    hopeless: bool
+
+
+T = TypeVar("T", bound=Queued)
+
+
+def _key(p: Queued) -> tuple[float, int]:
+    return (p.deadline, p.seq)
+
+
+class RequestQueue(Generic[T]):
     """Requests waiting for dispatch, in deadline order (ties by arrival) or FIFO.
 
     In deadline order, requests that can no longer make their deadline are moved behind every
@@ -63,24 +92,24 @@ class RequestQueue:
 
     def __init__(self, order: Literal["deadline", "arrival"]) -> None:
         self.order = order
-        self._items: list[Pending] = []
-        self._hopeless: list[Pending] = []
+        self._items: list[T] = []
+        self._hopeless: list[T] = []
 
     def __len__(self) -> int:
         return len(self._items) + len(self._hopeless)
 
     @property
-    def items(self) -> list[Pending]:
+    def items(self) -> list[T]:
         """Head first: the savable requests, then the hopeless ones (read-only use)."""
         return self._items + self._hopeless if self._hopeless else self._items
 
-    def push(self, item: Pending) -> None:
+    def push(self, item: T) -> None:
         if self.order == "deadline":
-            bisect.insort(self._items, item, key=lambda p: (p.deadline, p.seq))
+            bisect.insort(self._items, item, key=_key)
         else:
             self._items.append(item)
 
-    def push_front(self, items: list[Pending]) -> None:
+    def push_front(self, items: list[T]) -> None:
         """Put requests back (their batch was retried without a failing member)."""
         if self.order == "deadline":
             for item in items:
@@ -88,7 +117,7 @@ class RequestQueue:
         else:
             self._items[:0] = sorted(items, key=lambda p: p.seq)
 
-    def demote(self, hopeless: Callable[[Pending], bool]) -> int:
+    def demote(self, hopeless: Callable[[T], bool]) -> int:
         """Move the requests ``hopeless`` selects behind the rest (deadline order only)."""
         if self.order != "deadline" or not self._items or not hopeless(self._items[0]):
             return 0
@@ -96,10 +125,10 @@ class RequestQueue:
         self._items = [p for p in self._items if not hopeless(p)]
         for item in moved:
             item.hopeless = True
-            bisect.insort(self._hopeless, item, key=lambda p: (p.deadline, p.seq))
+            bisect.insort(self._hopeless, item, key=_key)
         return len(moved)
 
-    def pop(self, count: int) -> list[Pending]:
+    def pop(self, count: int) -> list[T]:
         taken = self._items[:count]
         del self._items[:count]
         if len(taken) < count and self._hopeless:
@@ -116,7 +145,7 @@ class RequestQueue:
             self._hopeless = [p for p in self._hopeless if not p.cancelled]
         return before - len(self)
 
-    def take_late(self, now: float) -> list[Pending]:
+    def take_late(self, now: float) -> list[T]:
         """Remove and return the requests whose deadline is at or before ``now``."""
         late = [p for p in self.items if p.deadline <= now]
         if late:
