@@ -15,6 +15,7 @@ KINDS: dict[str, str] = {
     "imagenet": "functions.imagenet.model:ImageNetClassifier",
     "face_detect": "functions.face_detect.model:FaceDetector",
     "face_embed": "functions.face_embed.model:FaceEmbedder",
+    "face_landmarks": "functions.face_landmarks.model:FaceLandmarks",
     "asr": "functions.asr.model:SpeechRecognizer",
 }
 

@@ -1,0 +1,1 @@
+"""68-point facial landmarks with dlib: eye aspect ratio, closed eyes and head yaw."""
