@@ -7,7 +7,14 @@ Routes:
   may tighten it), joins the function's queue and is answered with its share of a batch. The
   response carries ``Server-Timing`` (queue, compute, total), ``X-Batch-Size`` and
   ``X-Cold-Start``.
-- ``GET /v1/models/{fn}``, ``GET /healthz``, ``GET /metrics`` (Prometheus text).
+- ``POST /v1/apps/{app}:predict``: the app's chain of functions (GrandSLAM). The request gets
+  the app's end-to-end deadline; at each stage the stage policy (``adapter.stage_policy``:
+  :mod:`adapter.slack`) gives it a stage deadline, it joins that function's queue (shared by every
+  app that uses the function) and rides a batch; its predictions become the next stage's instances
+  through the edge adapter between the two kinds (:mod:`adapter.edges`). With GS the stage budgets
+  are proportional to the stages' estimated latencies at the batch sizes in use, re-split when a
+  stage finishes (slack forwarding). ``Server-Timing`` has queue and compute per stage.
+- ``GET /v1/models/{fn}``, ``GET /v1/apps/{app}``, ``GET /healthz``, ``GET /metrics``.
 
 Everything with a lifetime (the HTTP client, the platform, the dispatch loops, the record writer)
 is created in the lifespan and torn down there. The platform is the embedded local platform unless
@@ -32,15 +39,24 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from adapter.config import Config
+from adapter.chain import stage_estimates
+from adapter.config import AppConfig, Config
 from adapter.dispatcher import Dispatcher
-from adapter.errors import AdapterError, BadRequest, PayloadTooLarge, UnknownTarget
+from adapter.edges import Edge, EdgeError, edge_for
+from adapter.errors import (
+    AdapterError,
+    BadRequest,
+    PayloadTooLarge,
+    StageOutputUnusable,
+    UnknownTarget,
+)
 from adapter.latency import LatencyModel
 from adapter.metrics import AdapterMetrics
 from adapter.platform_view import LocalView, PlatformView, RemoteView
 from adapter.policy import ModePreset, preset
 from adapter.queue import Answer, Pending
 from adapter.records import RecordWriter
+from adapter.slack import StagePolicy, stage_policy
 from functions.model import InvalidInput
 from functions.runtime import v1_instances
 from knative.clock import Clock, MonotonicClock
@@ -136,6 +152,23 @@ async def _await_answer(request: Request, item: Pending) -> Answer | None:
     return item.future.result()
 
 
+def _next_instances(
+    edge: Edge,
+    predictions: list[Any],
+    inputs: list[Any],
+    originals: list[Any],
+    upstream: str,
+    downstream: str,
+) -> list[Any]:
+    """The next stage's instances: each prediction through the edge, 1:1."""
+    try:
+        return [edge(p, x, o) for p, x, o in zip(predictions, inputs, originals, strict=True)]
+    except EdgeError as exc:
+        raise StageOutputUnusable(f"{upstream} -> {downstream}: {exc}") from None
+    except ValueError as exc:  # strict zip: the upstream answered the wrong number of items
+        raise StageOutputUnusable(f"{upstream} -> {downstream}: {exc}") from None
+
+
 def _error(exc: AdapterError) -> JSONResponse:
     return JSONResponse({"error": exc.reason}, status_code=exc.status)
 
@@ -204,6 +237,164 @@ def create_app(
         }
         return JSONResponse({"predictions": answer.predictions}, headers=headers)
 
+    policy = stage_policy(config.adapter.stage_policy)
+    edges: dict[str, list[Edge]] = {
+        name: [
+            edge_for(config.functions[a].model, config.functions[b].model)
+            for a, b in zip(app.stages, app.stages[1:], strict=False)
+        ]
+        for name, app in config.apps.items()
+    }
+
+    async def app_predict(request: Request) -> Response:
+        name = request.path_params["name"]
+        app = config.apps.get(name)
+        try:
+            if app is None:
+                raise UnknownTarget(f"no app named {name!r}")
+            body = await _read_body(request, config.adapter.max_body_bytes)
+            instances = _parse_body(body)
+            slo = _slo_ms(request, app.slo_ms)
+            result = await _run_chain(request, app, instances, slo, policy, edges[name])
+        except AdapterError as exc:
+            return _error(exc)
+        if result is None:
+            return Response(status_code=499)
+        predictions, timings, arrival = result
+        total_ms = (state.clock.now() - arrival) * 1000.0
+        parts = [
+            f"{fn}-queue;dur={a.queue_ms:.2f}, {fn}-compute;dur={a.compute_ms:.2f}"
+            for fn, a in timings
+        ]
+        headers = {
+            "server-timing": ", ".join([*parts, f"total;dur={total_ms:.2f}"]),
+            "x-batch-size": ",".join(str(a.batch_size) for _, a in timings),
+            "x-cold-start": "1" if any(a.cold for _, a in timings) else "0",
+        }
+        return JSONResponse({"predictions": predictions}, headers=headers)
+
+    async def _run_chain(
+        request: Request,
+        app: AppConfig,
+        instances: list[Any],
+        slo_ms: float,
+        policy: StagePolicy,
+        chain_edges: list[Edge],
+    ) -> tuple[list[Any], list[tuple[str, Answer]], float] | None:
+        """Walk the stages; None if the client went away. Raises AdapterError on a failure."""
+        arrival = state.clock.now()
+        deadline = arrival + slo_ms / 1000.0
+        dispatchers = [state.dispatchers[fn] for fn in app.stages]
+        seq = next(ids)
+        timings: list[tuple[str, Answer]] = []
+        current = instances
+        status, failure = 200, ""
+        try:
+            for k, (fn, dispatcher) in enumerate(zip(app.stages, dispatchers, strict=True)):
+                now = state.clock.now()
+                estimates = stage_estimates(
+                    [d.model for d in dispatchers], [d.batch_sizes.mean for d in dispatchers]
+                )
+                item = Pending(
+                    id=f"r{seq}.{k}",
+                    function=fn,
+                    instances=current,
+                    arrival=now,
+                    deadline=policy.stage_deadline(
+                        stage=k, now=now, arrival=arrival, deadline=deadline,
+                        estimates_ms=estimates,
+                    ),
+                    seq=next(ids),
+                    future=asyncio.get_running_loop().create_future(),
+                    app=app.name,
+                    stage=k,
+                    final_deadline=deadline,
+                )  # fmt: skip
+                dispatcher.submit(item)
+                answer = await _await_answer(request, item)
+                if answer is None:
+                    status, failure = 499, f"the client went away during stage {fn}"
+                    return None
+                timings.append((fn, answer))
+                if k + 1 < len(app.stages):
+                    current = _next_instances(
+                        chain_edges[k], answer.predictions, current, instances, fn,
+                        app.stages[k + 1],
+                    )  # fmt: skip
+            return timings[-1][1].predictions, timings, arrival
+        except AdapterError as exc:
+            status, failure = exc.status, exc.reason
+            raise
+        finally:
+            _account_chain(app, seq, arrival, deadline, timings, status, failure)
+
+    def _account_chain(
+        app: AppConfig,
+        seq: int,
+        arrival: float,
+        deadline: float,
+        timings: list[tuple[str, Answer]],
+        status: int,
+        failure: str,
+    ) -> None:
+        done = state.clock.now()
+        assert state.records is not None
+        epoch = state.epoch
+        state.records.add(
+            {
+                "id": f"r{seq}",
+                "app": app.name,
+                "arrival": round(arrival - epoch, 6),
+                "done": round(done - epoch, 6),
+                "deadline": round(deadline - epoch, 6),
+                "status": status,
+                "missed": status != 200 or done > deadline,
+                "error": failure or None,
+                "stages": [
+                    {
+                        "function": fn,
+                        "queue_ms": round(a.queue_ms, 3),
+                        "compute_ms": round(a.compute_ms, 3),
+                        "round_trip_ms": round(a.round_trip_ms, 3),
+                        "batch_size": a.batch_size,
+                        "cold": a.cold,
+                    }
+                    for fn, a in timings
+                ],
+            }
+        )
+
+    async def app_status(request: Request) -> Response:
+        name = request.path_params["name"]
+        app = config.apps.get(name)
+        if app is None:
+            return _error(UnknownTarget(f"no app named {name!r}"))
+        dispatchers = [state.dispatchers[fn] for fn in app.stages]
+        estimates = stage_estimates(
+            [d.model for d in dispatchers], [d.batch_sizes.mean for d in dispatchers]
+        )
+        # the plan for a request arriving now whose every stage takes all of its budget
+        arrival = now = state.clock.now()
+        deadline = now + app.slo_ms / 1000.0
+        budgets = []
+        for k in range(len(app.stages)):
+            stage_due = policy.stage_deadline(
+                stage=k, now=now, arrival=arrival, deadline=deadline, estimates_ms=estimates
+            )
+            budgets.append(round((stage_due - now) * 1000.0, 2))
+            now = stage_due
+        return JSONResponse(
+            {
+                "name": name,
+                "stages": list(app.stages),
+                "slo_ms": app.slo_ms,
+                "percentile": app.percentile,
+                "stage_policy": policy.name,
+                "estimates_ms": [round(e, 2) for e in estimates],
+                "stage_budgets_ms": budgets,
+            }
+        )
+
     async def model_status(request: Request) -> Response:
         name = request.path_params["name"]
         dispatcher = state.dispatchers.get(name)
@@ -262,6 +453,8 @@ def create_app(
             state.epoch = state.clock.now()
             aimd_cfg = config.adapter.aimd
             tuned = _tuned(chosen, config)
+            chained = {fn for app in config.apps.values() if len(app.stages) > 1
+                       for fn in app.stages}  # fmt: skip
             for name, fn in config.functions.items():
                 aimd = tuned.aimd(
                     initial=min(aimd_cfg.initial, fn.max_batch),
@@ -286,6 +479,7 @@ def create_app(
                         if config.adapter.max_wait_ms is None
                         else config.adapter.max_wait_ms / 1000.0
                     ),
+                    stage_policy=policy if name in chained else None,
                 )
                 dispatcher.start()
                 state.dispatchers[name] = dispatcher
@@ -296,6 +490,8 @@ def create_app(
 
     routes = [
         Route("/v1/models/{name}:predict", predict, methods=["POST"]),
+        Route("/v1/apps/{name}:predict", app_predict, methods=["POST"]),
+        Route("/v1/apps/{name}", app_status, methods=["GET"]),
         Route("/v1/models/{name}", model_status, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

@@ -77,14 +77,22 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from adapter.app import create_app
 
     config = _load(args.config)
-    if args.platform_url or args.platform:
+    if args.platform_url or args.platform or args.stage_policy:
         import dataclasses
+
+        from adapter.slack import stage_policy
 
         adapter = config.adapter
         if args.platform_url:
             adapter = dataclasses.replace(adapter, platform_url=args.platform_url)
         if args.platform:
             adapter = dataclasses.replace(adapter, platform=args.platform)
+        if args.stage_policy:
+            try:
+                chosen = stage_policy(args.stage_policy).name
+            except ValueError as exc:
+                raise SystemExit(f"slackwise: --stage-policy: {exc}") from None
+            adapter = dataclasses.replace(adapter, stage_policy=chosen)
         config = dataclasses.replace(config, adapter=adapter)
     try:
         app = create_app(config, mode=args.mode)
@@ -123,7 +131,7 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         overrides[key] = value
     if args.modes is not None:
         try:
-            overrides["modes"] = parse_modes(args.modes, "--modes")
+            overrides["modes"] = parse_modes(args.modes, "--modes", app=exp.app is not None)
         except ValueError as exc:
             raise SystemExit(f"slackwise: {exc}") from None
     exp = dataclasses.replace(exp, **overrides)  # type: ignore[arg-type]
@@ -232,6 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("local", "knative"),
         help="where the functions run (default: adapter.platform, local)",
     )
+    serve.add_argument(
+        "--stage-policy",
+        metavar="NAME",
+        help="how chains split their SLO and batch: GS, ED-*, EDF-*, FIFO-NB "
+        "(default: adapter.stage_policy, GS)",
+    )
     serve.set_defaults(func=_cmd_serve)
 
     exp = sub.add_parser("experiment", help="replay a trace through direct, mlproxy, slackwise")
@@ -244,7 +258,11 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--duration-s", type=float, help="seconds of trace to replay")
     exp.add_argument("--start-s", type=float, help="where in the trace to start")
     exp.add_argument("--seed", type=int, help="seed of the Poisson arrivals")
-    exp.add_argument("--modes", help="comma-separated: direct,mlproxy,slackwise")
+    exp.add_argument(
+        "--modes",
+        help="comma-separated: direct,mlproxy,slackwise (an app: stage policies such as "
+        "FIFO-NB,EDF-DYN,GS)",
+    )
     exp.set_defaults(func=_cmd_experiment)
 
     rep = sub.add_parser("replay", help="open-loop replay of a trace against a URL")

@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -123,17 +124,23 @@ class AdapterConfig:
     namespace: str | None = None
     ingress: str | None = None
     max_wait_ms: float | None = None
+    #: how chains split their SLO over stages and batch (GS, ED-*, EDF-*, FIFO-NB: adapter.slack)
+    stage_policy: str = "GS"
     aimd: AIMDConfig = field(default_factory=AIMDConfig)
 
 
 EXPERIMENT_MODES = ("direct", "mlproxy", "slackwise")
+#: an app experiment compares stage policies by default (GrandSLAM Figs. 11-12)
+APP_EXPERIMENT_MODES = ("FIFO-NB", "ED-DYN", "EDF-DYN", "GS")
 
 
 @dataclass(frozen=True, kw_only=True)
 class ExperimentConfig:
-    """One trace replayed through each mode (``slackwise experiment``)."""
+    """One trace replayed through each mode (``slackwise experiment``), against one function
+    or, with ``app``, one chain; an app's modes may be stage policies (``GS``, ``EDF-DYN``...)."""
 
-    function: str
+    function: str | None = None
+    app: str | None = None
     trace: str
     max_rps: float
     start_s: float = 0.0
@@ -156,12 +163,17 @@ class Config:
     experiment: ExperimentConfig | None = None
 
     def slo_ms(self, function: str) -> float | None:
-        """The function's own SLO, else the tightest SLO of a one-stage app that is it."""
+        """The function's own SLO, else the tightest SLO of a one-stage app that is it, else the
+        tightest SLO of any app it is a stage of (a request sent to it alone then gets the
+        whole of that chain's budget)."""
         fn = self.functions[function]
         if fn.slo_ms is not None:
             return fn.slo_ms
         own = [a.slo_ms for a in self.apps.values() if a.stages == (function,)]
-        return min(own) if own else None
+        if own:
+            return min(own)
+        chains = [a.slo_ms for a in self.apps.values() if function in a.stages]
+        return min(chains) if chains else None
 
 
 class _Reader:
@@ -341,6 +353,13 @@ def _app(r: _Reader, name: str, raw: Any, functions: Mapping[str, FunctionConfig
     for i, stage in enumerate(stages):
         if stage not in functions:
             raise r.fail(f"{path}.stages[{i}]", f"no function named {stage!r}")
+    kinds = [functions[stage].model for stage in stages]
+    from adapter.edges import NoEdge, check_chain
+
+    try:
+        check_chain(kinds)
+    except NoEdge as exc:
+        raise r.fail(f"{path}.stages", f"{' -> '.join(stages)}: {exc}") from None
     slo = r.number(data, "slo_ms", path, 0.0)
     if slo <= 0:
         raise r.fail(f"{path}.slo_ms", f"must be positive, got {slo:g}")
@@ -429,31 +448,67 @@ def _adapter(r: _Reader, raw: Any) -> AdapterConfig:
         max_wait_ms=None
         if data.get("max_wait_ms") is None
         else r.number(data, "max_wait_ms", path, 0.0),
+        stage_policy=_stage_policy(r, data, path, d.stage_policy),
         aimd=_aimd(r, data.get("aimd")),
     )
 
 
-def parse_modes(text: Any, where: str = "modes") -> tuple[str, ...]:
-    """A list (or comma-separated string) of experiment modes, checked."""
+def _stage_policy(r: _Reader, data: Mapping[str, Any], path: str, default: str) -> str:
+    from adapter.slack import stage_policy
+
+    raw = r.string(data, "stage_policy", path, default)
+    try:
+        return stage_policy(raw).name
+    except ValueError as exc:
+        raise r.fail(f"{path}.stage_policy", str(exc)) from None
+
+
+def parse_modes(text: Any, where: str = "modes", *, app: bool = False) -> tuple[str, ...]:
+    """A list (or comma-separated string) of experiment modes, checked.
+
+    A function's modes are ``direct``, ``mlproxy`` and ``slackwise``. An app's are ``mlproxy``,
+    ``slackwise`` and the stage policies of :mod:`adapter.slack` (``direct`` has no orchestrator
+    to walk a chain); policy names are case-insensitive and come back spelled as defined.
+    """
+    from adapter.slack import POLICIES, stage_policy
+
+    known = (*EXPERIMENT_MODES[1:], *POLICIES) if app else EXPERIMENT_MODES
     items = text.split(",") if isinstance(text, str) else text
     if not isinstance(items, list | tuple) or not items:
-        raise ValueError(f"{where}: must list some of {', '.join(EXPERIMENT_MODES)}, got {text!r}")
-    modes = tuple(str(m).strip() for m in items)
-    for mode in modes:
-        if mode not in EXPERIMENT_MODES:
-            raise ValueError(
-                f"{where}: unknown mode {mode!r}; expected some of {', '.join(EXPERIMENT_MODES)}"
-            )
-    return modes
+        raise ValueError(f"{where}: must list some of {', '.join(known)}, got {text!r}")
+    modes: list[str] = []
+    for raw in items:
+        mode = str(raw).strip()
+        if mode not in EXPERIMENT_MODES and app:
+            with contextlib.suppress(ValueError):
+                mode = stage_policy(mode).name
+        if mode not in known:
+            raise ValueError(f"{where}: unknown mode {mode!r}; expected some of {', '.join(known)}")
+        modes.append(mode)
+    return tuple(modes)
 
 
-def _experiment(r: _Reader, raw: Any, functions: Mapping[str, FunctionConfig]) -> ExperimentConfig:
+def _experiment(
+    r: _Reader,
+    raw: Any,
+    functions: Mapping[str, FunctionConfig],
+    apps: Mapping[str, AppConfig],
+) -> ExperimentConfig:
     path = "experiment"
     data = r.mapping(raw, path)
     r.only(data, path, {f.name for f in fields(ExperimentConfig)})
-    function = r.string(data, "function", path, None)
-    if function not in functions:
-        raise r.fail(f"{path}.function", f"no function named {function!r}")
+    function: str | None = None
+    app: str | None = None
+    if ("function" in data) == ("app" in data):
+        raise r.fail(path, "name exactly one target: 'function' or 'app'")
+    if "function" in data:
+        function = r.string(data, "function", path, None)
+        if function not in functions:
+            raise r.fail(f"{path}.function", f"no function named {function!r}")
+    else:
+        app = r.string(data, "app", path, None)
+        if app not in apps:
+            raise r.fail(f"{path}.app", f"no app named {app!r}")
     max_rps = r.number(data, "max_rps", path, 0.0)
     if max_rps <= 0:
         raise r.fail(f"{path}.max_rps", f"must be positive, got {max_rps:g}")
@@ -463,12 +518,14 @@ def _experiment(r: _Reader, raw: Any, functions: Mapping[str, FunctionConfig]) -
     duration_s = r.number(data, "duration_s", path, 120.0)
     if duration_s <= 0:
         raise r.fail(f"{path}.duration_s", f"must be positive, got {duration_s:g}")
+    default = APP_EXPERIMENT_MODES if app else EXPERIMENT_MODES
     try:
-        modes = parse_modes(data.get("modes", list(EXPERIMENT_MODES)))
+        modes = parse_modes(data.get("modes", list(default)), app=app is not None)
     except ValueError as exc:
         raise r.fail(f"{path}.modes", str(exc).partition(": ")[2]) from None
     return ExperimentConfig(
         function=function,
+        app=app,
         trace=r.string(data, "trace", path, None),
         max_rps=max_rps,
         start_s=r.number(data, "start_s", path, 0.0),
@@ -497,7 +554,7 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
     adapter = _adapter(r, data.get("adapter"))
     experiment = None
     if data.get("experiment") is not None:
-        experiment = _experiment(r, data["experiment"], functions)
+        experiment = _experiment(r, data["experiment"], functions, apps)
     return Config(
         source=source,
         platform=platform,

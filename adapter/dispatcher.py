@@ -25,6 +25,7 @@ import httpx
 
 from adapter.aimd import AIMD
 from adapter.batching import BatchDecision
+from adapter.chain import BatchSizeTracker
 from adapter.config import FunctionConfig
 from adapter.errors import (
     AdapterError,
@@ -52,6 +53,10 @@ decisions_log = logging.getLogger("slackwise.aimd")
 _BAD_INSTANCE = re.compile(r"^instances\[(\d+)\]: (.*)$", re.DOTALL)
 #: how often to look again at the replica count while every slot is busy
 _CAPACITY_POLL_S = 0.02
+
+
+def _due(item: Pending) -> float:
+    return item.due
 
 
 class Dispatcher:
@@ -103,6 +108,8 @@ class Dispatcher:
         self.inflight = 0
         self.batches = 0
         self.instances_sent = 0
+        #: the batch sizes in use, for the stage budgets of the chains through this function
+        self.batch_sizes = BatchSizeTracker()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._sends: set[asyncio.Task[None]] = set()
@@ -186,9 +193,9 @@ class Dispatcher:
                 await self._wait(None)
                 continue
             if self.function.late == "prune":
-                for item in self.queue.take_late(now):
+                for item in self.queue.take_late(now, due=_due):
                     self._fail(item, DeadlinePruned(
-                        f"{self.name}: deadline passed {1000 * (now - item.deadline):.1f} ms "
+                        f"{self.name}: deadline passed {1000 * (now - item.due):.1f} ms "
                         "before dispatch; this function prunes late requests"
                     ))  # fmt: skip
                 if not self.queue:
@@ -261,6 +268,7 @@ class Dispatcher:
         total = len(instances)
         self.batches += 1
         self.instances_sent += total
+        self.batch_sizes.observe(total)
         self._m_batch.observe(total)
         if decision.timeout_dispatch:
             self._m_timeouts.inc()
@@ -408,6 +416,8 @@ class Dispatcher:
             {
                 "id": item.id,
                 "function": self.name,
+                "app": item.app,
+                "stage": item.stage,
                 "arrival": round(item.arrival - epoch, 6),
                 "dispatch": round(item.dispatched - epoch, 6) if item.dispatched else None,
                 "done": round(done - epoch, 6),

@@ -75,6 +75,11 @@ class ShuttingDown(AdapterError):
     pass
 
 
+class StageOutputUnusable(AdapterError):
+    """A stage of a chain answered, but its prediction cannot feed the next stage (no face in
+    the image, an empty transcript): the request is well-formed, its content is not usable."""
+
+
 STATUS: dict[type[AdapterError], int] = {
     AdapterError: 500,
     BadRequest: 400,
@@ -86,4 +91,5 @@ STATUS: dict[type[AdapterError], int] = {
     UpstreamFailed: 502,
     UpstreamTimeout: 504,
     ShuttingDown: 503,
+    StageOutputUnusable: 422,
 }

@@ -2,6 +2,10 @@
 
 Modes: ``direct`` (straight to the function through the platform's activator: Knative alone),
 ``mlproxy`` (the adapter with MLProxy's published policy) and ``slackwise`` (the full adapter).
+An app experiment (``experiment.app``) replays the app's pipeline inputs through
+``/v1/apps/{app}:predict``; its modes are usually stage policies (``FIFO-NB``, ``ED-DYN``,
+``EDF-DYN``, ``GS``...: the adapter in slackwise mode with that ``--stage-policy``), and its
+summary adds each stage's mean queueing and compute time (GrandSLAM Fig. 11).
 For each mode the local platform starts from scratch; the adapter (if any) starts in front of it
 as its own process (``slackwise serve --platform-url``, as it would run in its own pod), and the
 open-loop replayer runs in a third process and records every request. The result per mode:
@@ -45,6 +49,17 @@ class ModeRun:
     batches: int = 0
     instances_sent: int = 0
     wall_s: float = 0.0
+    #: batches and instances sent per function (the adapter's metrics)
+    per_stage: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """One stage's mean queueing and compute time over the answered requests, in ms."""
+
+    queue_ms: float
+    compute_ms: float
+    mean_batch: float
 
 
 @dataclass(frozen=True)
@@ -58,10 +73,13 @@ class ModeSummary:
     replica_seconds: float
     mean_batch: float
     cold_starts: int
+    mean_ms: float = math.nan
+    stages: dict[str, StageTime] = field(default_factory=dict)
 
 
 @dataclass
 class ExperimentResult:
+    #: the function, or for an app experiment the app
     function: str
     slo_ms: float
     trace: str
@@ -71,11 +89,52 @@ class ExperimentResult:
     start_s: float
     seed: int
     modes: dict[str, ModeSummary] = field(default_factory=dict)
+    #: the app's stages, in order (empty for a function experiment)
+    stages: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         doc = dataclasses.asdict(self)
         doc["modes"] = {m: dataclasses.asdict(s) for m, s in self.modes.items()}
         return doc
+
+
+def stage_times(
+    records: list[dict[str, Any]], stages: list[str], batches: dict[str, tuple[int, int]]
+) -> dict[str, StageTime]:
+    """Mean queue and compute per stage, read back from the answers' ``Server-Timing``."""
+    sums = {fn: [0.0, 0.0] for fn in stages}
+    answered = 0
+    for r in records:
+        if r["status"] != 200:
+            continue
+        timing = parse_server_timing(r["headers"].get("server-timing", ""))
+        answered += 1
+        for fn in stages:
+            sums[fn][0] += timing.get(f"{fn}-queue", 0.0)
+            sums[fn][1] += timing.get(f"{fn}-compute", 0.0)
+    out: dict[str, StageTime] = {}
+    for fn in stages:
+        count, instances = batches.get(fn, (0, 0))
+        out[fn] = StageTime(
+            queue_ms=round(sums[fn][0] / answered, 2) if answered else math.nan,
+            compute_ms=round(sums[fn][1] / answered, 2) if answered else math.nan,
+            mean_batch=round(instances / count, 2) if count else 0.0,
+        )
+    return out
+
+
+def parse_server_timing(value: str) -> dict[str, float]:
+    """``name;dur=1.5, other;dur=2`` -> ``{"name": 1.5, "other": 2.0}`` (entries without a
+    duration, or with a malformed one, are left out)."""
+    out: dict[str, float] = {}
+    for entry in value.split(","):
+        name, *params = (part.strip() for part in entry.split(";"))
+        for param in params:
+            key, _, raw = param.partition("=")
+            if key.strip() == "dur" and name:
+                with contextlib.suppress(ValueError):
+                    out[name] = float(raw)
+    return out
 
 
 def summarize(run: ModeRun, slo_ms: float) -> ModeSummary:
@@ -94,6 +153,7 @@ def summarize(run: ModeRun, slo_ms: float) -> ModeSummary:
         sizes = [int(r["headers"].get("x-batch-size", 1)) for r in ok]
         mean_batch = sum(sizes) / len(sizes) if sizes else 0.0
     return ModeSummary(
+        mean_ms=round(float(latencies.mean()), 2) if latencies.size else math.nan,
         requests=len(records),
         errors=len(records) - len(ok),
         violation_pct=round(100.0 * violations / len(records), 3) if records else 0.0,
@@ -106,7 +166,8 @@ def summarize(run: ModeRun, slo_ms: float) -> ModeSummary:
     )
 
 
-def _replay_command(exp: ExperimentConfig, model: str, url: str, records: Path) -> list[str]:
+def _replay_command(exp: ExperimentConfig, body: list[str], url: str, records: Path) -> list[str]:
+    target = ["--app", exp.app] if exp.app else ["--function", str(exp.function)]
     return [
         sys.executable, "-m", "loadtests.replay",
         "--trace", exp.trace,
@@ -116,8 +177,8 @@ def _replay_command(exp: ExperimentConfig, model: str, url: str, records: Path) 
         "--step-s", f"{exp.step_s:g}",
         "--seed", str(exp.seed),
         "--target", url,
-        "--function", exp.function,
-        "--model", model,
+        *target,
+        *body,
         "--records", str(records),
         "--progress-s", "10",
     ]  # fmt: skip
@@ -125,20 +186,21 @@ def _replay_command(exp: ExperimentConfig, model: str, url: str, records: Path) 
 
 async def _sample(
     platform: LocalPlatform,
-    function: str,
+    functions: list[str],
     adapter_url: str | None,
     into: list[dict[str, float]],
 ) -> None:
     start = time.monotonic()
+    function = functions[0]
     async with httpx.AsyncClient(trust_env=False) as client:
         while True:
-            counts = platform.replicas(function)
+            counted = [platform.replicas(fn) for fn in functions]
             row: dict[str, float] = {
                 "t": round(time.monotonic() - start, 2),
-                "ready": counts.ready,
-                "desired": counts.desired,
+                "ready": sum(c.ready for c in counted),
+                "desired": sum(c.desired for c in counted),
             }
-            if adapter_url is not None:
+            if adapter_url is not None and len(functions) == 1:
                 with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
                     status = (await client.get(f"{adapter_url}/v1/models/{function}")).json()
                     row["queue"] = status["queue"]
@@ -153,6 +215,14 @@ def _free_port(host: str) -> int:
         return int(sock.getsockname()[1])
 
 
+def adapter_flags(mode: str) -> list[str]:
+    """``slackwise serve`` flags for an experiment mode: a preset, or a stage policy run by the
+    slackwise preset."""
+    if mode in ("slackwise", "mlproxy"):
+        return ["--mode", mode]
+    return ["--mode", "slackwise", "--stage-policy", mode]
+
+
 async def _start_adapter(
     config: Config, mode: str, platform_url: str
 ) -> tuple[asyncio.subprocess.Process, str]:
@@ -162,7 +232,7 @@ async def _start_adapter(
     host = config.platform.host
     port = _free_port(host)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "adapter.cli", "serve", "-c", config.source, "--mode", mode,
+        sys.executable, "-m", "adapter.cli", "serve", "-c", config.source, *adapter_flags(mode),
         "--host", host, "--port", str(port), "--platform-url", platform_url,
         stdout=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
@@ -193,9 +263,28 @@ async def _batch_stats(url: str, function: str) -> tuple[int, int]:
     )
 
 
+def _targets(config: Config, exp: ExperimentConfig) -> tuple[list[str], list[str]]:
+    """The functions the experiment loads, and the replayer's body flags."""
+    if exp.app is None:
+        fn = str(exp.function)
+        return [fn], ["--model", config.functions[fn].model]
+    from functions.pipelines import PIPELINES
+
+    stages = list(config.apps[exp.app].stages)
+    kinds = tuple(config.functions[fn].model for fn in stages)
+    for pipeline in PIPELINES.values():
+        if tuple(pipeline.stages) == kinds:
+            return stages, ["--pipeline", pipeline.name]
+    known = ", ".join(f"{p.name} ({' -> '.join(p.stages)})" for p in PIPELINES.values())
+    raise ValueError(
+        f"app {exp.app!r} ({' -> '.join(kinds)}) matches no pipeline with sample inputs; "
+        f"known: {known}"
+    )
+
+
 async def run_mode(config: Config, exp: ExperimentConfig, mode: str, workdir: Path) -> ModeRun:
     """One mode on a fresh platform; the adapter and the replayer run as their own processes."""
-    fn = config.functions[exp.function]
+    functions, body = _targets(config, exp)
     records_path = workdir / f"{mode}.jsonl"
     timeline: list[dict[str, float]] = []
     started = time.monotonic()
@@ -203,24 +292,29 @@ async def run_mode(config: Config, exp: ExperimentConfig, mode: str, workdir: Pa
         adapter: asyncio.subprocess.Process | None = None
         adapter_url: str | None = None
         if mode == "direct":
-            target = platform.url(exp.function)
+            target = platform.url(functions[0])
         else:
-            adapter, adapter_url = await _start_adapter(config, mode, platform.url(exp.function))
+            adapter, adapter_url = await _start_adapter(config, mode, platform.url(functions[0]))
             target = adapter_url
-        sampler = asyncio.create_task(_sample(platform, exp.function, adapter_url, timeline))
+        sampler = asyncio.create_task(_sample(platform, functions, adapter_url, timeline))
         batches = instances = 0
+        per_stage: dict[str, tuple[int, int]] = {}
         try:
             proc = await asyncio.create_subprocess_exec(
-                *_replay_command(exp, fn.model, target, records_path)
+                *_replay_command(exp, body, target, records_path)
             )
             code = await proc.wait()
             if code != 0:
                 raise RuntimeError(f"{mode}: the replayer exited with code {code}")
             if adapter_url is not None:
-                batches, instances = await _batch_stats(adapter_url, exp.function)
+                for fn in functions:
+                    per_stage[fn] = await _batch_stats(adapter_url, fn)
+                batches = sum(b for b, _ in per_stage.values())
+                instances = sum(i for _, i in per_stage.values())
         finally:
             sampler.cancel()
-            usage = platform.usage(exp.function)
+            usages = [platform.usage(fn) for fn in functions]
+            usage = {key: sum(u[key] for u in usages) for key in ("replica_seconds", "cold_starts")}
             if adapter is not None:
                 adapter.terminate()
                 await adapter.wait()
@@ -234,6 +328,7 @@ async def run_mode(config: Config, exp: ExperimentConfig, mode: str, workdir: Pa
         batches=batches,
         instances_sent=instances,
         wall_s=time.monotonic() - started,
+        per_stage=per_stage,
     )
 
 
@@ -253,6 +348,19 @@ def print_table(result: ExperimentResult, out: TextIO) -> None:
             f"{s.p95_ms:>8.1f} {s.p99_ms:>8.1f} {s.replica_seconds:>9.1f} {s.mean_batch:>6.2f} "
             f"{s.cold_starts:>5}\n"
         )
+    if result.stages:
+        out.write("\nper stage, mean ms (queue + compute) and mean batch:\n")
+        out.write(f"{'mode':<10} " + " ".join(f"{fn:>26}" for fn in result.stages) + "\n")
+        for mode, s in result.modes.items():
+            cells = []
+            for fn in result.stages:
+                t = s.stages.get(fn)
+                cells.append(
+                    f"{t.queue_ms:>8.1f} +{t.compute_ms:>7.1f} b{t.mean_batch:>6.2f}"
+                    if t
+                    else f"{'-':>26}"
+                )
+            out.write(f"{mode:<10} " + " ".join(f"{c:>26}" for c in cells) + "\n")
     out.flush()
 
 
@@ -268,23 +376,36 @@ async def run_experiment(
     With ``plots_dir`` it also draws the plots there and keeps each mode's request records
     (``MODE.jsonl``, one JSON line per request, as the replayer wrote them).
     """
-    slo = config.slo_ms(exp.function)
+    if exp.app is not None:
+        name = exp.app
+        slo: float | None = config.apps[exp.app].slo_ms
+        stages = list(config.apps[exp.app].stages)
+    else:
+        name = str(exp.function)
+        slo = config.slo_ms(name)
+        stages = []
     if slo is None:
-        raise ValueError(f"function {exp.function!r} has no SLO (functions.X.slo_ms or an app)")
+        raise ValueError(f"function {name!r} has no SLO (functions.X.slo_ms or an app)")
     result = ExperimentResult(
-        function=exp.function, slo_ms=slo, trace=exp.trace, max_rps=exp.max_rps,
+        function=name, slo_ms=slo, trace=exp.trace, max_rps=exp.max_rps,
         step_s=exp.step_s, duration_s=exp.duration_s, start_s=exp.start_s, seed=exp.seed,
+        stages=stages,
     )  # fmt: skip
     runs: dict[str, ModeRun] = {}
     with tempfile.TemporaryDirectory(prefix="slackwise-exp-") as tmp:
         workdir = Path(tmp) if plots_dir is None else plots_dir
         workdir.mkdir(parents=True, exist_ok=True)
         for mode in exp.modes:
-            out.write(f"--- {mode}: replaying {exp.trace} against {exp.function}\n")
+            out.write(f"--- {mode}: replaying {exp.trace} against {name}\n")
             out.flush()
             run = await run_mode(config, exp, mode, workdir)
             runs[mode] = run
-            result.modes[mode] = summarize(run, slo)
+            summary = summarize(run, slo)
+            if stages:
+                summary = dataclasses.replace(
+                    summary, stages=stage_times(run.records, stages, run.per_stage)
+                )
+            result.modes[mode] = summary
             s = result.modes[mode]
             out.write(
                 f"    {s.requests} requests, {s.violation_pct:.2f}% over SLO, p99 "

@@ -2,12 +2,14 @@
 
 ``timeseries.png``: per 5-second window, the P95 latency with the SLO line, the ready replicas,
 the SLO miss rate and the mean batch size, one line per mode. ``ccdf.png``: the latency CCDF of
-each mode with the SLO marked.
+each mode with the SLO marked. For an app, ``stages.png`` (GrandSLAM Fig. 11): one stacked bar per
+policy, the mean queueing and compute time of each stage; :func:`plot_stage_latency` is also what
+the simulator draws its Fig. 11 with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,4 +93,56 @@ def plot_experiment(
     ccdf_path = out_dir / "ccdf.png"
     fig.savefig(ccdf_path, dpi=110)
     plt.close(fig)
-    return [series, ccdf_path]
+    paths = [series, ccdf_path]
+    if result.stages:
+        breakdown = {
+            mode: [(fn, s.stages[fn].queue_ms, s.stages[fn].compute_ms) for fn in result.stages]
+            for mode, s in result.modes.items()
+            if s.stages
+        }
+        title = f"{result.function}: mean latency per stage (SLO {slo:g} ms)"
+        paths.append(plot_stage_latency(breakdown, out_dir / "stages.png", title, slo_ms=slo))
+    return paths
+
+
+def plot_stage_latency(
+    breakdown: Mapping[str, Sequence[tuple[str, float, float]]],
+    path: Path,
+    title: str,
+    *,
+    slo_ms: float | None = None,
+) -> Path:
+    """GrandSLAM Fig. 11: per policy, a bar stacking each stage's queueing then compute time.
+
+    ``breakdown`` maps a policy to ``[(stage, queue_ms, compute_ms), ...]`` in stage order.
+    Queueing is hatched; each stage keeps one colour across policies.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    policies = list(breakdown)
+    stages = [name for name, _, _ in next(iter(breakdown.values()), [])]
+    colours = plt.get_cmap("tab10")
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(policies) + 2), 5))
+    bottoms = np.zeros(len(policies))
+    for k, stage in enumerate(stages):
+        for part, hatch in ((1, "//"), (2, "")):
+            heights = np.array(
+                [float(np.nan_to_num(breakdown[p][k][part])) for p in policies], dtype=float
+            )
+            label = f"{stage} {'queue' if part == 1 else 'compute'}"
+            ax.bar(policies, heights, bottom=bottoms, color=colours(k % 10), hatch=hatch,
+                   edgecolor="white", label=label)  # fmt: skip
+            bottoms += heights
+    if slo_ms is not None:
+        ax.axhline(slo_ms, color="black", linestyle="--", linewidth=1, label="SLO")
+    ax.set_ylabel("mean latency (ms)")
+    ax.set_title(title)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

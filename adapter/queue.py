@@ -40,6 +40,16 @@ class Pending:
     dispatched: float = 0.0
     #: it could no longer make its deadline when the dispatcher last looked
     hopeless: bool = False
+    #: a stage of a chain: the app, the stage's index and the chain's end-to-end deadline
+    #: (``deadline`` is then the stage's own, from the stage policy)
+    app: str | None = None
+    stage: int = 0
+    final_deadline: float | None = None
+
+    @property
+    def due(self) -> float:
+        """When the request as a whole must be answered (its chain's deadline, if any)."""
+        return self.deadline if self.final_deadline is None else self.final_deadline
 
     @property
     def size(self) -> int:
@@ -145,10 +155,12 @@ class RequestQueue(Generic[T]):
             self._hopeless = [p for p in self._hopeless if not p.cancelled]
         return before - len(self)
 
-    def take_late(self, now: float) -> list[T]:
-        """Remove and return the requests whose deadline is at or before ``now``."""
-        late = [p for p in self.items if p.deadline <= now]
+    def take_late(self, now: float, due: Callable[[T], float] | None = None) -> list[T]:
+        """Remove and return the requests due at or before ``now`` (``due`` defaults to the
+        deadline; the adapter passes a chain's end-to-end deadline for its stages)."""
+        key = due or (lambda p: p.deadline)
+        late = [p for p in self.items if key(p) <= now]
         if late:
-            self._items = [p for p in self._items if p.deadline > now]
-            self._hopeless = [p for p in self._hopeless if p.deadline > now]
+            self._items = [p for p in self._items if key(p) > now]
+            self._hopeless = [p for p in self._hopeless if key(p) > now]
         return late

@@ -11,7 +11,8 @@ GrandSLAM's (seed 000, §4.2–4.4) and the baselines it is compared with in §6
   forwarding (§4.4), when a stage finishes the time left to the end-to-end deadline is split again,
   in the same proportions, over the stages still to run, so what one stage leaves unused goes to
   the rest instead of being lost.
-* **ED-*** (equal division): each of ``k`` stages gets ``SLA / k``, fixed at arrival.
+* **ED-*** (equal division): each of ``k`` stages may spend ``SLA / k`` from when it enters it
+  (no forwarding, as in the paper's baseline).
 * **EDF-*** (earliest deadline first): every stage's deadline is the end-to-end deadline; the
   slack of a request at a stage is all the time it has left (the greedy policy).
 * **FIFO-NB**: arrival order, no batching; deadlines play no part.
@@ -80,24 +81,32 @@ def stage_deadline(
     """The deadline of ``stage`` (0-based) for a request entering it at ``now``.
 
     ``estimates_ms`` holds the estimated latency of every stage of the chain, in order, at the
-    batch sizes in use. ``arrival`` and ``deadline`` are the request's end-to-end times. With
-    ``forward`` (slack forwarding) the budget is re-split at ``now`` over the stages from
-    ``stage`` on; without it the split is the one made at arrival. The last stage's deadline is
-    always the end-to-end deadline, and a stage deadline is never later than it.
+    batch sizes in use; ``arrival`` and ``deadline`` are the request's end-to-end times.
+
+    * Without ``forward`` a stage's slack is what the paper calls it (§4.2): "the maximum amount
+      of time a request can spend at a particular stage", its share of the whole SLA counted
+      from when it enters the stage. Time an earlier stage left unused is lost.
+    * With ``forward`` (§4.4) the time left to the end-to-end deadline is split at ``now`` over
+      the stages from ``stage`` on, in the same proportions, so unused time is carried forward
+      and a deficit is shared by the stages still to run. The last stage then always gets the
+      end-to-end deadline.
+
+    Either way a stage deadline is never later than the end-to-end one, and entering a stage
+    later never makes its deadline earlier.
     """
     count = len(estimates_ms)
     if not 0 <= stage < count:
         raise ValueError(f"stage must be in [0, {count}), got {stage!r}")
-    if stage == count - 1 or division == "end_to_end":
+    if division == "end_to_end":
         return deadline
-    if division == "equal":
-        if forward:
-            return now + (deadline - now) / (count - stage)
-        return arrival + (deadline - arrival) * (stage + 1) / count
     if forward:
+        rest = count - stage
+        if division == "equal":
+            return now + (deadline - now) / rest
         return now + proportional_budgets(deadline - now, estimates_ms[stage:])[0]
-    budgets = proportional_budgets(deadline - arrival, estimates_ms)
-    return min(deadline, arrival + sum(budgets[: stage + 1]))
+    sla = deadline - arrival
+    shares = [1.0] * count if division == "equal" else estimates_ms
+    return min(deadline, now + proportional_budgets(sla, shares)[stage])
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -140,6 +140,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--model", metavar="KIND", help="bodies {'instances': [x]} from the model's real samples"
     )
     body.add_argument("--body-file", type=Path, metavar="F", help="send this JSON body")
+    body.add_argument(
+        "--pipeline",
+        metavar="NAME",
+        help="bodies {'instances': [x]} from a pipeline's real app inputs (for --app)",
+    )
     target.add_argument(
         "--header",
         action="append",
@@ -256,6 +261,21 @@ def _bodies(args: argparse.Namespace, count: int) -> list[bytes]:
         except ValueError as exc:
             raise UsageError(f"--body-file {str(args.body_file)!r}: not JSON: {exc}") from None
         return [raw]
+    if args.pipeline is not None:
+        from functions.pipelines import PIPELINES
+
+        pipeline = PIPELINES.get(args.pipeline)
+        if pipeline is None:
+            raise UsageError(
+                f"--pipeline {args.pipeline!r}: unknown; known: {', '.join(sorted(PIPELINES))}"
+            )
+        try:
+            inputs = pipeline.sample_inputs(max(1, min(SAMPLE_BODIES, count)))
+        except ImportError as exc:
+            raise UsageError(
+                f"--pipeline {args.pipeline!r}: its packages are missing: {exc}"
+            ) from None
+        return [json.dumps({"instances": [x]}, separators=(",", ":")).encode() for x in inputs]
     from functions.registry import UnknownModel, create_model
 
     try:

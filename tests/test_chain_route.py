@@ -1,0 +1,191 @@
+"""``POST /v1/apps/{app}:predict``: chains of functions, in process, with fake upstreams.
+
+The functions are answered by an httpx.MockTransport keyed on the routing header, with the
+prediction shapes of the real kinds (asr -> ner -> qa), so the real edge adapters run between
+stages. The real models run the same chain in tests/test_chain_live.py.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from adapter.app import create_app
+from adapter.config import Config, ConfigError, parse_config
+from adapter.experiment import parse_server_timing
+from knative.events import ReplicaCounts
+
+
+class FakeView:
+    def url(self, function: str) -> str:
+        return "http://upstream.test"
+
+    def replicas(self, function: str) -> ReplicaCounts:
+        return ReplicaCounts(1, 0, 0, 1, 0)
+
+    def request_headers(self, function: str) -> dict[str, str]:
+        return {"host": function}
+
+
+def config(**adapter: Any) -> Config:
+    return parse_config(
+        {
+            "functions": {
+                "speech": {"model": "asr", "max_batch": 8},
+                "tagger": {"model": "ner", "max_batch": 8},
+                "answer": {"model": "qa", "max_batch": 8},
+            },
+            "apps": {
+                "ipa": {"stages": ["speech", "tagger", "answer"], "slo_ms": 2000},
+                "ask": {"stages": ["tagger", "answer"], "slo_ms": 1000},
+            },
+            "adapter": {"aimd": {"initial": 8}, **adapter},
+        }
+    )  # fmt: skip
+
+
+class Upstream:
+    """Fake functions; records every batch it serves as (function, instances)."""
+
+    def __init__(self, *, no_entities: bool = False, fail: str | None = None) -> None:
+        self.batches: list[tuple[str, list[Any]]] = []
+        self.no_entities = no_entities
+        self.fail = fail
+        self.lock = threading.Lock()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        fn = request.headers["host"]
+        instances = json.loads(request.content)["instances"]
+        with self.lock:
+            self.batches.append((fn, instances))
+        if fn == self.fail:
+            return httpx.Response(500, json={"error": "model crashed"})
+        if fn == "speech":
+            preds: list[Any] = [{"text": f"who wrote {x['wav_b64']}"} for x in instances]
+        elif fn == "tagger":
+            chunks = [] if self.no_entities else [{"text": "who"}]
+            preds = [{"entities": [], "noun_chunks": chunks, "tokens": []} for _ in instances]
+        else:
+            preds = [{"answer": f"answer to {x['question']}", "score": 0.9} for x in instances]
+        return httpx.Response(200, json={"predictions": preds}, headers={"x-compute-ms": "2.0"})
+
+
+def client(upstream: Upstream, cfg: Config | None = None, **kw: Any) -> TestClient:
+    app = create_app(
+        cfg or config(), view=FakeView(), transport=httpx.MockTransport(upstream), **kw
+    )
+    return TestClient(app)
+
+
+def test_a_request_walks_every_stage_through_the_edges() -> None:
+    upstream = Upstream()
+    with client(upstream) as c:
+        r = c.post("/v1/apps/ipa:predict", json={"instances": [{"wav_b64": "hamlet"}]})
+    assert r.status_code == 200, r.text
+    assert r.json()["predictions"] == [{"answer": "answer to who wrote hamlet", "score": 0.9}]
+    assert [fn for fn, _ in upstream.batches] == ["speech", "tagger", "answer"]
+    # the edges: asr's transcript is ner's text, ner's text becomes qa's question
+    assert upstream.batches[1][1] == ["who wrote hamlet"]
+    assert upstream.batches[2][1] == [{"question": "who wrote hamlet"}]
+    timing = parse_server_timing(r.headers["server-timing"])
+    for fn in ("speech", "tagger", "answer"):
+        assert timing[f"{fn}-compute"] == 2.0 and timing[f"{fn}-queue"] >= 0.0
+    assert timing["total"] >= 0.0
+    assert r.headers["x-batch-size"] == "1,1,1"
+
+
+def test_two_apps_share_their_common_stages() -> None:
+    upstream = Upstream()
+    with client(upstream, config(max_wait_ms=50)) as c, ThreadPoolExecutor(16) as pool:
+
+        def send(i: int) -> httpx.Response:
+            if i % 2:
+                return c.post("/v1/apps/ipa:predict", json={"instances": [{"wav_b64": f"w{i}"}]})
+            return c.post("/v1/apps/ask:predict", json={"instances": [f"who is {i}"]})
+
+        responses = list(pool.map(send, range(32)))
+    assert all(r.status_code == 200 for r in responses), [r.text for r in responses]
+    for i, r in enumerate(responses):
+        question = f"who wrote w{i}" if i % 2 else f"who is {i}"
+        assert r.json()["predictions"][0]["answer"] == f"answer to {question}"
+    # some answer batch mixed requests of both apps
+    mixed = [
+        b for fn, b in upstream.batches
+        if fn == "answer" and len({q["question"].split()[1] for q in b}) > 1
+    ]  # fmt: skip
+    assert mixed
+
+
+def test_a_stage_output_the_next_stage_cannot_use_is_a_422_naming_the_edge(
+    tmp_path: Path,
+) -> None:
+    upstream = Upstream(no_entities=True)
+    records = tmp_path / "records.jsonl"
+    with client(upstream, records_path=records) as c:
+        r = c.post("/v1/apps/ipa:predict", json={"instances": [{"wav_b64": "x"}]})
+    assert r.status_code == 422
+    assert "tagger -> answer" in r.json()["error"] and "no entity" in r.json()["error"]
+    assert [fn for fn, _ in upstream.batches] == ["speech", "tagger"]  # qa never called
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    app_rows = [row for row in rows if "stages" in row]
+    assert len(app_rows) == 1 and app_rows[0]["status"] == 422 and app_rows[0]["missed"]
+    assert [s["function"] for s in app_rows[0]["stages"]] == ["speech", "tagger"]
+
+
+def test_a_failing_stage_fails_the_request_with_the_stage_named() -> None:
+    with client(Upstream(fail="tagger")) as c:
+        r = c.post("/v1/apps/ipa:predict", json={"instances": [{"wav_b64": "x"}]})
+    assert r.status_code == 502 and "tagger" in r.json()["error"]
+
+
+def test_unknown_apps_and_bad_bodies_get_a_clear_4xx() -> None:
+    with client(Upstream()) as c:
+        missing = c.post("/v1/apps/nope:predict", json={"instances": [1]})
+        bad = c.post("/v1/apps/ipa:predict", content=b"{not json")
+        status = c.get("/v1/apps/nope")
+    assert missing.status_code == 404 and "nope" in missing.json()["error"]
+    assert bad.status_code == 400
+    assert status.status_code == 404
+
+
+@pytest.mark.parametrize("policy", ["GS", "ED-DYN", "EDF-DYN"])
+def test_the_app_status_shows_the_stage_budgets(policy: str) -> None:
+    with client(Upstream(), config(stage_policy=policy)) as c:
+        body = c.get("/v1/apps/ipa").json()
+    budgets = body["stage_budgets_ms"]
+    assert body["stage_policy"] == policy and len(budgets) == 3
+    assert sum(budgets) == pytest.approx(2000.0, abs=0.1) or policy == "EDF-DYN"
+    if policy == "GS":  # proportional to the estimates (Eq. 4)
+        est = body["estimates_ms"]
+        assert budgets == pytest.approx([2000.0 * e / sum(est) for e in est], abs=0.1)
+    if policy == "ED-DYN":
+        assert budgets == pytest.approx([2000.0 / 3] * 3, abs=0.1)
+
+
+def test_no_batching_policies_send_one_request_per_batch() -> None:
+    upstream = Upstream()
+    with client(upstream, config(stage_policy="FIFO-NB")) as c, ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: c.post("/v1/apps/ask:predict", json={"instances": [f"q {i}"]}),
+                      range(16)))  # fmt: skip
+    sizes = Counter(len(b) for _, b in upstream.batches)
+    assert set(sizes) == {1}
+
+
+def test_an_app_whose_stages_cannot_be_chained_is_refused_with_the_pair_named() -> None:
+    with pytest.raises(ConfigError, match=r"apps\.odd\.stages.*qa.*asr"):
+        parse_config(
+            {
+                "functions": {"a": {"model": "qa"}, "b": {"model": "asr"}},
+                "apps": {"odd": {"stages": ["a", "b"], "slo_ms": 100}},
+            }
+        )
+    with pytest.raises(ConfigError, match=r"adapter\.stage_policy"):
+        config(stage_policy="fastest")
