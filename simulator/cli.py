@@ -1,0 +1,111 @@
+"""``slackwise simulate``: every stage policy on a simulated workload, a table and OUT.json.
+
+Errors in the config, the profile set, the trace or a flag print one line naming the file, key
+and value, and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from adapter.config import ConfigError
+from functions.profile_format import ProfileFormatError
+from simulator.config import SimConfig, TraceConfig, load_sim_config
+from simulator.profiles import ProfileSetError
+from simulator.runner import sweep
+
+__all__ = ["add_arguments", "format_table", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-c", "--config", required=True, help="simulator YAML config")
+    parser.add_argument("--json", metavar="OUT.json", help="write the results here")
+    parser.add_argument("--policies", help="comma-separated policy names (default: the config's)")
+    parser.add_argument("--profile", help="cpu, gpu, a directory or a JSON map of profiles")
+    parser.add_argument("--seed", type=int, help="seed of arrivals and service times")
+    parser.add_argument("--requests", type=int, help="app requests per run")
+    parser.add_argument("--rate", type=float, help="offered load in requests per second")
+    parser.add_argument("--trace", help="per-second rate trace (file, nasa or twitter)")
+    parser.add_argument("--max-rps", type=float, help="with --trace: the trace's peak rate")
+    parser.add_argument("--no-search", action="store_true", help="skip the max-rps search")
+    parser.add_argument("--jobs", type=int, default=1, help="processes for the policy sweep")
+
+
+def _fail(message: str) -> int:
+    print(f"slackwise: {message}", file=sys.stderr)
+    return 2
+
+
+def _apply(config: SimConfig, args: argparse.Namespace) -> SimConfig:
+    changes: dict[str, Any] = {}
+    if args.profile:
+        changes["profile"] = args.profile
+    if args.trace:
+        changes["trace"] = TraceConfig(name=args.trace)
+    return replace(config, **changes) if changes else config
+
+
+def format_table(doc: dict[str, Any]) -> str:
+    """The per-policy table the command prints."""
+    head = (f"{'policy':<8} {'viol%':>7} {'p50 ms':>9} {'p99 ms':>10} {'mean ms':>9} "
+            f"{'batch':>6} {'replica-s':>10} {'max rps':>9} {'vs GS':>6}")  # fmt: skip
+    lines = [
+        f"{doc['workload']} ({doc['profile']} profiles, {doc['scaling']} fleet): "
+        f"{doc['requests']} requests at {doc['rate_rps']:g} rps, seed {doc['seed']}; SLA: "
+        f"<= {doc['sla']['max_violation_pct']:g} % miss; SLO ms "
+        + ", ".join(f"{k} {v:g}" for k, v in doc["sla"]["slo_ms"].items()),
+        head,
+    ]
+    for name, p in doc["policies"].items():
+        rps = p["max_rps_at_sla"]
+        vs = p["max_rps_vs_gs"]
+        lines.append(
+            f"{name:<8} {p['violation_pct']:>7.2f} {p['p50_ms']:>9.1f} {p['p99_ms']:>10.1f} "
+            f"{p['mean_ms']:>9.1f} {p['mean_batch']:>6.2f} {p['replica_seconds']:>10.1f} "
+            f"{'-' if rps is None else f'{rps:.1f}':>9} {'-' if vs is None else f'{vs:.2f}':>6}"
+        )
+    if doc.get("gs_over_best_prior") is not None:
+        lines.append(f"GS max rps at SLA / best prior policy's: {doc['gs_over_best_prior']:.2f}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    for flag in ("requests", "rate", "max_rps", "jobs"):
+        value = getattr(args, flag, None)
+        if value is not None and value <= 0:
+            return _fail(f"--{flag.replace('_', '-')} must be positive, got {value}")
+    if args.max_rps is not None and not args.trace:
+        return _fail("--max-rps needs --trace")
+    try:
+        config = _apply(load_sim_config(args.config), args)
+        policies = None
+        if args.policies:
+            from simulator.config import parse_policies
+
+            policies = parse_policies(args.policies, "--policies")
+        rate = args.max_rps if args.max_rps is not None else args.rate
+        started = time.perf_counter()
+        doc = sweep(
+            config,
+            policies=policies,
+            rate_rps=rate,
+            requests=args.requests,
+            seed=args.seed,
+            search=not args.no_search,
+            jobs=args.jobs,
+        )
+    except (ConfigError, ProfileSetError, ProfileFormatError, ValueError) as exc:
+        return _fail(str(exc))
+    doc["wall_s"] = round(time.perf_counter() - started, 3)
+    print(format_table(doc), file=out)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"results: {args.json}", file=out)
+    return 0

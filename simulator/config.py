@@ -1,0 +1,332 @@
+"""The simulator's YAML config: workload (apps as chains of functions), fleet, load, SLA.
+
+Schema (every key optional unless marked)::
+
+    workload: WL1                     # a label for reports
+    profile: cpu                      # cpu | gpu | a directory of <function>.json | a JSON map
+    seed: 1
+    requests: 100000                  # app requests per run
+    rate_rps: 400                     # offered load, Poisson, split over apps by weight
+    warmup_fraction: 0.05             # the first arrivals are served but not reported
+    service: lognormal                # lognormal (measured median and P95) | deterministic
+    policies: [FIFO-NB, ..., GS]      # default: every policy of adapter.slack.POLICIES
+    sla: {max_violation_pct: 1.0}     # the SLA holds when at most this share misses the SLO
+    search: {requests: 20000, tolerance: 0.02, low_rps: 1, high_rps: 100000}
+    trace: {name: nasa, start_s: 0, duration_s: 600, step_s: 1}   # per-second rates, scaled
+                                      # so that their peak is rate_rps (replaces plain Poisson)
+    platform:
+      scaling: fixed                  # fixed (nodes per function, warm) | kpa (Knative's KPA)
+      autoscaler: {stable-window: 60s, ...}   # config-autoscaler keys, strings (kpa only)
+    adapter:
+      aimd: false                     # MLProxy AIMD on the batch limit (as the live adapter)
+      max_wait_ms: null               # cap on how long a batch waits for company
+      estimate_alpha: 0.05            # EWMA weight of the batch-size tracker (GS estimates)
+    functions:                        # required
+      imagenet: {nodes: 10, max_batch: 64, container_concurrency: 1, profile: imagenet,
+                 cold_start_s: null, annotations: {...}}
+    apps:                             # required
+      img_query: {stages: [imagenet, ner, qa], weight: 1, slo_factor: 5}   # or slo_ms
+
+An app's SLO is ``slo_ms``, or ``slo_factor`` × the sum of its stages' batch-1 median latencies in
+the chosen profile set (PowerChief-style, as GrandSLAM §5 takes its SLAs). Every error is a
+:class:`adapter.config.ConfigError` naming the file, the key and the bad value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from adapter.config import ConfigError, _Reader
+from adapter.slack import POLICIES, stage_policy
+from knative.scaling import AutoscalerConfig, ScalingConfigError, ScalingSpec, resolve_spec
+
+__all__ = [
+    "ConfigError",
+    "SearchConfig",
+    "SimApp",
+    "SimConfig",
+    "SimFunction",
+    "TraceConfig",
+    "load_sim_config",
+    "parse_policies",
+    "parse_sim_config",
+]
+
+Scaling = Literal["fixed", "kpa"]
+Service = Literal["lognormal", "deterministic"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimFunction:
+    name: str
+    profile: str
+    nodes: int
+    max_batch: int
+    container_concurrency: int
+    cold_start_s: float | None
+    scaling: ScalingSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimApp:
+    name: str
+    stages: tuple[str, ...]
+    weight: float
+    slo_ms: float | None
+    slo_factor: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchConfig:
+    requests: int = 20000
+    tolerance: float = 0.02
+    low_rps: float = 1.0
+    high_rps: float = 1e6
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceConfig:
+    name: str
+    start_s: float = 0.0
+    duration_s: float | None = None
+    step_s: float = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimConfig:
+    source: str
+    workload: str
+    profile: str
+    seed: int
+    requests: int
+    rate_rps: float
+    warmup_fraction: float
+    service: Service
+    policies: tuple[str, ...]
+    max_violation_pct: float
+    search: SearchConfig
+    scaling: Scaling
+    autoscaler: AutoscalerConfig
+    aimd: bool
+    max_wait_ms: float | None
+    estimate_alpha: float
+    functions: Mapping[str, SimFunction]
+    apps: Mapping[str, SimApp]
+    trace: TraceConfig | None = None
+    base_dir: Path = field(default_factory=Path.cwd)
+
+
+class _SimReader(_Reader):
+    """The adapter config's reader; a top-level key is named without a leading dot."""
+
+    def fail(self, path: str, message: str) -> ConfigError:
+        return super().fail(path.lstrip("."), message)
+
+
+_TOP = {
+    "workload", "profile", "seed", "requests", "rate_rps", "warmup_fraction", "service",
+    "policies", "sla", "search", "trace", "platform", "adapter", "functions", "apps",
+}  # fmt: skip
+
+
+def _choice(r: _Reader, data: Mapping[str, Any], key: str, path: str, default: str,
+            allowed: tuple[str, ...]) -> str:  # fmt: skip
+    value = r.string(data, key, path, default)
+    if value not in allowed:
+        raise r.fail(f"{path}.{key}" if path else key,
+                     f"must be one of {', '.join(allowed)}, got {value!r}")  # fmt: skip
+    return value
+
+
+def parse_policies(raw: Any, where: str = "policies") -> tuple[str, ...]:
+    """Policy names from a list or a comma-separated string; a ValueError names the bad one."""
+    if raw is None:
+        return tuple(POLICIES)
+    items = [p for p in raw.split(",") if p.strip()] if isinstance(raw, str) else raw
+    if not isinstance(items, list) or not items:
+        raise ValueError(f"{where}: must be a non-empty list of policy names, got {raw!r}")
+    names = []
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise ValueError(f"{where}[{i}]: must be a policy name, got {item!r}")
+        try:
+            names.append(stage_policy(item).name)
+        except ValueError as exc:
+            raise ValueError(f"{where}[{i}]: {exc}") from None
+    return tuple(dict.fromkeys(names))
+
+
+def _policies(r: _Reader, raw: Any) -> tuple[str, ...]:
+    try:
+        return parse_policies(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{r.source}: {exc}") from None
+
+
+def _function(r: _Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> SimFunction:
+    path = f"functions.{name}"
+    data = r.mapping(raw, path)
+    r.only(data, path, {"profile", "nodes", "max_batch", "container_concurrency",
+                        "cold_start_s", "annotations"})  # fmt: skip
+    concurrency = r.integer(data, "container_concurrency", path, 1, low=1)
+    annotations = r.strings(data.get("annotations"), f"{path}.annotations")
+    try:
+        spec = resolve_spec(annotations, container_concurrency=concurrency, config=autoscaler)
+    except ScalingConfigError as exc:
+        raise r.fail(f"{path}.annotations", str(exc)) from None
+    cold = None
+    if data.get("cold_start_s") is not None:
+        cold = r.number(data, "cold_start_s", path, 0.0)
+    return SimFunction(
+        name=name,
+        profile=r.string(data, "profile", path, name),
+        nodes=r.integer(data, "nodes", path, 1, low=1),
+        max_batch=r.integer(data, "max_batch", path, 64, low=1),
+        container_concurrency=concurrency,
+        cold_start_s=cold,
+        scaling=spec,
+    )
+
+
+def _app(r: _Reader, name: str, raw: Any, functions: Mapping[str, SimFunction]) -> SimApp:
+    path = f"apps.{name}"
+    data = r.mapping(raw, path)
+    r.only(data, path, {"stages", "weight", "slo_ms", "slo_factor"})
+    stages = data.get("stages")
+    if not isinstance(stages, list) or not stages:
+        raise r.fail(f"{path}.stages", f"must be a non-empty list of functions, got {stages!r}")
+    for i, stage in enumerate(stages):
+        if stage not in functions:
+            raise r.fail(f"{path}.stages[{i}]", f"no function named {stage!r}")
+    weight = r.number(data, "weight", path, 1.0)
+    if weight <= 0:
+        raise r.fail(f"{path}.weight", f"must be positive, got {weight:g}")
+    slo_ms = None
+    if "slo_ms" in data:
+        if "slo_factor" in data:
+            raise r.fail(f"{path}.slo_ms", "give slo_ms or slo_factor, not both")
+        slo_ms = r.number(data, "slo_ms", path, 0.0)
+        if slo_ms <= 0:
+            raise r.fail(f"{path}.slo_ms", f"must be positive, got {slo_ms:g}")
+    factor = r.number(data, "slo_factor", path, 5.0)
+    if factor <= 0:
+        raise r.fail(f"{path}.slo_factor", f"must be positive, got {factor:g}")
+    return SimApp(name=name, stages=tuple(stages), weight=weight, slo_ms=slo_ms, slo_factor=factor)
+
+
+def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None = None) -> (
+    SimConfig
+):  # fmt: skip
+    """Check and freeze a parsed YAML document (see the module docstring)."""
+    r = _SimReader(source)
+    data = r.mapping(raw, "config")
+    r.only(data, "", _TOP)
+    platform = r.mapping(data.get("platform"), "platform")
+    r.only(platform, "platform", {"scaling", "autoscaler"})
+    try:
+        autoscaler = AutoscalerConfig.from_config_map(
+            r.strings(platform.get("autoscaler"), "platform.autoscaler")
+        )
+    except ScalingConfigError as exc:
+        raise r.fail("platform.autoscaler", str(exc)) from None
+    adapter = r.mapping(data.get("adapter"), "adapter")
+    r.only(adapter, "adapter", {"aimd", "max_wait_ms", "estimate_alpha"})
+    aimd = adapter.get("aimd", False)
+    if not isinstance(aimd, bool):
+        raise r.fail("adapter.aimd", f"must be true or false, got {aimd!r}")
+    max_wait_ms = None
+    if adapter.get("max_wait_ms") is not None:
+        max_wait_ms = r.number(adapter, "max_wait_ms", "adapter", 0.0)
+    alpha = r.number(adapter, "estimate_alpha", "adapter", 0.05)
+    if not 0 < alpha <= 1:
+        raise r.fail("adapter.estimate_alpha", f"must be within (0, 1], got {alpha:g}")
+
+    fn_raw = r.mapping(data.get("functions"), "functions")
+    if not fn_raw:
+        raise r.fail("functions", "at least one function is required")
+    functions = {n: _function(r, n, v, autoscaler) for n, v in fn_raw.items()}
+    app_raw = r.mapping(data.get("apps"), "apps")
+    if not app_raw:
+        raise r.fail("apps", "at least one app is required")
+    apps = {n: _app(r, n, v, functions) for n, v in app_raw.items()}
+
+    sla = r.mapping(data.get("sla"), "sla")
+    r.only(sla, "sla", {"max_violation_pct"})
+    max_violation = r.number(sla, "max_violation_pct", "sla", 1.0)
+    if max_violation >= 100:
+        raise r.fail("sla.max_violation_pct", f"must be below 100, got {max_violation:g}")
+    search_raw = r.mapping(data.get("search"), "search")
+    r.only(search_raw, "search", {"requests", "tolerance", "low_rps", "high_rps"})
+    search = SearchConfig(
+        requests=r.integer(search_raw, "requests", "search", 20000, low=1),
+        tolerance=r.number(search_raw, "tolerance", "search", 0.02, low=1e-4),
+        low_rps=r.number(search_raw, "low_rps", "search", 1.0, low=1e-6),
+        high_rps=r.number(search_raw, "high_rps", "search", 1e6, low=1e-6),
+    )
+    if search.high_rps <= search.low_rps:
+        raise r.fail("search.high_rps", f"must exceed low_rps, got {search.high_rps:g}")
+    trace = None
+    if data.get("trace") is not None:
+        t = r.mapping(data.get("trace"), "trace")
+        r.only(t, "trace", {"name", "start_s", "duration_s", "step_s"})
+        duration = None
+        if t.get("duration_s") is not None:
+            duration = r.number(t, "duration_s", "trace", 0.0, low=1e-3)
+        trace = TraceConfig(
+            name=r.string(t, "name", "trace", None),
+            start_s=r.number(t, "start_s", "trace", 0.0),
+            duration_s=duration,
+            step_s=r.number(t, "step_s", "trace", 1.0, low=1e-3),
+        )
+    warmup = r.number(data, "warmup_fraction", "", 0.0)
+    if warmup >= 1:
+        raise r.fail("warmup_fraction", f"must be below 1, got {warmup:g}")
+    seed = data.get("seed", 1)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise r.fail("seed", f"must be an integer, got {seed!r}")
+    rate = r.number(data, "rate_rps", "", 100.0)
+    if rate <= 0:
+        raise r.fail("rate_rps", f"must be positive, got {rate:g}")
+    return SimConfig(
+        source=source,
+        workload=str(data.get("workload", Path(source).stem)),
+        profile=r.string(data, "profile", "", "cpu"),
+        seed=seed,
+        requests=r.integer(data, "requests", "", 100000, low=1),
+        rate_rps=rate,
+        warmup_fraction=warmup,
+        service=_choice(r, data, "service", "", "lognormal",
+                        ("lognormal", "deterministic")),  # type: ignore[arg-type]
+        policies=_policies(r, data.get("policies")),
+        max_violation_pct=max_violation,
+        search=search,
+        scaling=_choice(r, platform, "scaling", "platform", "fixed",
+                        ("fixed", "kpa")),  # type: ignore[arg-type]
+        autoscaler=autoscaler,
+        aimd=aimd,
+        max_wait_ms=max_wait_ms,
+        estimate_alpha=alpha,
+        functions=functions,
+        apps=apps,
+        trace=trace,
+        base_dir=base_dir or Path.cwd(),
+    )  # fmt: skip
+
+
+def load_sim_config(path: str | Path) -> SimConfig:
+    """Read and check a simulator config file; every error is a ConfigError naming the file."""
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    return parse_sim_config(raw, source, Path(path).resolve().parent)

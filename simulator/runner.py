@@ -1,0 +1,171 @@
+"""Runs of a config: one per policy, the SLA-throughput search, and the sweep over policies.
+
+``max_rps_at_sla`` is the highest offered load at which the SLA holds, where the SLA holds when
+at most ``sla.max_violation_pct`` (1 % by default) of the measured requests of all apps together
+miss their app's SLO. It is found with a fixed seed and a fixed number of requests: the rate is
+doubled or halved from the config's until the outcome flips, then bisected (geometrically) until
+the bracket is narrower than ``search.tolerance`` (relative); the result is the bracket's lower,
+passing end. A policy that misses the SLA even at ``search.low_rps`` scores 0.
+
+The sweep runs policies in up to ``jobs`` processes (spawned: each imports the package afresh,
+so nothing but the frozen config crosses the boundary).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from adapter.slack import stage_policy
+from simulator.config import SimConfig
+from simulator.engine import SimResult, Simulation, app_slos_ms
+from simulator.profiles import resolve_curves
+from simulator.service import ServiceCurve
+
+__all__ = ["arrivals_for", "curves_for", "max_rps_at_sla", "run_one", "sweep"]
+
+
+def curves_for(config: SimConfig) -> dict[str, ServiceCurve]:
+    return resolve_curves(
+        config.profile, {n: f.profile for n, f in config.functions.items()}, config.base_dir
+    )
+
+
+def arrivals_for(config: SimConfig, rate_rps: float, seed: int) -> list[float] | None:
+    """Trace-driven arrival times (the trace's peak scaled to ``rate_rps``), or None: Poisson."""
+    if config.trace is None:
+        return None
+    from traces import hold, load_trace, poisson_schedule, resolve_trace, scale_to_peak, window
+
+    t = config.trace
+    trace = load_trace(resolve_trace(t.name))
+    trace = window(trace, t.start_s, t.duration_s)
+    if t.step_s != trace.step_s:
+        trace = hold(trace, t.step_s)
+    return poisson_schedule(scale_to_peak(trace, rate_rps), seed=seed)
+
+
+def run_one(
+    config: SimConfig,
+    policy: str,
+    curves: dict[str, ServiceCurve],
+    *,
+    rate_rps: float,
+    requests: int,
+    seed: int,
+) -> SimResult:
+    return Simulation(
+        config,
+        stage_policy(policy),
+        curves,
+        rate_rps=rate_rps,
+        requests=requests,
+        seed=seed,
+        arrivals=arrivals_for(config, rate_rps, seed),
+    ).run()
+
+
+def max_rps_at_sla(
+    config: SimConfig, policy: str, curves: dict[str, ServiceCurve], *, seed: int
+) -> float:
+    """The highest rate at which the SLA holds (see the module docstring)."""
+    s = config.search
+
+    def holds(rate: float) -> bool:
+        result = run_one(config, policy, curves, rate_rps=rate, requests=s.requests, seed=seed)
+        return result.violation_pct <= config.max_violation_pct
+
+    rate = min(max(config.rate_rps, s.low_rps), s.high_rps)
+    if holds(rate):
+        lo, hi = rate, rate * 2.0
+        while hi < s.high_rps and holds(hi):
+            lo, hi = hi, hi * 2.0
+        if hi >= s.high_rps:
+            if holds(s.high_rps):
+                return s.high_rps
+            hi = s.high_rps
+    else:
+        lo, hi = rate / 2.0, rate
+        while not holds(lo):
+            if lo <= s.low_rps:
+                return 0.0
+            lo, hi = max(lo / 2.0, s.low_rps), lo
+    while hi / lo > 1.0 + s.tolerance:
+        mid = math.sqrt(lo * hi)
+        if holds(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _policy_job(
+    config: SimConfig, policy: str, rate_rps: float, requests: int, seed: int, search: bool
+) -> dict[str, Any]:
+    curves = curves_for(config)
+    result = run_one(config, policy, curves, rate_rps=rate_rps, requests=requests, seed=seed)
+    out = result.to_json()
+    out["max_rps_at_sla"] = (
+        round(max_rps_at_sla(config, policy, curves, seed=seed), 3) if search else None
+    )
+    return out
+
+
+def sweep(
+    config: SimConfig,
+    *,
+    policies: Sequence[str] | None = None,
+    rate_rps: float | None = None,
+    requests: int | None = None,
+    seed: int | None = None,
+    search: bool = True,
+    jobs: int = 1,
+) -> dict[str, Any]:
+    """Every policy on the config's workload; the OUT.json document."""
+    names = [stage_policy(p).name for p in (policies or config.policies)]
+    rate = config.rate_rps if rate_rps is None else rate_rps
+    count = config.requests if requests is None else requests
+    seed = config.seed if seed is None else seed
+    curves = curves_for(config)  # fail early, in this process, on a bad profile set
+    args = [(config, p, rate, count, seed, search) for p in names]
+    if jobs > 1 and len(names) > 1:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=ctx) as pool:
+            results = list(pool.map(_policy_job, *zip(*args, strict=True)))
+    else:
+        results = [_policy_job(*a) for a in args]
+    by_name = dict(zip(names, results, strict=True))
+    doc: dict[str, Any] = {
+        "workload": config.workload,
+        "profile": config.profile,
+        "config": config.source,
+        "scaling": config.scaling,
+        "seed": seed,
+        "rate_rps": rate,
+        "requests": count,
+        "trace": None if config.trace is None else config.trace.name,
+        "sla": {
+            "max_violation_pct": config.max_violation_pct,
+            "slo_ms": {k: round(v, 3) for k, v in app_slos_ms(config, curves).items()},
+            "search_requests": config.search.requests,
+            "search_tolerance": config.search.tolerance,
+        },
+        "policies": by_name,
+    }
+    gs = by_name.get("GS", {}).get("max_rps_at_sla")
+    for out in by_name.values():
+        mine = out.get("max_rps_at_sla")
+        out["max_rps_vs_gs"] = round(mine / gs, 4) if gs and mine is not None else None
+    prior = [o["max_rps_at_sla"] for n, o in by_name.items()
+             if n != "GS" and o.get("max_rps_at_sla") is not None]  # fmt: skip
+    doc["gs_over_best_prior"] = round(gs / max(prior), 4) if gs and prior and max(prior) else None
+    return doc
+
+
+def with_overrides(config: SimConfig, **changes: Any) -> SimConfig:
+    """A copy of ``config`` with some fields replaced (``profile``, ``trace``, ...)."""
+    return replace(config, **changes)

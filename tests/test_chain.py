@@ -1,0 +1,40 @@
+"""The stage-estimate helper shared by the live chain route and the simulator."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapter.chain import BatchSizeTracker, stage_estimates
+from adapter.latency import LatencyModel
+
+
+def test_estimates_read_each_model_at_its_rounded_batch_size() -> None:
+    a = LatencyModel.from_prior(10.0, 2.0)
+    b = LatencyModel.from_prior(1.0, 5.0)
+    assert stage_estimates([a, b], [3.6, 0.2]) == [a.estimate_ms(4), b.estimate_ms(1)]
+    assert stage_estimates([a, b], [3.6, 0.2]) == [18.0, 6.0]
+
+
+def test_estimates_need_one_size_per_stage() -> None:
+    with pytest.raises(ValueError, match="one batch size per stage"):
+        stage_estimates([LatencyModel.from_prior(1.0, 1.0)], [1.0, 2.0])
+
+
+def test_tracker_starts_at_one_then_the_first_batch_then_moves_by_alpha() -> None:
+    t = BatchSizeTracker(alpha=0.5)
+    assert t.mean == 1.0
+    t.observe(8)
+    assert t.mean == 8.0
+    t.observe(4)
+    assert t.mean == 6.0
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.5, float("nan")])
+def test_tracker_rejects_bad_alpha(alpha: float) -> None:
+    with pytest.raises(ValueError, match="alpha"):
+        BatchSizeTracker(alpha=alpha)
+
+
+def test_tracker_rejects_empty_batch() -> None:
+    with pytest.raises(ValueError, match="batch size"):
+        BatchSizeTracker().observe(0)
