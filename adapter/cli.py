@@ -217,6 +217,12 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     return profile.run(args)
 
 
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from simulator import cli as simulator_cli
+
+    return simulator_cli.run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slackwise", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
@@ -293,6 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--idle-limit", type=float, default=90.0,
                       help="seconds to wait for scale to zero")  # fmt: skip
     demo.set_defaults(func=_cmd_demo)
+
+    simulate = sub.add_parser("simulate", help="every stage policy on a simulated workload")
+    from simulator import cli as simulator_cli
+
+    simulator_cli.add_arguments(simulate)
+    simulate.set_defaults(func=_cmd_simulate)
 
     validate = sub.add_parser("validate", help="check a config file")
     validate.add_argument("-c", "--config", required=True, help="YAML config file")

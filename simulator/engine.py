@@ -47,7 +47,7 @@ from adapter.queue import RequestQueue
 from adapter.scheduling import next_batch
 from adapter.slack import StagePolicy
 from knative.meter import ConcurrencyMeter
-from simulator.config import SimConfig
+from simulator.config import SimConfig, SimFunction
 from simulator.scaling import FixedScaler, FunctionState, KpaScaler, Scaler
 from simulator.service import ServiceCurve
 
@@ -201,58 +201,6 @@ def make_scaler(config: SimConfig) -> Scaler:
     )
 
 
-class _Station:
-    """One function: its queue, its models and its replicas."""
-
-    __slots__ = (
-        "aimd",
-        "batches",
-        "closed_s",
-        "cold_batches",
-        "cold_s",
-        "concurrency",
-        "desired",
-        "inflight",
-        "instances",
-        "limit",
-        "max_batch",
-        "medians",
-        "meter",
-        "model",
-        "name",
-        "next_id",
-        "parked",
-        "peak",
-        "queue",
-        "reader",
-        "ready",
-        "ready_created",
-        "sigmas",
-        "starting",
-        "tracker",
-        "version",
-        "wake_at",
-    )
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.batches = 0
-        self.instances = 0
-        self.cold_batches = 0
-        self.inflight = 0
-        self.ready = 0
-        self.ready_created: list[float] = []
-        self.starting: dict[int, float] = {}
-        self.closed_s = 0.0
-        self.desired = 0
-        self.next_id = 0
-        self.parked: list[tuple[list[SimRequest], float, bool]] = []
-        self.wake_at: float | None = None
-        self.version = 0
-        self.peak = 0
-        self.aimd: AIMD | None = None
-
-
 class _LaggedP95:
     """A function's :class:`LatencyModel` as the scheduler reads it, with the P95 refreshed
     every ``every`` warm batches or ``max_age_s`` of virtual time rather than after each one.
@@ -289,6 +237,75 @@ class _LaggedP95:
         if value is None:
             value = self._cache[n] = model.p95_ms(n, now)
         return value
+
+
+class _Station:
+    """One function: its queue, its models and its replicas."""
+
+    __slots__ = (
+        "aimd",
+        "batches",
+        "closed_s",
+        "cold_batches",
+        "cold_s",
+        "concurrency",
+        "desired",
+        "inflight",
+        "instances",
+        "limit",
+        "max_batch",
+        "medians",
+        "meter",
+        "model",
+        "name",
+        "next_id",
+        "parked",
+        "peak",
+        "queue",
+        "reader",
+        "ready",
+        "ready_created",
+        "sigmas",
+        "starting",
+        "tracker",
+        "version",
+        "wake_at",
+    )
+
+    def __init__(
+        self, fn: SimFunction, curve: ServiceCurve, policy: StagePolicy, config: SimConfig
+    ) -> None:
+        self.name = fn.name
+        self.max_batch = fn.max_batch
+        self.concurrency = fn.container_concurrency
+        self.cold_s = curve.cold_start_s if fn.cold_start_s is None else fn.cold_start_s
+        self.medians, self.sigmas = curve.tables(
+            fn.max_batch, deterministic=config.service == "deterministic"
+        )
+        self.queue: RequestQueue[SimRequest] = RequestQueue(policy.order)
+        # seeded as adapter.app.latency_prior seeds the live one
+        self.model = LatencyModel.from_prior(max(curve.prior_a_ms, 0.1), max(curve.prior_b_ms, 0.0))
+        self.reader = _LaggedP95(self.model)
+        self.tracker = BatchSizeTracker(alpha=config.estimate_alpha)
+        self.aimd: AIMD | None = None
+        if config.aimd:
+            self.aimd = SLACKWISE.aimd(initial=min(4, fn.max_batch), maximum=fn.max_batch)
+        self.limit = policy.batch_limit(fn.max_batch)
+        self.meter = ConcurrencyMeter(0.0)
+        self.batches = 0
+        self.instances = 0
+        self.cold_batches = 0
+        self.inflight = 0
+        self.ready = 0
+        self.ready_created: list[float] = []
+        self.starting: dict[int, float] = {}
+        self.closed_s = 0.0
+        self.desired = 0
+        self.next_id = 0
+        self.parked: list[tuple[list[SimRequest], float, bool]] = []
+        self.wake_at: float | None = None
+        self.version = 0
+        self.peak = 0
 
 
 class _App:
@@ -336,25 +353,10 @@ class Simulation:
         self.scaler = scaler or make_scaler(config)
         self._kpa = self.scaler.tick_s is not None
         self._max_wait_s = None if config.max_wait_ms is None else config.max_wait_ms / 1000.0
-        deterministic = config.service == "deterministic"
-        self.stations: dict[str, _Station] = {}
-        for name, fn in config.functions.items():
-            st = _Station(name)
-            curve = curves[name]
-            st.max_batch = fn.max_batch
-            st.concurrency = fn.container_concurrency
-            st.cold_s = curve.cold_start_s if fn.cold_start_s is None else fn.cold_start_s
-            st.medians, st.sigmas = curve.tables(fn.max_batch, deterministic=deterministic)
-            st.queue = RequestQueue(policy.order)
-            st.model = LatencyModel.from_prior(max(curve.prior_a_ms, 0.1),
-                                               max(curve.prior_b_ms, 0.0))  # fmt: skip
-            st.reader = _LaggedP95(st.model)
-            st.tracker = BatchSizeTracker(alpha=config.estimate_alpha)
-            if config.aimd:
-                st.aimd = SLACKWISE.aimd(initial=min(4, fn.max_batch), maximum=fn.max_batch)
-            st.limit = policy.batch_limit(fn.max_batch)
-            st.meter = ConcurrencyMeter(0.0)
-            self.stations[name] = st
+        self.stations: dict[str, _Station] = {
+            name: _Station(fn, curves[name], policy, config)
+            for name, fn in config.functions.items()
+        }
         slos = app_slos_ms(config, curves)
         self.apps = [
             _App(name, [self.stations[s] for s in app.stages], slos[name] / 1000.0)

@@ -1,0 +1,168 @@
+"""The simulator: known answers on tiny cases, determinism, accounting, the CLI and its errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapter.cli import main
+from adapter.config import ConfigError
+from adapter.slack import POLICIES, stage_policy
+from simulator.config import load_sim_config, parse_sim_config
+from simulator.engine import Simulation
+from simulator.runner import curves_for
+from simulator.service import ServiceCurve
+
+TINY = Path(__file__).resolve().parents[1] / "experiments" / "sim" / "tiny.yaml"
+
+
+def _curve(a_ms: float = 8.0, b_ms: float = 2.0, cold_s: float = 1.0) -> ServiceCurve:
+    """A deterministic-looking linear curve: a + b·n ms, measured at 1, 2, 4, 8."""
+    sizes = (1, 2, 4, 8)
+    medians = tuple(a_ms + b_ms * n for n in sizes)
+    return ServiceCurve(
+        name="f", sizes=sizes, medians_ms=medians, p95s_ms=medians,
+        prior_a_ms=a_ms, prior_b_ms=b_ms, cold_start_s=cold_s,
+    )  # fmt: skip
+
+
+def _config(**overrides: Any) -> Any:
+    doc: dict[str, Any] = {
+        "seed": 3,
+        "requests": 3,
+        "rate_rps": 10,
+        "service": "deterministic",
+        "adapter": {"max_wait_ms": 0},
+        "functions": {"f": {"nodes": 1, "max_batch": 8}},
+        "apps": {"app": {"stages": ["f"], "slo_ms": 25}},
+    }
+    doc.update(overrides)
+    return parse_sim_config(doc, "test.yaml")
+
+
+def test_one_request_on_one_replica_takes_its_service_time() -> None:
+    config = _config(requests=1)
+    result = Simulation(config, stage_policy("GS"), {"f": _curve()}, arrivals=[0.5]).run()
+    assert result.requests == 1
+    assert result.p50_ms == pytest.approx(10.0)
+    assert result.mean_batch == 1.0
+    assert result.apps[0].stages[0].queue_ms == pytest.approx(0.0)
+    assert result.apps[0].stages[0].compute_ms == pytest.approx(10.0)
+
+
+def test_fifo_without_batching_against_gs_on_a_hand_worked_queue() -> None:
+    """Three requests at once on one replica, 10 ms alone, 12 ms as a pair, SLO 25 ms.
+
+    FIFO-NB serves them one by one: done at 10, 20, 30 ms, so the third misses. GS sends the
+    first at once (nothing else is queued yet... all three are, but the first arrival is decided
+    alone), then the two others as one batch of 2 (12 ms): done at 10 and 22 ms, no miss.
+    """
+    arrivals = [0.0, 0.0001, 0.0002]
+    config = _config()
+    fifo = Simulation(config, stage_policy("FIFO-NB"), {"f": _curve()}, arrivals=arrivals).run()
+    gs = Simulation(config, stage_policy("GS"), {"f": _curve()}, arrivals=arrivals).run()
+    assert fifo.violation_pct == pytest.approx(100.0 / 3)
+    assert fifo.mean_batch == 1.0
+    assert fifo.duration_s == pytest.approx(0.030)
+    assert gs.violation_pct == 0.0
+    assert gs.functions[0].batches == 2
+    assert gs.duration_s == pytest.approx(0.022)
+    assert gs.mean_ms < fifo.mean_ms
+
+
+def test_md1_mean_wait_matches_pollaczek_khinchine() -> None:
+    """Poisson arrivals, 10 ms deterministic service, no batching, one server at ρ = 0.5:
+    mean wait ρ·D / (2(1 − ρ)) = 5 ms, so a mean sojourn of 15 ms."""
+    config = _config(requests=40000, rate_rps=50, warmup_fraction=0.05,
+                     apps={"app": {"stages": ["f"], "slo_ms": 1000}})  # fmt: skip
+    result = Simulation(config, stage_policy("FIFO-NB"), {"f": _curve()}).run()
+    wait = result.apps[0].stages[0].queue_ms
+    assert wait == pytest.approx(5.0, rel=0.08)
+    assert result.mean_ms == pytest.approx(15.0, rel=0.04)
+
+
+def test_same_seed_same_result_other_seed_other_result() -> None:
+    config = load_sim_config(TINY)
+    curves = curves_for(config)
+    gs = stage_policy("GS")
+    one = Simulation(config, gs, curves, requests=800).run().to_json()
+    two = Simulation(config, gs, curves, requests=800).run().to_json()
+    other = Simulation(config, gs, curves, requests=800, seed=99).run().to_json()
+    assert one == two
+    assert one != other
+
+
+def test_fixed_fleet_costs_nodes_times_duration() -> None:
+    config = load_sim_config(TINY)
+    result = Simulation(config, stage_policy("EDF-DYN"), curves_for(config), requests=500).run()
+    nodes = sum(f.nodes for f in config.functions.values())
+    assert result.replica_seconds == pytest.approx(nodes * result.duration_s)
+
+
+def test_kpa_fleet_starts_from_zero_with_a_cold_batch_and_serves_everyone() -> None:
+    config = _config(requests=200, rate_rps=20, platform={"scaling": "kpa"},
+                     apps={"app": {"stages": ["f"], "slo_ms": 5000}})  # fmt: skip
+    result = Simulation(config, stage_policy("GS"), {"f": _curve(cold_s=2.0)}).run()
+    assert result.requests == 200
+    assert result.functions[0].cold_batches >= 1
+    # the initial replica starts at time 0 (initial-scale 1): early arrivals wait for it
+    assert result.p99_ms > 1000.0
+    assert 0 < result.replica_seconds <= result.functions[0].peak_replicas * result.duration_s
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_every_policy_runs_the_tiny_workload(name: str) -> None:
+    config = load_sim_config(TINY)
+    result = Simulation(config, stage_policy(name), curves_for(config), requests=400).run()
+    assert result.requests == 400 - int(400 * config.warmup_fraction)
+    assert result.p50_ms > 0
+    if stage_policy(name).batching == "none":
+        assert result.mean_batch == 1.0
+
+
+def test_cli_writes_the_per_policy_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> (
+    None
+):  # fmt: skip
+    out = tmp_path / "out.json"
+    code = main(["simulate", "-c", str(TINY), "--json", str(out), "--policies", "FIFO-NB,GS",
+                 "--requests", "600"])  # fmt: skip
+    assert code == 0
+    doc = json.loads(out.read_text())
+    assert {"workload", "profile", "policies", "sla", "gs_over_best_prior"} <= set(doc)
+    assert set(doc["policies"]) == {"FIFO-NB", "GS"}
+    for entry in doc["policies"].values():
+        assert {"requests", "violation_pct", "p50_ms", "p99_ms", "mean_ms", "mean_batch",
+                "replica_seconds", "max_rps_at_sla", "stages"} <= set(entry)  # fmt: skip
+        assert entry["max_rps_at_sla"] >= 0
+    assert "GS" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("functions: {f: {nodez: 2}}\napps: {a: {stages: [f]}}\n", "functions.f.nodez"),
+        ("rate_rps: -3\nfunctions: {f: {}}\napps: {a: {stages: [f]}}\n", "rate_rps"),
+        ("functions: {f: {}}\napps: {a: {stages: [g]}}\n", "apps.a.stages[0]"),
+        ("policies: [GS, XYZ]\nfunctions: {f: {}}\napps: {a: {stages: [f]}}\n", "policies[1]"),
+    ],
+)
+def test_bad_config_is_rejected_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, named: str
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=named.replace("[", r"\[").replace("]", r"\]")):
+        load_sim_config(path)
+    assert main(["simulate", "-c", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and named in err
+
+
+def test_unknown_profile_set_is_an_error_not_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["simulate", "-c", str(TINY), "--profile", "/nonexistent/set"]) == 2
+    assert "profile" in capsys.readouterr().err
