@@ -38,7 +38,7 @@ unit: $(STAMP)
 	$(PY) -m pytest -m 'not slow and not models' $(PYTEST_ARGS)
 
 profile: $(STAMP)
-	for kind in digits embed qa ner imagenet face_detect face_embed asr; do \
+	for kind in digits embed qa ner imagenet face_detect face_embed face_landmarks asr; do \
 		$(VENV)/bin/slackwise profile $$kind --out profiles/ || exit 1; done
 
 clean:

@@ -338,7 +338,11 @@ class Dispatcher:
             )
             missed = done > item.deadline
             slo_ms = (item.deadline - item.arrival) * 1000.0
-            if self.preset.aimd_signal == "service":
+            if slo_ms <= 0.0:
+                # a chain's stage entered after the chain's deadline had passed: it had no budget
+                # here, so it says nothing about this function's batch size
+                pass
+            elif self.preset.aimd_signal == "service":
                 # judge the batch, not the queue: its service time, and misses of requests that
                 # still had their slack when it left
                 self.aimd.record(

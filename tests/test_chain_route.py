@@ -189,3 +189,17 @@ def test_an_app_whose_stages_cannot_be_chained_is_refused_with_the_pair_named() 
         )
     with pytest.raises(ConfigError, match=r"adapter\.stage_policy"):
         config(stage_policy="fastest")
+
+
+def test_a_request_past_its_deadline_mid_chain_is_still_answered() -> None:
+    # a 1 ms SLO is gone before the second stage: the later stages have no budget left, which
+    # must not break their accounting (late requests are served by default)
+    upstream = Upstream()
+    with client(upstream) as c:
+        r = c.post(
+            "/v1/apps/ipa:predict",
+            json={"instances": [{"wav_b64": "x"}]},
+            headers={"x-slo-ms": "1"},
+        )
+    assert r.status_code == 200, r.text
+    assert [fn for fn, _ in upstream.batches] == ["speech", "tagger", "answer"]
