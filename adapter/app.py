@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from adapter.autoscaling import Autoscaling
 from adapter.chain import stage_estimates
 from adapter.config import AppConfig, Config
 from adapter.dispatcher import Dispatcher
@@ -60,6 +62,7 @@ from adapter.slack import StagePolicy, stage_policy
 from functions.model import InvalidInput
 from functions.runtime import v1_instances
 from knative.clock import Clock, MonotonicClock
+from knative.local import ARRIVED_COLD
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +83,9 @@ class AdapterState:
     records: RecordWriter | None = None
     view: PlatformView | None = None
     epoch: float = 0.0
+    autoscaling: Autoscaling | None = None
+    #: this adapter's name in the functions' frontend gossip (Swayam's n_F)
+    frontend_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
 
 
 def latency_prior(kind: str, profiles_dir: Path = PROFILES_DIR) -> LatencyModel:
@@ -181,11 +187,13 @@ def create_app(
     records_path: Path | None = None,
     mode: str | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    advisor: bool | None = None,
 ) -> Starlette:
     """The adapter for ``config``.
 
     ``view`` overrides how the platform is reached; ``transport`` replaces the upstream HTTP
-    transport (tests of the adapter's own logic use :class:`httpx.MockTransport`).
+    transport (tests of the adapter's own logic use :class:`httpx.MockTransport`). ``advisor``
+    turns the autoscaling advisor on or off whatever ``adapter.advisor.enabled`` says.
     """
     state = AdapterState(config=config, clock=clock or MonotonicClock())
     chosen = preset(mode or config.adapter.mode)
@@ -234,6 +242,7 @@ def create_app(
             ),
             "x-batch-size": str(answer.batch_size),
             "x-cold-start": "1" if answer.cold else "0",
+            ARRIVED_COLD: "1" if item.arrived_cold else "0",
         }
         return JSONResponse({"predictions": answer.predictions}, headers=headers)
 
@@ -260,7 +269,7 @@ def create_app(
             return _error(exc)
         if result is None:
             return Response(status_code=499)
-        predictions, timings, arrival = result
+        predictions, timings, arrival, arrived_cold = result
         total_ms = (state.clock.now() - arrival) * 1000.0
         parts = [
             f"{fn}-queue;dur={a.queue_ms:.2f}, {fn}-compute;dur={a.compute_ms:.2f}"
@@ -270,6 +279,7 @@ def create_app(
             "server-timing": ", ".join([*parts, f"total;dur={total_ms:.2f}"]),
             "x-batch-size": ",".join(str(a.batch_size) for _, a in timings),
             "x-cold-start": "1" if any(a.cold for _, a in timings) else "0",
+            ARRIVED_COLD: "1" if arrived_cold else "0",
         }
         return JSONResponse({"predictions": predictions}, headers=headers)
 
@@ -280,7 +290,7 @@ def create_app(
         slo_ms: float,
         policy: StagePolicy,
         chain_edges: list[Edge],
-    ) -> tuple[list[Any], list[tuple[str, Answer]], float] | None:
+    ) -> tuple[list[Any], list[tuple[str, Answer]], float, bool] | None:
         """Walk the stages; None if the client went away. Raises AdapterError on a failure."""
         arrival = state.clock.now()
         deadline = arrival + slo_ms / 1000.0
@@ -288,6 +298,7 @@ def create_app(
         seq = next(ids)
         timings: list[tuple[str, Answer]] = []
         current = instances
+        arrived_cold = False
         status, failure = 200, ""
         try:
             for k, (fn, dispatcher) in enumerate(zip(app.stages, dispatchers, strict=True)):
@@ -311,6 +322,7 @@ def create_app(
                     final_deadline=deadline,
                 )  # fmt: skip
                 dispatcher.submit(item)
+                arrived_cold = arrived_cold or item.arrived_cold
                 answer = await _await_answer(request, item)
                 if answer is None:
                     status, failure = 499, f"the client went away during stage {fn}"
@@ -321,7 +333,7 @@ def create_app(
                         chain_edges[k], answer.predictions, current, instances, fn,
                         app.stages[k + 1],
                     )  # fmt: skip
-            return timings[-1][1].predictions, timings, arrival
+            return timings[-1][1].predictions, timings, arrival, arrived_cold
         except AdapterError as exc:
             status, failure = exc.status, exc.reason
             raise
@@ -411,6 +423,11 @@ def create_app(
                 "inflight_batches": dispatcher.inflight,
                 "aimd_limit": dispatcher.aimd.limit,
                 "replicas": {"ready": counts.ready, "desired": counts.desired},
+                "advisor": (
+                    state.autoscaling.functions[name].status()
+                    if state.autoscaling is not None
+                    else None
+                ),
             }
         )
 
@@ -481,8 +498,16 @@ def create_app(
                     ),
                     stage_policy=policy if name in chained else None,
                 )
-                dispatcher.start()
                 state.dispatchers[name] = dispatcher
+            if config.adapter.advisor.enabled if advisor is None else advisor:
+                state.autoscaling = _autoscaling(config, state, slos)
+                for dispatcher in state.dispatchers.values():
+                    dispatcher.autoscaling = state.autoscaling
+                    dispatcher.frontend_id = state.frontend_id
+                state.autoscaling.start()
+                stack.push_async_callback(state.autoscaling.stop)
+            for dispatcher in state.dispatchers.values():
+                dispatcher.start()
             try:
                 yield
             finally:
@@ -525,6 +550,25 @@ def _pod_namespace() -> str:
         return path.read_text(encoding="utf-8").strip() or "default"
     except OSError:
         return "default"
+
+
+def _autoscaling(config: Config, state: AdapterState, slos: dict[str, float]) -> Autoscaling:
+    """The advisor over every function; a function's percentile is its tightest app's."""
+    assert state.view is not None
+    percentiles: dict[str, float] = {}
+    for app in config.apps.values():
+        for fn in app.stages:
+            percentiles[fn] = max(percentiles.get(fn, 0.0), app.percentile)
+    return Autoscaling(
+        settings=config.adapter.advisor,
+        functions=config.functions,
+        slos=slos,
+        models={name: d.model for name, d in state.dispatchers.items()},
+        limits={name: d.current_limit for name, d in state.dispatchers.items()},
+        view=state.view,
+        clock=state.clock,
+        percentiles=percentiles,
+    )
 
 
 def _tuned(chosen: ModePreset, config: Config) -> ModePreset:

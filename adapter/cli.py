@@ -95,7 +95,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             adapter = dataclasses.replace(adapter, stage_policy=chosen)
         config = dataclasses.replace(config, adapter=adapter)
     try:
-        app = create_app(config, mode=args.mode)
+        app = create_app(config, mode=args.mode, advisor=True if args.advisor else None)
     except ValueError as exc:
         raise SystemExit(f"slackwise: {exc}") from None
     host = args.host or config.adapter.host
@@ -245,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--platform",
         choices=("local", "knative"),
         help="where the functions run (default: adapter.platform, local)",
+    )
+    serve.add_argument(
+        "--advisor",
+        action="store_true",
+        help="turn the autoscaling advisor on (pins min-scale ahead of demand)",
     )
     serve.add_argument(
         "--stage-policy",

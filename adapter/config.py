@@ -91,7 +91,10 @@ class PlatformConfig:
 
 
 MODES = ("slackwise", "mlproxy")
-LATE = ("serve", "prune")
+#: what happens to a request that cannot make its deadline: served anyway, answered with 503
+#: once its deadline has passed before dispatch, or (Swayam §3.3) refused at admission when the
+#: queue ahead of it predicts it will finish late
+LATE = ("serve", "prune", "predict")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +109,28 @@ class AIMDConfig:
     miss_threshold: float = 0.01
     p95_fraction: float = 0.8
     timeout_ratio_threshold: float = 0.5
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdvisorSettings:
+    """The autoscaling advisor (Swayam): pins each function's minimum replicas ahead of demand.
+
+    Off by default; ``slackwise serve --advisor`` or ``enabled: true`` turns it on. The fields
+    map onto :class:`adapter.advisor.AdvisorConfig` (see docs/advisor.md).
+    """
+
+    enabled: bool = False
+    #: seconds between decisions
+    tick_s: float = 1.0
+    burst_u: float = 2.0
+    history_s: float = 500.0
+    min_scale_in_gap_s: float = 60.0
+    #: the setup time assumed until cold starts have been measured
+    default_setup_s: float = 5.0
+    #: keep one replica warm across idle gaps the histogram says are short (hybrid keep-alive)
+    keep_alive: bool = True
+    #: never forecast below the recent rate (a 500 s regression lags a step in load)
+    floor_at_current: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,9 +152,12 @@ class AdapterConfig:
     #: how chains split their SLO over stages and batch (GS, ED-*, EDF-*, FIFO-NB: adapter.slack)
     stage_policy: str = "GS"
     aimd: AIMDConfig = field(default_factory=AIMDConfig)
+    advisor: AdvisorSettings = field(default_factory=AdvisorSettings)
 
 
 EXPERIMENT_MODES = ("direct", "mlproxy", "slackwise")
+#: the full adapter with the autoscaling advisor on (not run unless asked for)
+ADVISOR_MODE = "slackwise+advisor"
 #: an app experiment compares stage policies by default (GrandSLAM Figs. 11-12)
 APP_EXPERIMENT_MODES = ("FIFO-NB", "ED-DYN", "EDF-DYN", "GS")
 
@@ -450,6 +478,34 @@ def _adapter(r: _Reader, raw: Any) -> AdapterConfig:
         else r.number(data, "max_wait_ms", path, 0.0),
         stage_policy=_stage_policy(r, data, path, d.stage_policy),
         aimd=_aimd(r, data.get("aimd")),
+        advisor=_advisor(r, data.get("advisor")),
+    )
+
+
+def _flag(r: _Reader, data: Mapping[str, Any], key: str, path: str, default: bool) -> bool:
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise r.fail(f"{path}.{key}", f"must be true or false, got {value!r}")
+    return value
+
+
+def _advisor(r: _Reader, raw: Any) -> AdvisorSettings:
+    path = "adapter.advisor"
+    data = r.mapping(raw, path)
+    d = AdvisorSettings()
+    r.only(data, path, {f.name for f in fields(AdvisorSettings)})
+    burst_u = r.number(data, "burst_u", path, d.burst_u)
+    if burst_u < 1:
+        raise r.fail(f"{path}.burst_u", f"must be >= 1 (a headroom factor), got {burst_u:g}")
+    return AdvisorSettings(
+        enabled=_flag(r, data, "enabled", path, d.enabled),
+        tick_s=r.number(data, "tick_s", path, d.tick_s, low=0.05),
+        burst_u=burst_u,
+        history_s=r.number(data, "history_s", path, d.history_s, low=1.0),
+        min_scale_in_gap_s=r.number(data, "min_scale_in_gap_s", path, d.min_scale_in_gap_s),
+        default_setup_s=r.number(data, "default_setup_s", path, d.default_setup_s, low=0.001),
+        keep_alive=_flag(r, data, "keep_alive", path, d.keep_alive),
+        floor_at_current=_flag(r, data, "floor_at_current", path, d.floor_at_current),
     )
 
 
@@ -472,14 +528,18 @@ def parse_modes(text: Any, where: str = "modes", *, app: bool = False) -> tuple[
     """
     from adapter.slack import POLICIES, stage_policy
 
-    known = (*EXPERIMENT_MODES[1:], *POLICIES) if app else EXPERIMENT_MODES
+    known = (
+        (*EXPERIMENT_MODES[1:], ADVISOR_MODE, *POLICIES)
+        if app
+        else (*EXPERIMENT_MODES, ADVISOR_MODE)
+    )
     items = text.split(",") if isinstance(text, str) else text
     if not isinstance(items, list | tuple) or not items:
         raise ValueError(f"{where}: must list some of {', '.join(known)}, got {text!r}")
     modes: list[str] = []
     for raw in items:
         mode = str(raw).strip()
-        if mode not in EXPERIMENT_MODES and app:
+        if mode not in known and app:
             with contextlib.suppress(ValueError):
                 mode = stage_policy(mode).name
         if mode not in known:

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 
 from adapter.aimd import AIMD
+from adapter.autoscaling import Autoscaling
 from adapter.batching import BatchDecision
 from adapter.chain import BatchSizeTracker
 from adapter.config import FunctionConfig
@@ -40,16 +41,21 @@ from adapter.latency import LatencyModel
 from adapter.metrics import AdapterMetrics
 from adapter.platform_view import PlatformView
 from adapter.policy import ModePreset
+from adapter.pruning import PruningConfig
+from adapter.pruning import decide as prune
 from adapter.queue import Answer, Pending, RequestQueue
 from adapter.records import RecordWriter
 from adapter.scheduling import next_batch
 from adapter.slack import Batching, StagePolicy
+from functions.gossip import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS
 from functions.runtime import COLD_START, COMPUTE_MS
 from knative.clock import Clock
 
 logger = logging.getLogger(__name__)
 decisions_log = logging.getLogger("slackwise.aimd")
 
+#: how long the local platform's activator held a request (a cold start, or a busy replica)
+PLATFORM_WAIT_MS = "x-platform-wait-ms"
 _BAD_INSTANCE = re.compile(r"^instances\[(\d+)\]: (.*)$", re.DOTALL)
 #: how often to look again at the replica count while every slot is busy
 _CAPACITY_POLL_S = 0.02
@@ -57,6 +63,9 @@ _CAPACITY_POLL_S = 0.02
 
 def _due(item: Pending) -> float:
     return item.due
+
+
+_PREDICTED = PruningConfig(enabled=True, mode="predicted")
 
 
 class Dispatcher:
@@ -79,6 +88,8 @@ class Dispatcher:
         epoch: float,
         max_wait_s: float | None = None,
         stage_policy: StagePolicy | None = None,
+        autoscaling: Autoscaling | None = None,
+        frontend_id: str | None = None,
     ) -> None:
         self.function = function
         self.name = function.name
@@ -105,6 +116,9 @@ class Dispatcher:
             self.deadline_aware = preset.deadline_aware and stage_policy.deadline_aware
             order = stage_policy.order
         self.queue: RequestQueue[Pending] = RequestQueue(order)
+        #: the autoscaling advisor this dispatcher reports arrivals, cold starts and gossip to
+        self.autoscaling = autoscaling
+        self.frontend_id = frontend_id
         self.inflight = 0
         self.batches = 0
         self.instances_sent = 0
@@ -134,8 +148,32 @@ class Dispatcher:
             raise ShuttingDown(f"{self.name}: the adapter is shutting down")
         if len(self.queue) >= self.max_queue:
             raise Overloaded(f"{self.name}: queue full ({self.max_queue} requests waiting)")
+        item.arrived_cold = self._cold()
+        if self.autoscaling is not None:
+            self.autoscaling.arrived(self.name, item.arrival, item.size)
+        if self.function.late == "predict":
+            self._prune_at_admission(item)
         self.queue.push(item)
         self._wake.set()
+
+    def _prune_at_admission(self, item: Pending) -> None:
+        """Swayam §3.3: refuse at once a request the queue ahead says will finish late."""
+        limit = self._limit()
+        decision = prune(
+            item.arrival,
+            item.due,
+            _PREDICTED,
+            position=sum(p.size for p in self.queue.items),
+            batch_limit=limit,
+            slots=max(1, self._slots()),
+            batch_ms=self.model.estimate_ms(limit),
+        )
+        if decision.prune:
+            late_ms = 1000.0 * ((decision.expected_finish or item.due) - item.due)
+            raise DeadlinePruned(
+                f"{self.name}: would finish about {late_ms:.0f} ms after its deadline behind "
+                f"{len(self.queue)} queued requests; this function prunes predicted-late requests"
+            )
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -168,6 +206,11 @@ class Dispatcher:
     def _cold(self) -> bool:
         return self.view.replicas(self.name).ready == 0
 
+    def current_limit(self) -> int:
+        """The batch cap in instances now: AIMD's limit within the function's maximum, or the
+        stage policy's fixed size."""
+        return self._limit()
+
     def _limit(self) -> int:
         dynamic = max(1, min(self.aimd.limit, self.function.max_batch))
         return dynamic if self.stage_policy is None else self.stage_policy.batch_limit(dynamic)
@@ -192,7 +235,7 @@ class Dispatcher:
             if not self.queue:
                 await self._wait(None)
                 continue
-            if self.function.late == "prune":
+            if self.function.late in ("prune", "predict"):
                 for item in self.queue.take_late(now, due=_due):
                     self._fail(item, DeadlinePruned(
                         f"{self.name}: deadline passed {1000 * (now - item.due):.1f} ms "
@@ -278,7 +321,7 @@ class Dispatcher:
             response = await self.client.post(
                 url,
                 content=body,
-                headers={"content-type": "application/json", **self._headers},
+                headers=self._send_headers(),
                 timeout=float(self.function.timeout_s),
             )
         except httpx.TimeoutException:
@@ -297,6 +340,33 @@ class Dispatcher:
             self._answer(batch, response, sent, done, total, cold_hint, decision)
         else:
             self._reject(batch, response, total)
+
+    def _send_headers(self) -> dict[str, str]:
+        headers = {"content-type": "application/json", **self._headers}
+        if self.autoscaling is not None and self.frontend_id is not None:
+            headers[FRONTEND_ID] = self.frontend_id
+            headers[FRONTEND_WINDOW_S] = f"{self.autoscaling.window_s(self.name):.3f}"
+        return headers
+
+    def _report(
+        self,
+        response: httpx.Response,
+        done: float,
+        waited_cold: bool,
+        round_trip_ms: float,
+        total: int,
+    ) -> None:
+        """Tell the advisor what this answer says about setup time and frontends."""
+        assert self.autoscaling is not None
+        if waited_cold:
+            try:
+                wait_ms = float(response.headers[PLATFORM_WAIT_MS])
+            except (KeyError, ValueError):
+                wait_ms = round_trip_ms - self.model.estimate_ms(total)
+            self.autoscaling.cold_start(self.name, done, wait_ms / 1000.0)
+        raw = response.headers.get(FRONTENDS)
+        if raw is not None and raw.isdigit():
+            self.autoscaling.frontends(self.name, done, int(raw))
 
     def _answer(
         self,
@@ -323,6 +393,8 @@ class Dispatcher:
         cold = cold_hint or response.headers.get(COLD_START) == "1"
         if cold:
             self._m_cold.inc()
+        if self.autoscaling is not None:
+            self._report(response, done, cold_hint, round_trip_ms, total)
         self.model.observe(done, total, compute_ms, round_trip_ms, cold=cold)
         offset = 0
         for item in batch:

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 import httpx
 import numpy as np
 
-from adapter.config import Config, ExperimentConfig
+from adapter.config import ADVISOR_MODE, Config, ExperimentConfig
 from knative.local import LocalPlatform
 
 logger = logging.getLogger(__name__)
@@ -74,6 +74,8 @@ class ModeSummary:
     mean_batch: float
     cold_starts: int
     mean_ms: float = math.nan
+    #: requests that arrived while their function (any stage) had no ready replica
+    cold_hits: int = 0
     stages: dict[str, StageTime] = field(default_factory=dict)
 
 
@@ -153,6 +155,7 @@ def summarize(run: ModeRun, slo_ms: float) -> ModeSummary:
         sizes = [int(r["headers"].get("x-batch-size", 1)) for r in ok]
         mean_batch = sum(sizes) / len(sizes) if sizes else 0.0
     return ModeSummary(
+        cold_hits=sum(1 for r in records if r["headers"].get("x-arrived-cold") == "1"),
         mean_ms=round(float(latencies.mean()), 2) if latencies.size else math.nan,
         requests=len(records),
         errors=len(records) - len(ok),
@@ -220,6 +223,8 @@ def adapter_flags(mode: str) -> list[str]:
     slackwise preset."""
     if mode in ("slackwise", "mlproxy"):
         return ["--mode", mode]
+    if mode == ADVISOR_MODE:
+        return ["--mode", "slackwise", "--advisor"]
     return ["--mode", "slackwise", "--stage-policy", mode]
 
 
@@ -339,14 +344,14 @@ def print_table(result: ExperimentResult, out: TextIO) -> None:
         f"step {result.step_s:g} s, seed {result.seed})\n"
     )
     out.write(
-        f"{'mode':<10} {'requests':>8} {'errors':>6} {'viol%':>7} {'p50_ms':>8} {'p95_ms':>8} "
-        f"{'p99_ms':>8} {'replica_s':>9} {'batch':>6} {'cold':>5}\n"
+        f"{'mode':<17} {'requests':>8} {'errors':>6} {'viol%':>7} {'p50_ms':>8} {'p95_ms':>8} "
+        f"{'p99_ms':>8} {'replica_s':>9} {'batch':>6} {'cold':>5} {'cold_hits':>9}\n"
     )
     for mode, s in result.modes.items():
         out.write(
-            f"{mode:<10} {s.requests:>8} {s.errors:>6} {s.violation_pct:>7.2f} {s.p50_ms:>8.1f} "
+            f"{mode:<17} {s.requests:>8} {s.errors:>6} {s.violation_pct:>7.2f} {s.p50_ms:>8.1f} "
             f"{s.p95_ms:>8.1f} {s.p99_ms:>8.1f} {s.replica_seconds:>9.1f} {s.mean_batch:>6.2f} "
-            f"{s.cold_starts:>5}\n"
+            f"{s.cold_starts:>5} {s.cold_hits:>9}\n"
         )
     if result.stages:
         out.write("\nper stage, mean ms (queue + compute) and mean batch:\n")

@@ -1,4 +1,5 @@
-"""What the adapter needs from the platform: where a function is and how many replicas serve it.
+"""What the adapter needs from the platform: where a function is, how many replicas serve it,
+and (for the autoscaling advisor) a way to pin its minimum replicas.
 
 :class:`LocalView` reads an in-process :class:`knative.local.LocalPlatform` directly.
 :class:`RemoteView` polls a local platform's admin API (``GET /platform/functions``) in the
@@ -29,6 +30,15 @@ class PlatformView(Protocol):
         """Extra headers for calls to ``function`` (Knative through an ingress: ``Host``)."""
         ...
 
+    async def set_min_scale(self, function: str, replicas: int | None) -> None:
+        """Pin ``function``'s minimum replicas (None: back to its configured min-scale).
+        Raises :class:`PinUnsupported` where the platform cannot be told."""
+        ...
+
+
+class PinUnsupported(RuntimeError):
+    """The platform behind this view takes no minimum-replica pin."""
+
 
 class LocalView:
     def __init__(self, platform: LocalPlatform) -> None:
@@ -42,6 +52,9 @@ class LocalView:
 
     def request_headers(self, function: str) -> dict[str, str]:
         return {}
+
+    async def set_min_scale(self, function: str, replicas: int | None) -> None:
+        await self._platform.set_min_scale(function, replicas)
 
 
 class RemoteView:
@@ -89,6 +102,19 @@ class RemoteView:
     def request_headers(self, function: str) -> dict[str, str]:
         return {}
 
+    async def set_min_scale(self, function: str, replicas: int | None) -> None:
+        """``PUT /platform/functions/{function}/min-scale`` on the platform's admin API."""
+        response = await self._client.put(
+            f"{self._base}/platform/functions/{function}/min-scale",
+            json={"min_scale": replicas},
+            timeout=5.0,
+        )
+        if response.status_code != 200:
+            raise RuntimeError(
+                f"pinning {function} to {replicas}: the platform answered "
+                f"{response.status_code}: {response.text[:200]}"
+            )
+
 
 class StaticView:
     """Fixed endpoints, e.g. a KServe or TF Serving model already running, or a bare process.
@@ -108,3 +134,6 @@ class StaticView:
 
     def request_headers(self, function: str) -> dict[str, str]:
         return {}
+
+    async def set_min_scale(self, function: str, replicas: int | None) -> None:
+        raise PinUnsupported(f"{function} runs at a fixed endpoint: there is no scale to pin")

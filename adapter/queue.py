@@ -45,6 +45,8 @@ class Pending:
     app: str | None = None
     stage: int = 0
     final_deadline: float | None = None
+    #: its function had no ready replica when it arrived: it waits for a cold start
+    arrived_cold: bool = False
 
     @property
     def due(self) -> float:

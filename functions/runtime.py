@@ -8,7 +8,9 @@ Routes:
 
 Every predict response carries the headers the adapter reads (names in :data:`HEADERS`): the
 batch's compute time, whether this was the first request the process served (cold), the process
-start time (epoch seconds) and the model load time.
+start time (epoch seconds) and the model load time. A request that names its adapter
+(``x-frontend-id``) also gets ``x-frontends``: how many distinct adapters this process heard from
+within the window the request asks for (Swayam's gossip, :mod:`functions.gossip`).
 
 The model loads in a background thread after the server starts, so the readiness endpoint can
 say "loading" instead of refusing connections. Batches run one at a time on a single worker
@@ -32,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from functions.gossip import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS, FrontendTally, parse_window
 from functions.model import InvalidInput, Model
 
 logger = logging.getLogger(__name__)
@@ -44,7 +47,7 @@ MODEL_LOAD_MS = "x-model-load-ms"
 BATCH_SIZE = "x-batch-size"
 #: predict requests inside this process when this one arrived, itself included
 IN_FLIGHT = "x-in-flight"
-HEADERS = (COMPUTE_MS, COLD_START, PROCESS_START, MODEL_LOAD_MS, BATCH_SIZE, IN_FLIGHT)
+HEADERS = (COMPUTE_MS, COLD_START, PROCESS_START, MODEL_LOAD_MS, BATCH_SIZE, IN_FLIGHT, FRONTENDS)
 
 #: the largest request body accepted, in bytes
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -60,6 +63,7 @@ class _State:
     load_ms: float = 0.0
     served: int = 0
     in_flight: int = 0
+    frontends: FrontendTally = field(default_factory=FrontendTally)
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="predict")
     )
@@ -174,7 +178,7 @@ def create_app(model: Model, *, name: str | None = None) -> Starlette:
             )
         cold = state.served == 0
         state.served += 1
-        headers = {
+        headers: dict[str, str] = {
             COMPUTE_MS: f"{compute_ms:.3f}",
             COLD_START: "1" if cold else "0",
             PROCESS_START: f"{state.process_start:.6f}",
@@ -182,6 +186,12 @@ def create_app(model: Model, *, name: str | None = None) -> Starlette:
             BATCH_SIZE: str(len(instances)),
             IN_FLIGHT: str(in_flight),
         }
+        frontend = request.headers.get(FRONTEND_ID)
+        if frontend:
+            now = time.monotonic()
+            state.frontends.seen(frontend[:128], now)
+            window = parse_window(request.headers.get(FRONTEND_WINDOW_S))
+            headers[FRONTENDS] = str(state.frontends.count(now, window))
         return JSONResponse({"predictions": predictions}, headers=headers)
 
     @contextlib.asynccontextmanager

@@ -463,6 +463,10 @@ class KnativeView:
         """``Host`` for the ingress when calling by its address (Knative's documented way)."""
         return {"host": self.host_header(function)} if self._ingress is not None else {}
 
+    async def set_min_scale(self, function: str, replicas: int | None) -> None:
+        """Pin the function's minimum replicas through the Revision's min-scale (the hook)."""
+        await asyncio.to_thread(self._client.set_min_scale, function, replicas)
+
 
 def connect(
     namespace: str = "default",

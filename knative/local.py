@@ -16,7 +16,7 @@ import json
 import logging
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ from knative.replica import Replica, ReplicaStartError, ReplicaState
 logger = logging.getLogger(__name__)
 
 PLATFORM_WAIT_MS = "x-platform-wait-ms"
+#: "1" when the request arrived while its function had no ready replica: it hit a cold start
+ARRIVED_COLD = "x-arrived-cold"
 REPLICA = "x-replica"
 
 
@@ -264,14 +266,24 @@ class LocalPlatform:
 
     # -- the request path ------------------------------------------------------------------
 
-    async def forward(self, name: str, body: bytes, content_type: str) -> Forwarded:
-        """Send one predict request to a replica of ``name``, buffering while none is free."""
+    async def forward(
+        self,
+        name: str,
+        body: bytes,
+        content_type: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> Forwarded:
+        """Send one predict request to a replica of ``name``, buffering while none is free.
+
+        ``headers`` are passed on to the replica as they are (the gateway passes the frontend
+        gossip headers, :data:`functions.gossip.FRONTEND_ID` and its window)."""
         fn = self._functions.get(name)
         if fn is None:
             return _error(404, f"no function named {name!r}")
         if self._stopping:
             return _error(503, "the platform is shutting down")
         arrived = self.clock.now()
+        cold = fn.count(ReplicaState.READY) == 0
         fn.meter.arrive(arrived)
         fn.ledger.requests += 1
         try:
@@ -286,21 +298,29 @@ class LocalPlatform:
                 return _error(503, str(exc))
             waited_ms = (self.clock.now() - arrived) * 1000.0
             try:
-                return await self._send(fn, replica, body, content_type, waited_ms)
+                answer = await self._send(fn, replica, body, content_type, waited_ms, headers)
             finally:
                 fn.activator.release(replica)
+            answer.headers[ARRIVED_COLD] = "1" if cold else "0"
+            return answer
         finally:
             fn.meter.depart(self.clock.now())
 
     async def _send(
-        self, fn: _Function, replica: Replica, body: bytes, content_type: str, waited_ms: float
+        self,
+        fn: _Function,
+        replica: Replica,
+        body: bytes,
+        content_type: str,
+        waited_ms: float,
+        extra: Mapping[str, str] | None = None,
     ) -> Forwarded:
         url = f"{replica.url}/v1/models/{fn.config.name}:predict"
         try:
             response = await replica.open_client().post(
                 url,
                 content=body,
-                headers={"content-type": content_type},
+                headers={**(extra or {}), "content-type": content_type},
                 timeout=float(fn.config.timeout_s),
             )
         except httpx.TimeoutException:

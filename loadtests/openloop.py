@@ -32,6 +32,7 @@ HEADERS_OF_INTEREST: tuple[str, ...] = (
     "x-compute-ms",
     "x-batch-size",
     "x-platform-wait-ms",
+    "x-arrived-cold",
     "server-timing",
 )
 #: a request sent later than this after its scheduled time counts as late
