@@ -1,0 +1,251 @@
+"""The advisor at work (adapter.autoscaling): fed from the request path, pinning the platform.
+
+Time is injected: a manual clock drives the loop's :meth:`Autoscaling.tick` directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from adapter.autoscaling import Autoscaling
+from adapter.config import AdvisorSettings, Config, ConfigError, parse_config
+from adapter.latency import LatencyModel
+from adapter.platform_view import PinUnsupported
+from functions.gossip import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS, FrontendTally, parse_window
+from knative.cluster import MIN_SCALE, KnativeClient, KnativeView
+from knative.events import ReplicaCounts
+from knative.fake_api import FakeKubernetes
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+
+class RecordingView:
+    """A platform that remembers every pin and reports what its KPA wants."""
+
+    def __init__(self, kpa_wants: int = 0, *, unsupported: bool = False) -> None:
+        self.kpa_wants = kpa_wants
+        self.pins: list[tuple[str, int | None]] = []
+        self.unsupported = unsupported
+
+    def url(self, function: str) -> str:
+        return "http://upstream.test"
+
+    def replicas(self, function: str) -> ReplicaCounts:
+        return ReplicaCounts(0, 0, 0, self.kpa_wants, 0)
+
+    def request_headers(self, function: str) -> dict[str, str]:
+        return {}
+
+    async def set_min_scale(self, function: str, replicas: int | None) -> None:
+        if self.unsupported:
+            raise PinUnsupported("fixed endpoint")
+        self.pins.append((function, replicas))
+
+
+def config(**advisor: Any) -> Config:
+    return parse_config(
+        {
+            "functions": {
+                "embed": {
+                    "model": "embed", "slo_ms": 300, "max_batch": 8,
+                    "annotations": {"autoscaling.knative.dev/max-scale": "6"},
+                },
+            },
+            "adapter": {"advisor": {"enabled": True, **advisor}},
+        }
+    )  # fmt: skip
+
+
+def autoscaling(view: Any, clock: Clock, **advisor: Any) -> Autoscaling:
+    cfg = config(**advisor)
+    return Autoscaling(
+        settings=cfg.adapter.advisor,
+        functions=cfg.functions,
+        slos={"embed": 300.0},
+        models={"embed": LatencyModel.from_prior(20.0, 5.0)},  # 20 ms + 5 ms per item
+        limits={"embed": lambda: 8},
+        view=view,
+        clock=clock,
+    )
+
+
+def arrive(a: Autoscaling, clock: Clock, rate: float, seconds: int) -> None:
+    """``rate`` requests per second for ``seconds``, evenly spaced, ticking once a second."""
+    for _ in range(seconds):
+        for i in range(int(rate)):
+            a.arrived("embed", clock.t + i / rate, 1)
+        clock.t += 1.0
+        asyncio.run(a.tick())
+
+
+def test_a_rising_rate_is_pinned_ahead_and_the_pin_is_released_after_the_gap() -> None:
+    clock, view = Clock(), RecordingView()
+    a = autoscaling(view, clock, min_scale_in_gap_s=30, keep_alive=False, default_setup_s=5)
+    arrive(a, clock, 20, 20)
+    low = a.functions["embed"].pinned or 0
+    arrive(a, clock, 150, 20)  # a rise: the pin follows at once (scale-out is proactive)
+    high = a.functions["embed"].pinned or 0
+    assert high > low >= 1
+    assert a.functions["embed"].last is not None
+    assert a.functions["embed"].last.reason in ("scale-out", "steady")
+    pins_before_quiet = len(view.pins)
+    arrive(a, clock, 0, 10)  # silence shorter than the gap: the pin holds
+    assert a.functions["embed"].pinned == high
+    assert len(view.pins) == pins_before_quiet
+    arrive(a, clock, 0, 120)  # well past the gap: released step by step, back to the config
+    assert a.functions["embed"].pinned is None
+    assert view.pins[-1] == ("embed", None)
+    assert all(p is None or 1 <= p <= 6 for _, p in view.pins)  # within max-scale
+
+
+def test_the_pin_is_written_only_when_it_changes() -> None:
+    clock, view = Clock(), RecordingView()
+    a = autoscaling(view, clock, keep_alive=False)
+    arrive(a, clock, 30, 30)
+    values = [p for _, p in view.pins]
+    assert values and all(x != y for x, y in itertools.pairwise(values))
+
+
+def test_measured_cold_starts_and_gossip_reach_the_advisor() -> None:
+    clock, view = Clock(), RecordingView()
+    a = autoscaling(view, clock, default_setup_s=5)
+    assert a.window_s("embed") == pytest.approx(5.0)
+    for _ in range(5):
+        a.cold_start("embed", clock.t, 2.5)
+    assert a.window_s("embed") == pytest.approx(2.5)
+    a.frontends("embed", clock.t, 3)
+    arrive(a, clock, 10, 3)
+    last = a.functions["embed"].last
+    assert last is not None and last.frontends == 3
+    # the model sees the global rate: this adapter's share × n_F × U
+    assert last.model_rate == pytest.approx(last.current_rate * 3 * 2.0, rel=0.35)
+
+
+def test_a_platform_that_takes_no_pin_turns_the_advisor_off_quietly() -> None:
+    clock, view = Clock(), RecordingView(unsupported=True)
+    a = autoscaling(view, clock, keep_alive=False)
+    arrive(a, clock, 50, 3)
+    assert view.pins == [] and a.functions["embed"].pinned is None
+
+
+def test_stop_releases_every_pin() -> None:
+    clock, view = Clock(), RecordingView()
+    a = autoscaling(view, clock, keep_alive=False)
+    arrive(a, clock, 80, 5)
+    assert a.functions["embed"].pinned
+    asyncio.run(a.stop())
+    assert view.pins[-1] == ("embed", None)
+
+
+def test_advisor_settings_are_checked_with_the_key_named() -> None:
+    with pytest.raises(ConfigError, match=r"adapter\.advisor\.burst_u"):
+        config(burst_u=0.5)
+    with pytest.raises(ConfigError, match=r"adapter\.advisor\.enabled"):
+        config(enabled="yes")
+    with pytest.raises(ConfigError, match=r"adapter\.advisor\.surge"):
+        config(surge=2)
+    assert config().adapter.advisor == AdvisorSettings(enabled=True)
+
+
+# -- Knative actuation, against the in-memory API server ------------------------------------
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKubernetes]:
+    with FakeKubernetes() as server:
+        server.serving_version = "1.23.0"
+        yield server
+
+
+def test_on_knative_the_pin_lands_on_the_revision_min_scale(fake: FakeKubernetes) -> None:
+    ns = "ml"
+    service = {
+        "apiVersion": "serving.knative.dev/v1",
+        "kind": "Service",
+        "metadata": {"name": "embed"},
+        "spec": {
+            "template": {
+                "metadata": {"annotations": {MIN_SCALE: "0",
+                                             "autoscaling.knative.dev/max-scale": "6"}},
+                "spec": {"containerConcurrency": 1, "containers": [{"image": "r/embed:1"}]},
+            }
+        },
+    }  # fmt: skip
+    with fake.api_client() as api:
+        client = KnativeClient(api, ns)
+        client.apply(service)
+        view = KnativeView(client, ["embed"], poll_s=0.01)
+        clock = Clock()
+        a = autoscaling(view, clock, keep_alive=False)
+
+        async def run() -> None:
+            await view.start()
+            for _ in range(10):
+                for i in range(100):
+                    a.arrived("embed", clock.t + i / 100, 1)
+                clock.t += 1.0
+                await a.tick()
+            await view.stop()
+
+        asyncio.run(run())
+        pinned = a.functions["embed"].pinned
+        assert pinned is not None and pinned >= 1
+        revision = fake.get("revisions", ns, "embed-00001")
+        assert revision is not None
+        assert revision["metadata"]["annotations"][MIN_SCALE] == str(pinned)
+        assert fake.names("revisions", ns) == ["embed-00001"]  # no new revision
+        asyncio.run(a.stop())
+        revision = fake.get("revisions", ns, "embed-00001")
+        assert revision is not None and revision["metadata"]["annotations"][MIN_SCALE] == "0"
+
+
+# -- the functions' gossip ------------------------------------------------------------------
+
+
+def test_the_tally_counts_distinct_frontends_within_the_window() -> None:
+    tally = FrontendTally(max_ids=3)
+    tally.seen("a", 0.0)
+    tally.seen("b", 5.0)
+    tally.seen("a", 9.0)
+    assert tally.count(10.0, 2.0) == 1 and tally.count(10.0, 6.0) == 2
+    for name in ("c", "d", "e"):
+        tally.seen(name, 11.0)
+    assert tally.count(11.0, 100.0) == 3  # bounded: the least recently seen are forgotten
+    assert parse_window("2.5") == 2.5 and parse_window("nan") == 60.0
+    assert parse_window(None) == 60.0 and parse_window("-1") == 60.0 and parse_window("1e9") == 3600
+
+
+def test_a_function_reports_how_many_frontends_it_heard_from() -> None:
+    from functions.registry import create_model
+    from functions.runtime import create_app
+
+    model = create_model("digits")
+    body = {"instances": model.sample_instances(1)}
+    with TestClient(create_app(model, name="digits")) as c:
+        for _ in range(200):
+            if c.get("/v1/models/digits").status_code == 200:
+                break
+            asyncio.run(asyncio.sleep(0.05))
+        plain = c.post("/v1/models/digits:predict", json=body)
+        counts = [
+            c.post("/v1/models/digits:predict", json=body,
+                   headers={FRONTEND_ID: fe, FRONTEND_WINDOW_S: "30"}).headers[FRONTENDS]
+            for fe in ("adapter-a", "adapter-b", "adapter-a")
+        ]  # fmt: skip
+    assert FRONTENDS not in plain.headers
+    assert counts == ["1", "2", "2"]
