@@ -1,0 +1,95 @@
+"""Several adapters in front of one platform learn how many they are from the functions' gossip.
+
+Real processes: the local platform (in this process, with its gateway and a real digits replica)
+and two ``slackwise serve --advisor`` adapters, each its own process. Each sends its batches with
+its own frontend id; the function counts the distinct ids it heard from and says so on every
+answer, and each adapter's advisor then scales its local rate by that count (Swayam's n_F).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from adapter.config import load_config
+from knative.local import LocalPlatform
+
+pytestmark = pytest.mark.slow
+
+CONFIG = """
+platform:
+  autoscaler: {initial-scale: "1"}
+functions:
+  digits:
+    model: digits
+    slo_ms: 500
+    max_batch: 8
+    annotations: {autoscaling.knative.dev/max-scale: "3"}
+adapter:
+  advisor: {tick_s: 0.2, keep_alive: false}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def start_adapter(config: Path, platform_url: str) -> tuple[asyncio.subprocess.Process, str]:
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "adapter.cli", "serve", "-c", str(config), "--advisor",
+        "--port", str(port), "--platform-url", platform_url,
+        stdout=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    async with httpx.AsyncClient(trust_env=False) as client:
+        for _ in range(600):
+            with contextlib.suppress(httpx.TransportError):
+                if (await client.get(f"{url}/healthz", timeout=1.0)).status_code == 200:
+                    return proc, url
+            await asyncio.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("the adapter did not come up")
+
+
+def test_two_adapters_agree_on_how_many_frontends_there_are(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG)
+    config = load_config(path)
+    body = {"instances": [[0.0] * 64]}
+
+    async def run() -> list[dict[str, object]]:
+        async with LocalPlatform(config) as platform:
+            adapters = [await start_adapter(path, platform.url("digits")) for _ in range(2)]
+            try:
+                async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+                    for _ in range(30):  # about 3 s of traffic through both
+                        answers = await asyncio.gather(*(
+                            client.post(f"{url}/v1/models/digits:predict", json=body)
+                            for _, url in adapters for _ in range(3)
+                        ))  # fmt: skip
+                        assert all(a.status_code == 200 for a in answers)
+                        await asyncio.sleep(0.1)
+                    await asyncio.sleep(0.5)  # a few advisor ticks
+                    statuses = [
+                        (await client.get(f"{url}/v1/models/digits")).json()["advisor"]
+                        for _, url in adapters
+                    ]
+            finally:
+                for proc, _ in adapters:
+                    proc.terminate()
+                    await proc.wait()
+            return statuses
+
+    statuses = asyncio.run(run())
+    assert [s["frontends"] for s in statuses] == [2, 2]
+    rates = [float(s["model_rate"]) for s in statuses]  # type: ignore[arg-type]
+    assert min(rates) > 0 and max(rates) / min(rates) < 1.5  # same global estimate, near enough
