@@ -159,7 +159,8 @@ def decide(
     if deadline_aware and now > head.deadline - model.estimate_ms(head.size) / 1000.0:
         cap = limit if late_limit is None else max(limit, late_limit)
         take, total = 1, head.size
-        for item in queue[1:]:
+        for i in range(1, len(queue)):
+            item = queue[i]
             if total + item.size > cap:
                 break
             if now <= item.deadline - model.estimate_ms(item.size) / 1000.0:
@@ -169,7 +170,8 @@ def decide(
 
     take, total, earliest = 1, head.size, head.deadline
     closed: Reason | None = None
-    for item in queue[1:]:
+    for i in range(1, len(queue)):
+        item = queue[i]
         if item.size < 1:
             raise ValueError(f"request size must be >= 1, got {item.size!r}")
         grown = total + item.size
@@ -193,7 +195,7 @@ def decide(
     if latest <= now:
         return BatchDecision(take=take, instances=total, wake_at=None, reason="timeout")
     if max_wait_s is not None:
-        capped = min(p.arrival for p in queue[:take]) + max_wait_s
+        capped = min(queue[i].arrival for i in range(take)) + max_wait_s
         if capped <= now:
             return BatchDecision(take=take, instances=total, wake_at=None, reason="max_wait")
         if capped < latest:

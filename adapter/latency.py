@@ -31,13 +31,14 @@ Rules chosen where the papers leave room:
   pool holds ``min_samples``; before that, the prior's spread. The spread is at least 1.
 * **Bounded memory.** Windows are kept per exact batch size (batch sizes are bounded by the
   function's max batch), each a deque of at most ``max_samples_per_size`` samples younger than
-  ``window_s``. Percentiles are nearest-rank and cached until the window changes. The P95 is
+  ``window_s``, also kept sorted, so a nearest-rank percentile is a lookup. The P95 is
   not forced to grow with ``n``: an observed P95 at one size may sit below the fit's at a smaller
   size; :func:`adapter.batching.decide` checks each candidate size on its own.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -50,38 +51,40 @@ def _check_finite(name: str, value: float, *, minimum: float = 0.0) -> None:
         raise ValueError(f"{name} must be a finite number >= {minimum}, got {value!r}")
 
 
-def _nearest_rank(values: list[float], q: float) -> float:
-    """The nearest-rank ``q`` quantile (0 < q ≤ 1) of a non-empty list."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
 class _Window:
-    """Timestamped values younger than ``window_s``, at most ``maxlen``, with a cached P95."""
+    """Timestamped values younger than ``window_s``, at most ``maxlen``, kept sorted as well so
+    that the P95 is a lookup: every batch updates a window and the batching decision reads P95s
+    all the time (a sort per read was most of the simulator's run time)."""
 
-    __slots__ = ("_cached", "_items", "_window_s")
+    __slots__ = ("_items", "_maxlen", "_sorted", "_window_s")
 
     def __init__(self, window_s: float, maxlen: int) -> None:
         self._window_s = window_s
-        self._items: deque[tuple[float, float]] = deque(maxlen=maxlen)
-        self._cached: float | None = None
+        self._maxlen = maxlen
+        self._items: deque[tuple[float, float]] = deque()
+        self._sorted: list[float] = []
+
+    def _drop_oldest(self) -> None:
+        _, value = self._items.popleft()
+        del self._sorted[bisect.bisect_left(self._sorted, value)]
 
     def add(self, now: float, value: float) -> None:
+        if len(self._items) >= self._maxlen:
+            self._drop_oldest()
         self._items.append((now, value))
-        self._cached = None
+        bisect.insort(self._sorted, value)
 
     def prune(self, now: float) -> int:
         horizon = now - self._window_s
         items = self._items
         while items and items[0][0] < horizon:
-            items.popleft()
-            self._cached = None
+            self._drop_oldest()
         return len(items)
 
     def p95(self) -> float:
-        if self._cached is None:
-            self._cached = _nearest_rank([value for _, value in self._items], 0.95)
-        return self._cached
+        """The nearest-rank P95 (the window must not be empty)."""
+        ordered = self._sorted
+        return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
 
 
 class _RunningFit:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
@@ -91,6 +92,34 @@ def _key(p: Queued) -> tuple[float, int]:
     return (p.deadline, p.seq)
 
 
+class _Joined(Sequence[T]):
+    """Two lists read as one, without copying them."""
+
+    __slots__ = ("_first", "_second")
+
+    def __init__(self, first: list[T], second: list[T]) -> None:
+        self._first = first
+        self._second = second
+
+    def __len__(self) -> int:
+        return len(self._first) + len(self._second)
+
+    def __iter__(self) -> Iterator[T]:
+        return itertools.chain(self._first, self._second)
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return list(self)[index]
+        first = self._first
+        if index < 0:
+            index += len(self)
+        if 0 <= index < len(first):
+            return first[index]
+        if index < 0:
+            raise IndexError("queue index out of range")
+        return self._second[index - len(first)]
+
+
 class RequestQueue(Generic[T]):
     """Requests waiting for dispatch, in deadline order (ties by arrival) or FIFO.
 
@@ -111,9 +140,10 @@ class RequestQueue(Generic[T]):
         return len(self._items) + len(self._hopeless)
 
     @property
-    def items(self) -> list[T]:
-        """Head first: the savable requests, then the hopeless ones (read-only use)."""
-        return self._items + self._hopeless if self._hopeless else self._items
+    def items(self) -> Sequence[T]:
+        """Head first: the savable requests, then the hopeless ones (read-only use; a view, not
+        a copy, so a scheduling step that looks at the head costs nothing per queued request)."""
+        return _Joined(self._items, self._hopeless) if self._hopeless else self._items
 
     def push(self, item: T) -> None:
         if self.order == "deadline":
@@ -130,15 +160,22 @@ class RequestQueue(Generic[T]):
             self._items[:0] = sorted(items, key=lambda p: p.seq)
 
     def demote(self, hopeless: Callable[[T], bool]) -> int:
-        """Move the requests ``hopeless`` selects behind the rest (deadline order only)."""
-        if self.order != "deadline" or not self._items or not hopeless(self._items[0]):
+        """Move the run of requests at the head that ``hopeless`` selects behind the rest
+        (deadline order only). A hopeless request further back is moved once it reaches the
+        head; until then :func:`adapter.batching.decide` lets it ride along without holding a
+        batch back, so only the head run matters, and the step stays proportional to it."""
+        items = self._items
+        if self.order != "deadline" or not items or not hopeless(items[0]):
             return 0
-        moved = [p for p in self._items if hopeless(p)]
-        self._items = [p for p in self._items if not hopeless(p)]
+        count = 1
+        while count < len(items) and hopeless(items[count]):
+            count += 1
+        moved = items[:count]
+        del items[:count]
         for item in moved:
             item.hopeless = True
             bisect.insort(self._hopeless, item, key=_key)
-        return len(moved)
+        return count
 
     def pop(self, count: int) -> list[T]:
         taken = self._items[:count]

@@ -72,7 +72,8 @@ def next_batch(
     else:
         cap = 1 if batching == "none" else limit
         take, total = 1, items[0].size
-        for item in items[1:]:
+        for i in range(1, len(items)):
+            item = items[i]
             if total + item.size > cap:
                 break
             take, total = take + 1, total + item.size

@@ -51,3 +51,26 @@ def test_fifo_keeps_arrival_order_and_never_demotes() -> None:
         assert [p.seq for p in q.items] == [0, 2]
     finally:
         loop.close()
+
+
+def test_only_the_hopeless_run_at_the_head_moves_and_the_view_reads_like_a_list() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        q = RequestQueue("deadline")
+        for seq, deadline in enumerate([1.0, 2.0, 3.0, 4.0, 5.0]):
+            q.push(pending(loop, seq, deadline))
+        # 1 and 2 head the queue and are hopeless; 4 is "hopeless" too but behind a savable one
+        assert q.demote(lambda p: p.deadline in (1.0, 2.0, 4.0)) == 2
+        view = q.items
+        expected = [3.0, 4.0, 5.0, 1.0, 2.0]
+        assert len(view) == 5 and [p.deadline for p in view] == expected
+        assert [view[i].deadline for i in range(-5, 5)] == expected * 2
+        assert [p.deadline for p in view[1:4]] == expected[1:4]
+        try:
+            view[5]
+        except IndexError:
+            pass
+        else:
+            raise AssertionError("index 5 of a 5-long queue must raise IndexError")
+    finally:
+        loop.close()
