@@ -36,7 +36,7 @@ from adapter.percentile import ServiceModel
 from adapter.platform_view import PinUnsupported, PlatformView
 from knative.clock import Clock
 
-__all__ = ["Autoscaling", "FunctionAutoscaler"]
+__all__ = ["Autoscaling", "FunctionAutoscaler", "function_autoscaler"]
 
 logger = logging.getLogger("slackwise.advisor")
 
@@ -64,6 +64,28 @@ class FunctionAutoscaler:
             batch_limit=max(1, self.limit()),
             container_concurrency=self.container_concurrency,
         )
+
+    def arrived(self, now: float, instances: int) -> None:
+        """``instances`` arrived at ``now``: the rate history and, for the idle gap before
+        them, the keep-alive histogram (gaps under a second are the same burst)."""
+        self.advisor.record(now, instances)
+        if self.keep_alive is not None and self.last_arrival is not None:
+            gap = now - self.last_arrival
+            if gap >= 1.0:
+                self.keep_alive.observe_gap(gap)
+        self.last_arrival = now
+
+    def cold_start(self, now: float, seconds: float) -> None:
+        """A batch waited ``seconds`` for a replica to start: one sample of ``t_setup``."""
+        if seconds > 0:
+            self.advisor.observe_cold_start(now, seconds)
+
+    def decide(self, now: float, kpa_wants: int) -> int:
+        """One advisor decision at ``now`` and the pin it implies (see :meth:`pin_for`); the
+        simulator's advisor scaler calls exactly this, as :meth:`Autoscaling.tick` does."""
+        decision = self.advisor.decide(now, kpa_wants=kpa_wants, service=self.service(now))
+        self.last = decision
+        return self.pin_for(decision, now)
 
     def pin_for(self, decision: AdvisorDecision, now: float) -> int:
         """The floor to write: the advisor's, one warm replica across short idle gaps."""
@@ -93,6 +115,44 @@ class FunctionAutoscaler:
         return out
 
 
+def function_autoscaler(
+    name: str,
+    settings: AdvisorSettings,
+    *,
+    slo_ms: float,
+    percentile: float,
+    model: LatencyModel,
+    limit: Callable[[], int],
+    container_concurrency: int,
+    max_scale: int,
+    now: float,
+) -> FunctionAutoscaler:
+    """One function's advisor and keep-alive built from the adapter's advisor settings (shared
+    by :class:`Autoscaling` and the simulator's advisor scaler, so both run the same policy)."""
+    config = AdvisorConfig(
+        slo_ms=slo_ms,
+        percentile=percentile,
+        history_s=settings.history_s,
+        burst_u=settings.burst_u,
+        min_scale_in_gap_s=settings.min_scale_in_gap_s,
+        default_setup_s=settings.default_setup_s,
+        max_replicas=max_scale or 100,
+        floor_at_current=settings.floor_at_current,
+    )
+    service = ServiceModel.from_latency_model(
+        model, now, batch_limit=max(1, limit()), container_concurrency=container_concurrency
+    )
+    return FunctionAutoscaler(
+        name=name,
+        advisor=Advisor(config, service, start=now),
+        keep_alive=KeepAlive(KeepAliveConfig()) if settings.keep_alive else None,
+        model=model,
+        limit=limit,
+        container_concurrency=container_concurrency,
+        max_scale=max_scale,
+    )
+
+
 class Autoscaling:
     """The advisors of every function of one adapter, and the loop that applies them."""
 
@@ -114,49 +174,27 @@ class Autoscaling:
         self.functions: dict[str, FunctionAutoscaler] = {}
         now = clock.now()
         for name, fn in functions.items():
-            config = AdvisorConfig(
+            self.functions[name] = function_autoscaler(
+                name,
+                settings,
                 slo_ms=slos[name],
                 percentile=(percentiles or {}).get(name, 95.0),
-                history_s=settings.history_s,
-                burst_u=settings.burst_u,
-                min_scale_in_gap_s=settings.min_scale_in_gap_s,
-                default_setup_s=settings.default_setup_s,
-                max_replicas=fn.scaling.max_scale or 100,
-                floor_at_current=settings.floor_at_current,
-            )
-            service = ServiceModel.from_latency_model(
-                models[name],
-                now,
-                batch_limit=max(1, limits[name]()),
-                container_concurrency=fn.container_concurrency,
-            )
-            auto = FunctionAutoscaler(
-                name=name,
-                advisor=Advisor(config, service, start=now),
-                keep_alive=KeepAlive(KeepAliveConfig()) if settings.keep_alive else None,
                 model=models[name],
                 limit=limits[name],
                 container_concurrency=fn.container_concurrency,
                 max_scale=fn.scaling.max_scale,
+                now=now,
             )
-            self.functions[name] = auto
         self._task: asyncio.Task[None] | None = None
         self._unsupported = False
 
     # -- what the request path reports ---------------------------------------------------------
 
     def arrived(self, function: str, now: float, instances: int) -> None:
-        auto = self.functions[function]
-        auto.advisor.record(now, instances)
-        if auto.keep_alive is not None and auto.last_arrival is not None:
-            gap = now - auto.last_arrival
-            if gap >= 1.0:  # an idle gap: shorter ones are the same burst
-                auto.keep_alive.observe_gap(gap)
-        auto.last_arrival = now
+        self.functions[function].arrived(now, instances)
 
     def cold_start(self, function: str, now: float, seconds: float) -> None:
-        if seconds > 0:
-            self.functions[function].advisor.observe_cold_start(now, seconds)
+        self.functions[function].cold_start(now, seconds)
 
     def frontends(self, function: str, now: float, count: int) -> None:
         if count >= 1:
@@ -172,11 +210,9 @@ class Autoscaling:
         """One decision per function, and the pins that changed written to the platform."""
         now = self.clock.now()
         for name, auto in self.functions.items():
-            decision = auto.advisor.decide(
-                now, kpa_wants=self.view.replicas(name).desired, service=auto.service(now)
-            )
-            auto.last = decision
-            pin = auto.pin_for(decision, now)
+            pin = auto.decide(now, self.view.replicas(name).desired)
+            decision = auto.last
+            assert decision is not None
             if pin == (auto.pinned or 0):
                 continue
             target = pin if pin > 0 else None
