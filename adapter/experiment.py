@@ -268,6 +268,23 @@ async def _batch_stats(url: str, function: str) -> tuple[int, int]:
     )
 
 
+async def _initial_replicas_ready(
+    config: Config, platform: LocalPlatform, functions: list[str], timeout_s: float = 180.0
+) -> None:
+    """Wait until every function has its initial replicas ready, as a deployment has before
+    traffic is sent to it (an experiment that starts at zero, initial-scale 0, waits for
+    nothing). Cold starts are then the ones the trace causes, not the platform's own start."""
+    deadline = time.monotonic() + timeout_s
+    for fn in functions:
+        want = max(
+            config.functions[fn].scaling.initial_scale, config.functions[fn].scaling.min_scale
+        )
+        while platform.replicas(fn).ready < want:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{fn}: {want} initial replicas not ready after {timeout_s:g} s")
+            await asyncio.sleep(0.1)
+
+
 def _targets(config: Config, exp: ExperimentConfig) -> tuple[list[str], list[str]]:
     """The functions the experiment loads, and the replayer's body flags."""
     if exp.app is None:
@@ -294,6 +311,7 @@ async def run_mode(config: Config, exp: ExperimentConfig, mode: str, workdir: Pa
     timeline: list[dict[str, float]] = []
     started = time.monotonic()
     async with LocalPlatform(config) as platform:
+        await _initial_replicas_ready(config, platform, functions)
         adapter: asyncio.subprocess.Process | None = None
         adapter_url: str | None = None
         if mode == "direct":
