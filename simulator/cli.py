@@ -1,5 +1,8 @@
 """``slackwise simulate``: every stage policy on a simulated workload, a table and OUT.json.
 
+A config with an ``autoscaling`` section compares autoscalers instead (Swayam Fig. 9:
+:mod:`simulator.comparison`); ``--policies`` then runs the policy sweep as well.
+
 Errors in the config, the profile set, the trace or a flag print one line naming the file, key
 and value, and exit with status 2.
 """
@@ -47,8 +50,24 @@ def _apply(config: SimConfig, args: argparse.Namespace) -> SimConfig:
     if args.profile:
         changes["profile"] = args.profile
     if args.trace:
-        changes["trace"] = TraceConfig(name=args.trace)
+        # the config's window and downsampling stay; only the file changes
+        base = config.trace
+        changes["trace"] = replace(base, name=args.trace) if base else TraceConfig(name=args.trace)
     return replace(config, **changes) if changes else config
+
+
+def _header(config: SimConfig, rate: float | None, seed: int | None) -> dict[str, Any]:
+    """OUT.json's common fields when no policy sweep runs (an autoscaling comparison)."""
+    return {
+        "workload": config.workload,
+        "profile": config.profile,
+        "config": config.source,
+        "scaling": "compared",
+        "seed": config.seed if seed is None else seed,
+        "rate_rps": config.rate_rps if rate is None else rate,
+        "trace": None if config.trace is None else config.trace.name,
+        "policies": {},
+    }
 
 
 def format_table(doc: dict[str, Any]) -> str:
@@ -75,7 +94,8 @@ def format_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout  # read at call time: a captured stdout may have been swapped
     for flag in ("requests", "rate", "max_rps", "jobs"):
         value = getattr(args, flag, None)
         if value is not None and value <= 0:
@@ -91,19 +111,33 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             policies = parse_policies(args.policies, "--policies")
         rate = args.max_rps if args.max_rps is not None else args.rate
         started = time.perf_counter()
-        doc = sweep(
-            config,
-            policies=policies,
-            rate_rps=rate,
-            requests=args.requests,
-            seed=args.seed,
-            search=not args.no_search,
-            jobs=args.jobs,
+        autoscaling = config.autoscaling is not None
+        doc = (
+            sweep(
+                config,
+                policies=policies,
+                rate_rps=rate,
+                requests=args.requests,
+                seed=args.seed,
+                search=not args.no_search,
+                jobs=args.jobs,
+            )
+            if not autoscaling or policies
+            else _header(config, rate, args.seed)
         )
+        if autoscaling:
+            from simulator.comparison import compare
+
+            doc.update(compare(config, rate_rps=rate, seed=args.seed, jobs=args.jobs))
     except (ConfigError, ProfileSetError, ProfileFormatError, ValueError) as exc:
         return _fail(str(exc))
     doc["wall_s"] = round(time.perf_counter() - started, 3)
-    print(format_table(doc), file=out)
+    if doc["policies"]:
+        print(format_table(doc), file=out)
+    if "autoscalers" in doc:
+        from simulator.comparison import format_fig9
+
+        print(format_fig9(doc), file=out)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")

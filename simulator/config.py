@@ -12,8 +12,22 @@ Schema (every key optional unless marked)::
     policies: [FIFO-NB, ..., GS]      # default: every policy of adapter.slack.POLICIES
     sla: {max_violation_pct: 1.0}     # the SLA holds when at most this share misses the SLO
     search: {requests: 20000, tolerance: 0.02, low_rps: 1, high_rps: 100000}
-    trace: {name: nasa, start_s: 0, duration_s: 600, step_s: 1}   # per-second rates, scaled
-                                      # so that their peak is rate_rps (replaces plain Poisson)
+    trace: {name: nasa, start_s: 0, duration_s: 600, downsample: 1, step_s: null}
+                                      # per-second rates (mean of ``downsample`` source seconds
+                                      # per step, each step held ``step_s``: null keeps the
+                                      # trace's), scaled so that their peak is rate_rps
+                                      # (replaces plain Poisson)
+    autoscaling:                      # compare autoscalers on one single-stage app (see
+      compare: [clair_a1, clair_a2, kpa, advisor]   # simulator.comparison)
+      policy: GS                      # the stage policy every run uses
+      tick_s: 1.0                     # the clairvoyant scalers' window and decision period
+      collect_s: 300                  # ClairA2's lazy collection (Swayam Fig. 9: five minutes)
+      bootstrap: clair                # ready replicas at t=0 for kpa/advisor: clair (ClairA2's
+                                      # initial count, Swayam's pre-provisioning) or an integer
+      window: 1000                    # SLA compliance: windows of this many requests ...
+      step: 10                        # ... sliding by this many
+      advisor: {burst_u: 2.0, history_s: 500, min_scale_in_gap_s: 60, default_setup_s: 5,
+                keep_alive: true, floor_at_current: true}   # adapter.config.AdvisorSettings
     platform:
       scaling: fixed                  # fixed (nodes per function, warm) | kpa (Knative's KPA)
       autoscaler: {stable-window: 60s, ...}   # config-autoscaler keys, strings (kpa only)
@@ -41,11 +55,13 @@ from typing import Any, Literal
 
 import yaml
 
-from adapter.config import ConfigError, _Reader
+from adapter.config import AdvisorSettings, ConfigError, _Reader
 from adapter.slack import POLICIES, stage_policy
 from knative.scaling import AutoscalerConfig, ScalingConfigError, ScalingSpec, resolve_spec
 
 __all__ = [
+    "SCALERS",
+    "AutoscalingConfig",
     "ConfigError",
     "SearchConfig",
     "SimApp",
@@ -58,6 +74,8 @@ __all__ = [
 ]
 
 Scaling = Literal["fixed", "kpa"]
+#: the autoscalers a comparison can run (simulator.autoscalers)
+SCALERS = ("clair_a1", "clair_a2", "kpa", "advisor")
 Service = Literal["lognormal", "deterministic"]
 
 
@@ -94,7 +112,23 @@ class TraceConfig:
     name: str
     start_s: float = 0.0
     duration_s: float | None = None
-    step_s: float = 1.0
+    downsample: int = 1
+    step_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AutoscalingConfig:
+    """An autoscaler comparison (Swayam Fig. 9): which scalers, and their settings."""
+
+    compare: tuple[str, ...] = SCALERS
+    policy: str = "GS"
+    tick_s: float = 1.0
+    collect_s: float = 300.0
+    #: ready replicas at time 0 for kpa and advisor; None: ClairA2's initial count
+    bootstrap: int | None = None
+    window: int = 1000
+    step: int = 10
+    advisor: AdvisorSettings = field(default_factory=lambda: AdvisorSettings(enabled=True))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,6 +152,7 @@ class SimConfig:
     functions: Mapping[str, SimFunction]
     apps: Mapping[str, SimApp]
     trace: TraceConfig | None = None
+    autoscaling: AutoscalingConfig | None = None
     base_dir: Path = field(default_factory=Path.cwd)
 
 
@@ -131,7 +166,16 @@ class _SimReader(_Reader):
 _TOP = {
     "workload", "profile", "seed", "requests", "rate_rps", "warmup_fraction", "service",
     "policies", "sla", "search", "trace", "platform", "adapter", "functions", "apps",
+    "autoscaling",
 }  # fmt: skip
+_ADVISOR_NUMBERS = {
+    "burst_u": 1.0,
+    "history_s": 2.0,
+    "min_scale_in_gap_s": 0.0,
+    "default_setup_s": 0.0,
+    "tick_s": 1e-3,
+}  # key: lowest value
+_ADVISOR_FLAGS = ("keep_alive", "floor_at_current")
 
 
 def _choice(r: _Reader, data: Mapping[str, Any], key: str, path: str, default: str,
@@ -219,6 +263,56 @@ def _app(r: _Reader, name: str, raw: Any, functions: Mapping[str, SimFunction]) 
     return SimApp(name=name, stages=tuple(stages), weight=weight, slo_ms=slo_ms, slo_factor=factor)
 
 
+def _autoscaling(r: _Reader, raw: Any, apps: Mapping[str, SimApp]) -> AutoscalingConfig:
+    path = "autoscaling"
+    data = r.mapping(raw, path)
+    r.only(data, path, {"compare", "policy", "tick_s", "collect_s", "bootstrap", "window",
+                        "step", "advisor"})  # fmt: skip
+    if len(apps) != 1 or len(next(iter(apps.values())).stages) != 1:
+        raise r.fail(
+            "apps",
+            "an autoscaling comparison needs exactly one app with one stage "
+            f"(the clairvoyant scalers read its arrivals), got {len(apps)} app(s)",
+        )
+    compare = data.get("compare", list(SCALERS))
+    if not isinstance(compare, list) or not compare:
+        raise r.fail(f"{path}.compare", f"must be a non-empty list of scalers, got {compare!r}")
+    for i, name in enumerate(compare):
+        if name not in SCALERS:
+            raise r.fail(f"{path}.compare[{i}]",
+                         f"must be one of {', '.join(SCALERS)}, got {name!r}")  # fmt: skip
+    policy = r.string(data, "policy", path, "GS")
+    try:
+        policy = stage_policy(policy).name
+    except ValueError as exc:
+        raise r.fail(f"{path}.policy", str(exc)) from None
+    bootstrap_raw = data.get("bootstrap", "clair")
+    bootstrap = None
+    if bootstrap_raw != "clair":
+        bootstrap = r.integer(data, "bootstrap", path, 0, low=0)
+    adv = r.mapping(data.get("advisor"), f"{path}.advisor")
+    r.only(adv, f"{path}.advisor", set(_ADVISOR_NUMBERS) | set(_ADVISOR_FLAGS))
+    values: dict[str, Any] = {}
+    for key, low in _ADVISOR_NUMBERS.items():
+        if key in adv:
+            values[key] = r.number(adv, key, f"{path}.advisor", 0.0, low=low)
+    for key in _ADVISOR_FLAGS:
+        if key in adv:
+            if not isinstance(adv[key], bool):
+                raise r.fail(f"{path}.advisor.{key}", f"must be true or false, got {adv[key]!r}")
+            values[key] = adv[key]
+    return AutoscalingConfig(
+        compare=tuple(dict.fromkeys(compare)),
+        policy=policy,
+        tick_s=r.number(data, "tick_s", path, 1.0, low=1e-3),
+        collect_s=r.number(data, "collect_s", path, 300.0),
+        bootstrap=bootstrap,
+        window=r.integer(data, "window", path, 1000, low=1),
+        step=r.integer(data, "step", path, 10, low=1),
+        advisor=AdvisorSettings(enabled=True, **values),
+    )
+
+
 def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None = None) -> (
     SimConfig
 ):  # fmt: skip
@@ -273,15 +367,19 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
     trace = None
     if data.get("trace") is not None:
         t = r.mapping(data.get("trace"), "trace")
-        r.only(t, "trace", {"name", "start_s", "duration_s", "step_s"})
+        r.only(t, "trace", {"name", "start_s", "duration_s", "downsample", "step_s"})
         duration = None
         if t.get("duration_s") is not None:
             duration = r.number(t, "duration_s", "trace", 0.0, low=1e-3)
+        step = None
+        if t.get("step_s") is not None:
+            step = r.number(t, "step_s", "trace", 1.0, low=1e-3)
         trace = TraceConfig(
             name=r.string(t, "name", "trace", None),
             start_s=r.number(t, "start_s", "trace", 0.0),
             duration_s=duration,
-            step_s=r.number(t, "step_s", "trace", 1.0, low=1e-3),
+            downsample=r.integer(t, "downsample", "trace", 1, low=1),
+            step_s=step,
         )
     warmup = r.number(data, "warmup_fraction", "", 0.0)
     if warmup >= 1:
@@ -289,6 +387,9 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
     seed = data.get("seed", 1)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise r.fail("seed", f"must be an integer, got {seed!r}")
+    autoscaling = None
+    if data.get("autoscaling") is not None:
+        autoscaling = _autoscaling(r, data.get("autoscaling"), apps)
     rate = r.number(data, "rate_rps", "", 100.0)
     if rate <= 0:
         raise r.fail("rate_rps", f"must be positive, got {rate:g}")
@@ -314,6 +415,7 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
         functions=functions,
         apps=apps,
         trace=trace,
+        autoscaling=autoscaling,
         base_dir=base_dir or Path.cwd(),
     )  # fmt: skip
 

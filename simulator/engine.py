@@ -32,7 +32,7 @@ import itertools
 import math
 import random
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +48,7 @@ from adapter.scheduling import next_batch
 from adapter.slack import StagePolicy
 from knative.meter import ConcurrencyMeter
 from simulator.config import SimConfig, SimFunction
-from simulator.scaling import FixedScaler, FunctionState, KpaScaler, Scaler
+from simulator.scaling import FixedScaler, FunctionState, KpaScaler, Scaler, ScalerHooks
 from simulator.service import ServiceCurve
 
 __all__ = [
@@ -126,6 +126,8 @@ class FunctionResult:
     cold_batches: int
     replica_seconds: float
     peak_replicas: int
+    #: measured requests that reached the function while it had no ready replica
+    cold_start_hits: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +175,7 @@ class SimResult:
             },
             "functions": {
                 f.name: {"batches": f.batches, "mean_batch": round(f.mean_batch, 3),
-                         "cold_batches": f.cold_batches,
+                         "cold_batches": f.cold_batches, "cold_start_hits": f.cold_start_hits,
                          "replica_seconds": round(f.replica_seconds, 3),
                          "peak_replicas": f.peak_replicas}
                 for f in self.functions
@@ -247,6 +249,7 @@ class _Station:
         "batches",
         "closed_s",
         "cold_batches",
+        "cold_hits",
         "cold_s",
         "concurrency",
         "desired",
@@ -295,6 +298,7 @@ class _Station:
         self.batches = 0
         self.instances = 0
         self.cold_batches = 0
+        self.cold_hits = 0
         self.inflight = 0
         self.ready = 0
         self.ready_created: list[float] = []
@@ -375,11 +379,13 @@ class Simulation:
         self._warmup = int(self.requests * config.warmup_fraction)
         self._latencies = array("d")
         self._app_of = array("B")
+        self._index_of = array("q")
         self._violations = 0
         count = len(self.apps)
         self._queue_s = [[0.0] * len(a.stations) for a in self.apps]
         self._compute_s = [[0.0] * len(a.stations) for a in self.apps]
         self._measured = [0] * count
+        self._hooks = self.scaler if isinstance(self.scaler, ScalerHooks) else None
 
     # -- events ------------------------------------------------------------------------------
 
@@ -395,7 +401,10 @@ class Simulation:
             times = iter(self._arrivals[: self.requests])
         else:
             times = _poisson_arrivals(self._arrival_rng, self.rate_rps, self.requests)
+        hooks = self._hooks
         for st in self.stations.values():
+            if hooks is not None:
+                hooks.bind(st.name, st.model, self._limit_reader(st))
             n = self.scaler.initial(st.name)
             st.ready = st.desired = st.peak = n
             st.ready_created = [0.0] * n
@@ -435,6 +444,25 @@ class Simulation:
                 self._tick_all(t)
         return self._result()
 
+    def _limit_reader(self, st: _Station) -> Callable[[], int]:
+        """The batch limit in use at ``st`` (AIMD's, within the max batch), read when asked."""
+        policy = self.policy
+
+        def limit() -> int:
+            if st.aimd is not None:
+                return policy.batch_limit(max(1, min(st.aimd.limit, st.max_batch)))
+            return st.limit
+
+        return limit
+
+    def latencies_by_arrival(self) -> tuple[np.ndarray, np.ndarray]:
+        """After :meth:`run`: the measured requests' end-to-end latencies (ms) and app indices,
+        in arrival order (what a sliding-window SLA metric reads)."""
+        order = np.argsort(np.frombuffer(self._index_of, dtype=np.int64), kind="stable")
+        lat = np.frombuffer(self._latencies, dtype=np.float64)[order] * 1000.0
+        apps = np.frombuffer(self._app_of, dtype=np.uint8)[order]
+        return lat, apps
+
     def _live(self) -> bool:
         return self._outstanding > 0 or self._issued < self.requests
 
@@ -463,6 +491,10 @@ class Simulation:
                 app.estimates = stage_estimates(
                     [s.model for s in stations], [s.tracker.mean for s in stations]
                 )
+        if st.ready == 0 and req.index >= self._warmup:
+            st.cold_hits += 1
+        if self._hooks is not None:
+            self._hooks.arrived(now, st.name, 1)
         req.deadline = self.policy.stage_deadline(
             stage=k, now=now, arrival=req.arrival, deadline=req.due, estimates_ms=app.estimates
         )
@@ -581,6 +613,7 @@ class Simulation:
                 if req.index >= warmup:
                     self._latencies.append(now - req.arrival)
                     self._app_of.append(app_index)
+                    self._index_of.append(req.index)
                     if now > req.due:
                         self._violations += 1
         for s in touched:
@@ -632,7 +665,10 @@ class Simulation:
         st.ready_created.append(created)
         st.ready += 1
         parked, st.parked = st.parked, []
+        hooks = self._hooks
         for batch, sent, timeout in parked:
+            if hooks is not None:  # the platform held this batch for the cold start
+                hooks.cold_start(now, st.name, now - sent)
             self._start(st, batch, sent, now, timeout, True)
         self._schedule(st, now)
 
@@ -685,6 +721,7 @@ class Simulation:
                 name=st.name, batches=st.batches,
                 mean_batch=st.instances / st.batches if st.batches else 0.0,
                 cold_batches=st.cold_batches, replica_seconds=fn_s, peak_replicas=st.peak,
+                cold_start_hits=st.cold_hits,
             ))  # fmt: skip
         p50, p99, mean = stats(lat)
         return SimResult(

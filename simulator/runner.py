@@ -18,6 +18,7 @@ import multiprocessing
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from adapter.slack import stage_policy
@@ -39,12 +40,25 @@ def arrivals_for(config: SimConfig, rate_rps: float, seed: int) -> list[float] |
     """Trace-driven arrival times (the trace's peak scaled to ``rate_rps``), or None: Poisson."""
     if config.trace is None:
         return None
-    from traces import hold, load_trace, poisson_schedule, resolve_trace, scale_to_peak, window
+    from traces import (
+        downsample,
+        hold,
+        load_trace,
+        poisson_schedule,
+        resolve_trace,
+        scale_to_peak,
+        window,
+    )
 
     t = config.trace
-    trace = load_trace(resolve_trace(t.name))
+    name = t.name
+    beside = config.base_dir / name
+    if not Path(name).is_absolute() and not Path(name).exists() and beside.is_file():
+        name = str(beside)  # a file named relative to the config
+    trace = load_trace(resolve_trace(name))
     trace = window(trace, t.start_s, t.duration_s)
-    if t.step_s != trace.step_s:
+    trace = downsample(trace, t.downsample)
+    if t.step_s is not None and t.step_s != trace.step_s:
         trace = hold(trace, t.step_s)
     return poisson_schedule(scale_to_peak(trace, rate_rps), seed=seed)
 

@@ -14,14 +14,15 @@ local platform). Others (per-function advisors, pinned minimums) implement the s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
+from adapter.latency import LatencyModel
 from knative.kpa import KPA
 from knative.scaling import ScalingSpec
 
-__all__ = ["FixedScaler", "FunctionState", "KpaScaler", "Scaler"]
+__all__ = ["FixedScaler", "FunctionState", "KpaScaler", "Scaler", "ScalerHooks"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,23 @@ class Scaler(Protocol):
         ...
 
 
+@runtime_checkable
+class ScalerHooks(Protocol):
+    """What a scaler that learns from the request path (as the live advisor does) also gets.
+
+    The engine calls these only on scalers that have all three: :meth:`bind` once per function
+    before the run (the function's latency model, which learns from every finished batch, and
+    the batch limit in use), :meth:`arrived` for every request entering the function, and
+    :meth:`cold_start` with how long each batch that met no ready replica waited for one.
+    """
+
+    def bind(self, function: str, model: LatencyModel, limit: Callable[[], int]) -> None: ...
+
+    def arrived(self, now: float, function: str, count: int) -> None: ...
+
+    def cold_start(self, now: float, function: str, seconds: float) -> None: ...
+
+
 class FixedScaler:
     """``nodes[function]`` warm replicas for the whole run; never ticks."""
 
@@ -87,10 +105,17 @@ class KpaScaler:
     rate (rps), by each function's ``metric``. ``pinned`` holds min-scale overrides.
     """
 
-    def __init__(self, specs: Mapping[str, ScalingSpec], *, tick_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        specs: Mapping[str, ScalingSpec],
+        *,
+        tick_s: float = 2.0,
+        initial: Mapping[str, int] | None = None,
+    ) -> None:
         self._specs = dict(specs)
         self._kpas = {name: KPA(spec) for name, spec in specs.items()}
         self._tick_s = tick_s
+        self._initial = dict(initial or {})
         self.pinned: dict[str, int | None] = {name: None for name in specs}
 
     @property
@@ -98,7 +123,8 @@ class KpaScaler:
         return self._tick_s
 
     def initial(self, function: str) -> int:
-        return 0
+        """0 (Knative starts a revision cold), or the replicas pre-provisioned in ``initial``."""
+        return self._initial.get(function, 0)
 
     def observe(self, now: float, function: str, concurrency: float, rps: float) -> None:
         metric = self._specs[function].metric

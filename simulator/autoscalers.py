@@ -1,0 +1,182 @@
+"""The autoscalers of Swayam's resource comparison (Fig. 9), as simulator scalers.
+
+* :class:`Clairvoyant` — Swayam's ClairA, which knows the future and "provisions in the past".
+  Here the need of each ``tick_s`` window is the percentile model's fewest replicas
+  (:func:`adapter.percentile.min_replicas`) for the *realised* arrival count of that window
+  (:func:`window_needs`), with the true service curve and the SLA's service level and SLO:
+
+  - **ClairA1** (``lookahead_s = 0, collect_s = 0``, run with zero cold start): at every window
+    exactly its need, started instantly and released at the window's end: the size of the
+    workload.
+  - **ClairA2** (``lookahead_s = t_setup``, ``collect_s`` lazy collection, real cold start): a
+    replica is started ``t_setup`` before the first window that needs it, so it is warm in time
+    (its setup is paid for), and kept until no window in the last ``collect_s`` needed it, which
+    is Swayam's idle backends collecting themselves after a garbage-collection period (five
+    minutes in Fig. 9). At time 0 the first ``t_setup`` of need is ready ("in the past").
+
+  Swayam's ClairA also schedules each request deadline-first knowing its computation time; here
+  every scaler runs the same stage policy (the config's, GS by default: deadline-ordered), so the
+  comparison isolates the replica counts. Both keep one replica while the function has work (a
+  request always finds a server eventually).
+* :class:`AdvisorScaler` — Knative's KPA with the live adapter's advisor pinning its floor, driven
+  exactly as ``adapter.autoscaling`` drives it: the same :class:`adapter.autoscaling.
+  FunctionAutoscaler` (advisor + hybrid keep-alive) is fed every arrival, every measured cold
+  start (how long a batch waited for a replica) and the function's own learning latency model;
+  each tick it decides with the platform's last desired count as ``kpa_wants`` and the pin is
+  the KPA's ``min_scale``: replicas = max(pin, KPA).
+* ``kpa`` is :class:`simulator.scaling.KpaScaler` as it is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+from adapter.autoscaling import FunctionAutoscaler, function_autoscaler
+from adapter.config import AdvisorSettings
+from adapter.latency import LatencyModel
+from simulator.scaling import FunctionState, KpaScaler
+
+__all__ = ["AdvisorScaler", "Clairvoyant", "window_needs"]
+
+_EPS = 1e-9
+
+
+def window_needs(
+    arrivals: Sequence[float], *, tick_s: float, need: Callable[[float], int]
+) -> list[int]:
+    """Replicas needed in each ``[k·tick_s, (k+1)·tick_s)`` window: ``need(rate)`` for the rate
+    the window's realised arrival count gives (cached per count: counts repeat)."""
+    if not (math.isfinite(tick_s) and tick_s > 0):
+        raise ValueError(f"tick_s must be > 0, got {tick_s!r}")
+    if not arrivals:
+        return []
+    windows = math.floor(arrivals[-1] / tick_s) + 1
+    counts = [0] * windows
+    for t in arrivals:
+        counts[min(windows - 1, max(0, math.floor(t / tick_s)))] += 1
+    cache: dict[int, int] = {}
+    out = []
+    for c in counts:
+        n = cache.get(c)
+        if n is None:
+            n = cache[c] = need(c / tick_s) if c else 0
+        out.append(n)
+    return out
+
+
+class Clairvoyant:
+    """ClairA1 or ClairA2 over precomputed window needs (see the module docstring)."""
+
+    def __init__(
+        self,
+        needs: Mapping[str, Sequence[int]],
+        *,
+        tick_s: float,
+        lookahead_s: Mapping[str, float] | None = None,
+        collect_s: float = 0.0,
+    ) -> None:
+        if not (math.isfinite(tick_s) and tick_s > 0):
+            raise ValueError(f"tick_s must be > 0, got {tick_s!r}")
+        if not (math.isfinite(collect_s) and collect_s >= 0):
+            raise ValueError(f"collect_s must be >= 0, got {collect_s!r}")
+        self._needs = {name: list(values) for name, values in needs.items()}
+        self._tick_s = tick_s
+        self._lookahead = dict(lookahead_s or {})
+        self.collect_s = collect_s
+
+    @property
+    def tick_s(self) -> float | None:
+        return self._tick_s
+
+    def wanted(self, now: float, function: str) -> int:
+        """The most any window needs from ``collect_s`` ago to the last one a replica started
+        now could be the first to serve (``lookahead_s`` + one tick ahead)."""
+        needs = self._needs[function]
+        lo = max(0, math.floor((now - self.collect_s) / self._tick_s + _EPS))
+        ahead = self._lookahead.get(function, 0.0)
+        hi = min(len(needs), math.ceil((now + ahead) / self._tick_s + 1.0 - _EPS))
+        return max(needs[lo:hi], default=0)
+
+    def initial(self, function: str) -> int:
+        return self.wanted(0.0, function)
+
+    def observe(self, now: float, function: str, concurrency: float, rps: float) -> None:
+        return None
+
+    def wake(self, now: float, function: str, inflight: int) -> None:
+        return None
+
+    def decide(self, now: float, function: str, state: FunctionState) -> int:
+        busy = 1 if state.inflight or state.queued else 0
+        return max(self.wanted(now, function), busy)
+
+
+class AdvisorScaler:
+    """Knative's KPA under the advisor's min-scale pin, as the live adapter runs it."""
+
+    def __init__(
+        self,
+        kpa: KpaScaler,
+        settings: AdvisorSettings,
+        *,
+        slos_ms: Mapping[str, float],
+        percentiles: Mapping[str, float],
+        container_concurrency: Mapping[str, int],
+        max_scale: Mapping[str, int],
+    ) -> None:
+        self.kpa = kpa
+        self.settings = settings
+        self._slos = dict(slos_ms)
+        self._percentiles = dict(percentiles)
+        self._concurrency = dict(container_concurrency)
+        self._max_scale = dict(max_scale)
+        self.functions: dict[str, FunctionAutoscaler] = {}
+        self._desired: dict[str, int] = {}
+        #: (time, function, pin) whenever a pin changed, for plots and tests
+        self.pins: list[tuple[float, str, int]] = []
+
+    @property
+    def tick_s(self) -> float | None:
+        return self.kpa.tick_s
+
+    def bind(self, function: str, model: LatencyModel, limit: Callable[[], int]) -> None:
+        self.functions[function] = function_autoscaler(
+            function,
+            self.settings,
+            slo_ms=self._slos[function],
+            percentile=self._percentiles[function],
+            model=model,
+            limit=limit,
+            container_concurrency=self._concurrency[function],
+            max_scale=self._max_scale[function],
+            now=0.0,
+        )
+
+    def arrived(self, now: float, function: str, count: int) -> None:
+        self.functions[function].arrived(now, count)
+
+    def cold_start(self, now: float, function: str, seconds: float) -> None:
+        self.functions[function].cold_start(now, seconds)
+
+    def initial(self, function: str) -> int:
+        n = self.kpa.initial(function)
+        self._desired[function] = n
+        return n
+
+    def observe(self, now: float, function: str, concurrency: float, rps: float) -> None:
+        self.kpa.observe(now, function, concurrency, rps)
+
+    def wake(self, now: float, function: str, inflight: int) -> None:
+        self.kpa.wake(now, function, inflight)
+
+    def decide(self, now: float, function: str, state: FunctionState) -> int:
+        auto = self.functions[function]
+        pin = auto.decide(now, self._desired.get(function, 0))
+        if pin != (auto.pinned or 0):
+            self.pins.append((now, function, pin))
+            auto.pinned = pin if pin > 0 else None
+        self.kpa.pinned[function] = auto.pinned
+        desired = self.kpa.decide(now, function, state)
+        self._desired[function] = desired
+        return desired

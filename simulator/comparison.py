@@ -1,0 +1,232 @@
+"""Swayam's resource comparison (Fig. 9) in the simulator: ClairA1, ClairA2, KPA and the advisor.
+
+Every scaler runs the same arrivals (the config's trace scaled to its peak, or Poisson), the same
+stage policy and the same service curve, one run each (in ``jobs`` processes). Reported per
+scaler (:func:`compare`):
+
+* ``replica_seconds``: warm-replica-seconds, each replica from its creation (its setup included)
+  to its removal or the end of the run (the last completion), as ``knative.local`` counts them;
+* ``compliance_pct``: Swayam's SLA compliance frequency (:mod:`simulator.compliance`): windows of
+  ``window`` consecutive requests sliding by ``step``, the share in which at least ``SL`` % met
+  ``RT_max``; ``SL`` is ``100 − sla.max_violation_pct`` (the SLA: at most 1 % late → 99 %) and
+  ``RT_max`` the app's SLO;
+* ``violation_pct``: requests over the SLO; ``cold_start_hits``: requests that arrived while the
+  function had no ready replica (the live experiment's definition);
+* ``vs_clair_a1``, ``vs_clair_a2``: replica-seconds over ClairA1's and ClairA2's, and
+  ``normalised``: over the largest of the run (Fig. 9 normalises to the maximum).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, replace
+from typing import Any
+
+from adapter.percentile import ServiceModel, min_replicas
+from adapter.slack import stage_policy
+from simulator.autoscalers import AdvisorScaler, Clairvoyant, window_needs
+from simulator.compliance import compliance_pct
+from simulator.config import AutoscalingConfig, SimConfig
+from simulator.engine import Simulation, app_slos_ms
+from simulator.runner import arrivals_for, curves_for
+from simulator.scaling import KpaScaler, Scaler
+from simulator.service import ServiceCurve
+
+__all__ = ["clairvoyant_service", "compare", "format_fig9", "scaler_run"]
+
+
+def clairvoyant_service(curve: ServiceCurve, *, batch_limit: int, slots: int) -> ServiceModel:
+    """The service the clairvoyant scalers know: the profile's linear fit as the mean, with the
+    spread the largest measured P95 over that mean at any batch size up to ``batch_limit``."""
+    a = max(curve.prior_a_ms, 0.1)
+    b = max(curve.prior_b_ms, 0.0)
+    spread = max([1.0] + [curve.p95_ms(n) / max(0.1, a + b * n) for n in range(1, batch_limit + 1)])
+    return ServiceModel(
+        a_ms=a, b_ms_per_item=b, spread=spread, batch_limit=batch_limit, slots_per_replica=slots
+    )
+
+
+def _arrivals(config: SimConfig, rate_rps: float, seed: int) -> list[float]:
+    traced = arrivals_for(config, rate_rps, seed)
+    if traced is not None:
+        return traced
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    for _ in range(config.requests):
+        t += rng.expovariate(rate_rps)
+        out.append(t)
+    return out
+
+
+def _settings(config: SimConfig) -> AutoscalingConfig:
+    if config.autoscaling is None:
+        raise ValueError(f"{config.source}: no autoscaling section to compare scalers with")
+    return config.autoscaling
+
+
+def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict[str, Any]:
+    """One scaler over the config's single-function workload; its row of the comparison."""
+    auto = _settings(config)
+    curves = curves_for(config)
+    app_name, app = next(iter(config.apps.items()))
+    fn_name = app.stages[0]
+    fn = config.functions[fn_name]
+    curve = curves[fn_name]
+    slo_ms = app_slos_ms(config, curves)[app_name]
+    level = 100.0 - config.max_violation_pct
+    setup_s = curve.cold_start_s if fn.cold_start_s is None else fn.cold_start_s
+    policy = stage_policy(auto.policy)
+    limit = policy.batch_limit(fn.max_batch)
+    cap = fn.scaling.max_scale or 1000
+    arrivals = _arrivals(config, rate_rps, seed)
+    service = clairvoyant_service(curve, batch_limit=limit, slots=fn.container_concurrency)
+
+    def need(rate: float) -> int:
+        return min_replicas(rate, slo_ms, level, service, max_replicas=cap)
+
+    def needs() -> dict[str, list[int]]:
+        return {fn_name: window_needs(arrivals, tick_s=auto.tick_s, need=need)}
+
+    bootstrap = auto.bootstrap
+    if bootstrap is None and name in ("kpa", "advisor"):
+        bootstrap = Clairvoyant(
+            needs(), tick_s=auto.tick_s, lookahead_s={fn_name: setup_s}
+        ).initial(fn_name)
+    run_config = config
+    scaler: Scaler
+    if name == "clair_a1":
+        run_config = replace(config, functions={fn_name: replace(fn, cold_start_s=0.0)})
+        scaler = Clairvoyant(needs(), tick_s=auto.tick_s)
+    elif name == "clair_a2":
+        scaler = Clairvoyant(
+            needs(), tick_s=auto.tick_s, lookahead_s={fn_name: setup_s}, collect_s=auto.collect_s
+        )
+    else:
+        kpa = KpaScaler(
+            {fn_name: fn.scaling},
+            tick_s=config.autoscaler.tick_interval_s,
+            initial={fn_name: bootstrap or 0},
+        )
+        scaler = kpa
+        if name == "advisor":
+            scaler = AdvisorScaler(
+                kpa,
+                auto.advisor,
+                slos_ms={fn_name: slo_ms},
+                percentiles={fn_name: level},
+                container_concurrency={fn_name: fn.container_concurrency},
+                max_scale={fn_name: fn.scaling.max_scale},
+            )
+    sim = Simulation(
+        run_config, policy, curves, rate_rps=rate_rps, requests=len(arrivals), seed=seed,
+        scaler=scaler, arrivals=arrivals,
+    )  # fmt: skip
+    result = sim.run()
+    latencies, _ = sim.latencies_by_arrival()
+    f = result.functions[0]
+    return {
+        "replica_seconds": round(result.replica_seconds, 3),
+        "compliance_pct": round(
+            compliance_pct(latencies, rt_max_ms=slo_ms, service_level_pct=level,
+                           window=auto.window, step=auto.step), 3),
+        "violation_pct": round(result.violation_pct, 4),
+        "cold_start_hits": f.cold_start_hits,
+        "requests": result.requests,
+        "p50_ms": round(result.p50_ms, 3),
+        "p99_ms": round(result.p99_ms, 3),
+        "mean_batch": round(result.mean_batch, 3),
+        "mean_replicas": round(result.replica_seconds / result.duration_s, 3)
+        if result.duration_s else 0.0,
+        "peak_replicas": f.peak_replicas,
+        "cold_batches": f.cold_batches,
+        "duration_s": round(result.duration_s, 3),
+        "bootstrap": bootstrap if name in ("kpa", "advisor") else None,
+        "setup_s": 0.0 if name == "clair_a1" else round(setup_s, 3),
+    }  # fmt: skip
+
+
+def _job(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict[str, Any]:
+    return scaler_run(config, name, rate_rps, seed)
+
+
+def compare(
+    config: SimConfig,
+    *,
+    rate_rps: float | None = None,
+    seed: int | None = None,
+    scalers: Sequence[str] | None = None,
+    jobs: int = 1,
+) -> dict[str, Any]:
+    """Every scaler of the config's ``autoscaling.compare`` (or ``scalers``): the
+    ``autoscalers`` and ``autoscaling`` entries of OUT.json."""
+    auto = _settings(config)
+    names = list(scalers or auto.compare)
+    rate = config.rate_rps if rate_rps is None else rate_rps
+    seed = config.seed if seed is None else seed
+    curves = curves_for(config)  # fail early, in this process, on a bad profile set
+    app_name, app = next(iter(config.apps.items()))
+    fn = config.functions[app.stages[0]]
+    curve = curves[fn.name]
+    args = [(config, n, rate, seed) for n in names]
+    if jobs > 1 and len(names) > 1:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=ctx) as pool:
+            rows = list(pool.map(_job, *zip(*args, strict=True)))
+    else:
+        rows = [_job(*a) for a in args]
+    by_name = dict(zip(names, rows, strict=True))
+    top = max((r["replica_seconds"] for r in rows), default=0.0)
+    for row in rows:
+        for ref in ("clair_a1", "clair_a2"):
+            base = by_name.get(ref, {}).get("replica_seconds")
+            row[f"vs_{ref}"] = round(row["replica_seconds"] / base, 4) if base else None
+        row["normalised"] = round(row["replica_seconds"] / top, 4) if top else None
+    settings = asdict(auto.advisor)
+    settings.pop("enabled", None)
+    return {
+        "autoscaling": {
+            "app": app_name,
+            "function": fn.name,
+            "slo_ms": round(app_slos_ms(config, curves)[app_name], 3),
+            "service_level_pct": 100.0 - config.max_violation_pct,
+            "setup_s": round(curve.cold_start_s if fn.cold_start_s is None else fn.cold_start_s,
+                             3),
+            "policy": auto.policy,
+            "tick_s": auto.tick_s,
+            "collect_s": auto.collect_s,
+            "window": auto.window,
+            "step": auto.step,
+            "stable_window_s": config.autoscaler.stable_window_s,
+            "scale_to_zero_grace_s": config.autoscaler.scale_to_zero_grace_period_s,
+            "advisor": settings,
+        },
+        "autoscalers": by_name,
+    }  # fmt: skip
+
+
+def format_fig9(doc: dict[str, Any]) -> str:
+    """Swayam Fig. 9 for one trace: resources (normalised) and compliance frequency per scaler."""
+    a = doc["autoscaling"]
+    trace = doc.get("trace") or "Poisson"
+    lines = [
+        f"{doc['workload']}: trace {trace} (peak {doc['rate_rps']:g} rps), function "
+        f"{a['function']}, SLA {a['service_level_pct']:g} % within {a['slo_ms']:g} ms, "
+        f"setup {a['setup_s']:g} s, ClairA2 collection {a['collect_s']:g} s",
+        f"{'scaler':<9} {'replica-s':>10} {'norm':>6} {'/A1':>6} {'/A2':>6} {'compl%':>7} "
+        f"{'viol%':>7} {'cold hits':>9} {'p99 ms':>8} {'mean rep':>8} {'peak':>5}",
+    ]
+
+    def ratio(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    for name, r in doc["autoscalers"].items():
+        lines.append(
+            f"{name:<9} {r['replica_seconds']:>10.0f} {ratio(r['normalised']):>6} "
+            f"{ratio(r['vs_clair_a1']):>6} {ratio(r['vs_clair_a2']):>6} "
+            f"{r['compliance_pct']:>7.1f} {r['violation_pct']:>7.2f} {r['cold_start_hits']:>9} "
+            f"{r['p99_ms']:>8.0f} {r['mean_replicas']:>8.2f} {r['peak_replicas']:>5}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,222 @@
+"""The autoscaler comparison (Swayam Fig. 9): compliance metric, ClairA1/ClairA2, the advisor
+scaler and the CLI's autoscalers section."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from adapter.cli import main
+from adapter.config import AdvisorSettings, ConfigError
+from adapter.slack import stage_policy
+from simulator.autoscalers import AdvisorScaler, Clairvoyant, window_needs
+from simulator.compliance import compliance_pct, compliant_windows
+from simulator.config import parse_sim_config
+from simulator.engine import Simulation
+from simulator.scaling import FunctionState, KpaScaler
+from simulator.service import ServiceCurve
+
+IDLE = FunctionState(ready=0, starting=0, inflight=0, queued=0)
+
+
+def _curve(cold_s: float = 3.0) -> ServiceCurve:
+    sizes = (1, 2, 4, 8)
+    medians = tuple(10.0 + 2.0 * n for n in sizes)
+    return ServiceCurve(
+        name="f", sizes=sizes, medians_ms=medians, p95s_ms=medians,
+        prior_a_ms=10.0, prior_b_ms=2.0, cold_start_s=cold_s,
+    )  # fmt: skip
+
+
+def _config(**overrides: Any) -> Any:
+    doc: dict[str, Any] = {
+        "seed": 3,
+        "requests": 100000,
+        "service": "deterministic",
+        "adapter": {"max_wait_ms": 0},
+        "platform": {"scaling": "kpa", "autoscaler": {"stable-window": "60s"}},
+        "functions": {"f": {"max_batch": 8}},
+        "apps": {"app": {"stages": ["f"], "slo_ms": 60}},
+    }
+    doc.update(overrides)
+    return parse_sim_config(doc, "test.yaml")
+
+
+def _step_arrivals(low: float, high: float, at: float, end: float) -> list[float]:
+    """Evenly spaced arrivals: ``low`` rps until ``at``, ``high`` rps until ``end``."""
+    times = list(np.arange(0.0, at, 1.0 / low)) + list(np.arange(at, end, 1.0 / high))
+    return [float(t) for t in times]
+
+
+# -- the compliance metric ---------------------------------------------------------------------
+
+
+def test_all_good_windows_are_full_compliance() -> None:
+    assert compliance_pct(np.full(5000, 10.0), rt_max_ms=50, service_level_pct=99) == 100.0
+
+
+def test_one_bad_stretch_fails_exactly_the_windows_holding_too_much_of_it() -> None:
+    """2000 requests, 20 late at 1500..1519: windows start at 0, 10, ..., 1000 (101 of them); a
+    window fails when it holds more than 10 late ones (99 % of 1000 = 990 good): those starting
+    at 520..1000 (49 windows)."""
+    lat = np.full(2000, 10.0)
+    lat[1500:1520] = 500.0
+    assert compliant_windows(lat <= 50, service_level_pct=99) == (52, 101)
+    assert compliance_pct(lat, rt_max_ms=50, service_level_pct=99) == pytest.approx(100 * 52 / 101)
+
+
+def test_fewer_requests_than_a_window_make_one_window() -> None:
+    lat = np.array([10.0] * 98 + [500.0] * 2)
+    assert compliant_windows(lat <= 50, service_level_pct=99) == (0, 1)
+    assert compliant_windows(lat <= 50, service_level_pct=98) == (1, 1)
+    assert compliance_pct([], rt_max_ms=50, service_level_pct=99) == 100.0
+
+
+def test_compliance_rejects_a_bad_service_level() -> None:
+    with pytest.raises(ValueError, match="service_level_pct"):
+        compliant_windows([True], service_level_pct=0)
+
+
+# -- clairvoyant scalers -----------------------------------------------------------------------
+
+
+def test_window_needs_use_each_windows_realised_count() -> None:
+    arrivals = [0.1, 0.2, 0.3, 2.5]  # 3 in window 0, none in 1, one in 2
+    assert window_needs(arrivals, tick_s=1.0, need=lambda rate: int(rate)) == [3, 0, 1]
+
+
+def test_clair_a2_starts_replicas_one_setup_ahead_and_collects_them_lazily() -> None:
+    needs = {"f": [1] * 10 + [5] * 10 + [1] * 30}
+    a2 = Clairvoyant(needs, tick_s=1.0, lookahead_s={"f": 3.0}, collect_s=5.0)
+    assert a2.decide(6.0, "f", IDLE) == 1
+    assert a2.decide(7.0, "f", IDLE) == 5  # started at 7, ready at 10: in time for window 10
+    assert a2.decide(24.0, "f", IDLE) == 5  # window 19 needed 5 within the last 5 s
+    assert a2.decide(25.0, "f", IDLE) == 1
+    a1 = Clairvoyant(needs, tick_s=1.0)
+    assert [a1.decide(float(t), "f", IDLE) for t in (9, 10, 19, 20)] == [1, 5, 5, 1]
+    assert a1.initial("f") == 1
+    # a function with work keeps a replica even where no window needs one
+    busy = FunctionState(ready=0, starting=0, inflight=1, queued=0)
+    assert a1.decide(100.0, "f", busy) == 1
+
+
+def _run(config: Any, scaler: Any, arrivals: list[float], curve: ServiceCurve) -> Any:
+    sim = Simulation(config, stage_policy("GS"), {"f": curve}, requests=len(arrivals),
+                     scaler=scaler, arrivals=arrivals)  # fmt: skip
+    return sim, sim.run()
+
+
+def test_resources_clair_a1_below_clair_a2_below_kpa_on_a_step_load() -> None:
+    arrivals = _step_arrivals(20.0, 300.0, at=60.0, end=120.0)
+    arrivals += [t + 120.0 for t in _step_arrivals(20.0, 20.0, at=60.0, end=120.0)]
+    curve = _curve(cold_s=3.0)
+    config = _config()
+    need = lambda rate: max(1, int(np.ceil(rate / 100.0)))  # noqa: E731
+    needs = {"f": window_needs(arrivals, tick_s=1.0, need=need)}
+    a1_config = _config(functions={"f": {"max_batch": 8, "cold_start_s": 0}})
+    _, a1 = _run(a1_config, Clairvoyant(needs, tick_s=1.0), arrivals, curve)
+    a2_scaler = Clairvoyant(needs, tick_s=1.0, lookahead_s={"f": 3.0}, collect_s=30.0)
+    sim2, a2 = _run(config, a2_scaler, arrivals, curve)
+    kpa_scaler = KpaScaler({"f": config.functions["f"].scaling}, initial={"f": 1})
+    _, kpa = _run(config, kpa_scaler, arrivals, curve)
+    assert a1.replica_seconds < a2.replica_seconds < kpa.replica_seconds
+    # ClairA2's replicas were warm when the step came: nothing waited for a cold start
+    assert a2.functions[0].cold_batches == 0
+    assert a2.functions[0].cold_start_hits == 0
+    lat, _ = sim2.latencies_by_arrival()
+    assert compliance_pct(lat, rt_max_ms=60, service_level_pct=99) == 100.0
+    # the KPA keeps its step-up replicas through its 60 s stable window, then lets them go
+    assert kpa.functions[0].peak_replicas >= 2
+
+
+# -- the advisor scaler ------------------------------------------------------------------------
+
+
+class _RecordingKpa(KpaScaler):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.timeline: list[tuple[float, int]] = []
+
+    def decide(self, now: float, function: str, state: FunctionState) -> int:
+        desired = super().decide(now, function, state)
+        self.timeline.append((now, desired))
+        return desired
+
+
+def test_the_advisor_pins_replicas_ahead_of_what_the_kpa_asks_on_a_ramp() -> None:
+    arrivals = [float(t) for t in np.cumsum(1.0 / np.linspace(20.0, 600.0, 60000))]
+    arrivals = [t for t in arrivals if t < 200.0]
+    curve = _curve(cold_s=3.0)
+    # a KPA target of 4 in-flight batches per replica: the KPA alone lets the queue grow
+    config = _config(functions={"f": {"max_batch": 8, "annotations": {"target": "4"}}},
+                     apps={"app": {"stages": ["f"], "slo_ms": 30}})  # fmt: skip
+    spec = {"f": config.functions["f"].scaling}
+    plain = _RecordingKpa(spec, initial={"f": 1})
+    _run(config, plain, arrivals, curve)
+    settings = AdvisorSettings(enabled=True, default_setup_s=3.0)
+    under = _RecordingKpa(spec, initial={"f": 1})
+    advisor = AdvisorScaler(under, settings, slos_ms={"f": 30.0}, percentiles={"f": 99.0},
+                            container_concurrency={"f": 1}, max_scale={"f": 0})  # fmt: skip
+    sim, result = _run(config, advisor, arrivals, curve)
+    assert advisor.pins and max(pin for _, _, pin in advisor.pins) >= 2
+    first_pin_at: dict[int, float] = {}
+    for t, _, pin in advisor.pins:
+        first_pin_at.setdefault(pin, t)
+    first_kpa_at: dict[int, float] = {}
+    for t, n in plain.timeline:
+        first_kpa_at.setdefault(n, t)
+    ahead = [n for n, t in first_pin_at.items() if n in first_kpa_at and t < first_kpa_at[n]]
+    assert ahead, (first_pin_at, first_kpa_at)
+    # it learnt from the request path: the arrivals and the function's latency model
+    auto = advisor.functions["f"]
+    assert auto.last is not None and auto.last.current_rate > 100.0
+    assert auto.model is sim.stations["f"].model
+    assert result.requests == len(arrivals)
+
+
+# -- config and CLI ----------------------------------------------------------------------------
+
+
+def test_a_comparison_needs_one_single_stage_app() -> None:
+    with pytest.raises(ConfigError, match="apps: an autoscaling comparison"):
+        _config(functions={"f": {}, "g": {}}, apps={"a": {"stages": ["f", "g"]}},
+                autoscaling={})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"autoscaling\.compare\[1\].*'oracle'"):
+        _config(autoscaling={"compare": ["kpa", "oracle"]})
+    with pytest.raises(ConfigError, match=r"autoscaling\.advisor\.burst_u"):
+        _config(autoscaling={"advisor": {"burst_u": 0.5}})
+
+
+def test_cli_writes_the_autoscalers_section_from_a_trace_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "load.rps.txt"
+    trace.write_text("\n".join(["5"] * 20 + ["20"] * 20 + ["5"] * 20) + "\n")
+    config = tmp_path / "as.yaml"
+    config.write_text(
+        "profile: cpu\nwarmup_fraction: 0\nadapter: {max_wait_ms: 0}\n"
+        "platform: {scaling: kpa}\nfunctions: {embed: {max_batch: 16}}\n"
+        "apps: {embed: {stages: [embed], slo_factor: 5}}\n"
+        "autoscaling: {collect_s: 10, window: 100, step: 10}\n"
+    )
+    out = tmp_path / "out.json"
+    code = main(["simulate", "-c", str(config), "--json", str(out), "--trace", str(trace),
+                 "--max-rps", "40"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    assert doc["trace"] == str(trace) and doc["rate_rps"] == 40
+    assert set(doc["autoscalers"]) == {"clair_a1", "clair_a2", "kpa", "advisor"}
+    for row in doc["autoscalers"].values():
+        assert {"replica_seconds", "compliance_pct", "violation_pct", "cold_start_hits",
+                "vs_clair_a1", "vs_clair_a2", "normalised"} <= set(row)  # fmt: skip
+        assert row["requests"] > 500  # about 10 rps on average for 60 s at peak 40
+        assert 0.0 <= row["compliance_pct"] <= 100.0
+    rows = doc["autoscalers"]
+    assert rows["clair_a1"]["replica_seconds"] <= rows["clair_a2"]["replica_seconds"]
+    assert rows["clair_a1"]["vs_clair_a1"] == 1.0
+    printed = capsys.readouterr().out
+    assert "clair_a2" in printed and "compl%" in printed
