@@ -182,6 +182,34 @@ def test_late_requests_are_pruned_when_the_function_says_so() -> None:
     assert "deadline passed" in second.json()["error"]
 
 
+def test_a_request_predicted_to_finish_late_is_refused_at_admission() -> None:
+    # Swayam's pruning: batches of one take ~300 ms (the model learns it from the first batch);
+    # with one slot busy and requests queued ahead, a 200 ms request cannot make it
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.3)
+        return echo(request)
+
+    cfg = config(function={"late": "predict", "max_batch": 1, "slo_ms": 5000},
+                 aimd={"initial": 1})  # fmt: skip
+    app = create_app(cfg, view=FakeView(1), transport=httpx.MockTransport(slow))
+    with TestClient(app) as c, ThreadPoolExecutor(4) as pool:
+        c.post("/v1/models/echo:predict", json={"instances": [0]})  # teaches the model 300 ms
+        ahead = [pool.submit(c.post, "/v1/models/echo:predict", json={"instances": [i]})
+                 for i in range(3)]  # fmt: skip
+        give_up = time.monotonic() + 10
+        while len(app.state.adapter.dispatchers["echo"].queue) < 2:
+            assert time.monotonic() < give_up, "the requests ahead never queued"
+            time.sleep(0.001)
+        # two batches of ~300 ms wait ahead of it, plus its own: it cannot finish within 400 ms
+        refused = c.post("/v1/models/echo:predict", json={"instances": [9]},
+                         headers={"x-slo-ms": "400"})  # fmt: skip
+        roomy = pool.submit(c.post, "/v1/models/echo:predict", json={"instances": [8]})
+        assert all(f.result().status_code == 200 for f in ahead)
+        assert roomy.result().status_code == 200  # its 5 s SLO leaves room: admitted
+    assert refused.status_code == 503
+    assert "prunes predicted-late requests" in refused.json()["error"]
+
+
 def test_every_admitted_request_is_answered_exactly_once_whatever_the_upstream_does() -> None:
     rng = random.Random(7)
 
