@@ -176,6 +176,7 @@ class Advisor:
         )
         self._cold_starts: deque[float] = deque(maxlen=config.setup_samples)
         self._frontends = config.frontends
+        self._frontend_reports: deque[tuple[float, int]] = deque()
         self._pin = 0
         self._changed_at: float | None = None
         self._needs: deque[tuple[float, int]] = deque()
@@ -193,10 +194,22 @@ class Advisor:
         self._cold_starts.append(seconds)
 
     def observe_frontends(self, now: float, count: int) -> None:
-        """The number of adapters ``n_F`` that the functions' gossip reports."""
+        """A function replica's report of how many adapters it heard from (the gossip).
+
+        Each replica counts only the adapters that reached it, so reports differ between
+        replicas; ``n_F`` is the largest count reported within the last ``t_setup`` (at least one
+        second), which is the count of a replica that heard from every adapter.
+        """
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"frontends must be an integer >= 1, got {count!r}")
-        self._frontends = count
+        reports = self._frontend_reports  # a sliding-window maximum: counts fall left to right
+        while reports and reports[-1][1] <= count:
+            reports.pop()
+        reports.append((now, count))
+        horizon = now - max(1.0, self.setup_s)
+        while reports[0][0] < horizon:
+            reports.popleft()
+        self._frontends = reports[0][1]
 
     # -- state ---------------------------------------------------------------------------------
 

@@ -214,3 +214,15 @@ def test_bad_config_names_field_and_value(field: str, value: float) -> None:
     with pytest.raises(AdvisorConfigError, match=field) as info:
         AdvisorConfig(**kwargs)  # type: ignore[arg-type]
     assert repr(value) in str(info.value)
+
+
+def test_n_f_is_the_largest_count_any_replica_reported_within_the_setup_time() -> None:
+    # replicas count only the adapters that reached them: one heard from both, one from one
+    advisor = Advisor(AdvisorConfig(slo_ms=300.0, default_setup_s=5.0), ServiceModel(a_ms=10.0))
+    advisor.observe_frontends(100.0, 2)
+    advisor.observe_frontends(101.0, 1)
+    assert advisor.frontends == 2
+    advisor.observe_frontends(104.0, 1)
+    assert advisor.frontends == 2  # the report of 2 is 4 s old: within t_setup
+    advisor.observe_frontends(106.0, 1)
+    assert advisor.frontends == 1  # now older than t_setup: the other adapter has gone

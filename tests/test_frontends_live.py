@@ -30,7 +30,7 @@ functions:
     model: digits
     slo_ms: 500
     max_batch: 8
-    annotations: {autoscaling.knative.dev/max-scale: "3"}
+    annotations: {autoscaling.knative.dev/max-scale: "1"}
 adapter:
   advisor: {tick_s: 0.2, keep_alive: false}
 """
