@@ -48,12 +48,14 @@ from adapter.records import RecordWriter
 from adapter.scheduling import next_batch
 from adapter.slack import Batching, StagePolicy
 from functions.gossip import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS
-from functions.runtime import COLD_START, COMPUTE_MS
+from functions.runtime import COLD_START, COMPUTE_MS, MODEL_LOAD_MS
 from knative.clock import Clock
 
 logger = logging.getLogger(__name__)
 decisions_log = logging.getLogger("slackwise.aimd")
 
+#: the shortest window the functions count adapters over (t_setup may be measured tiny)
+_MIN_GOSSIP_WINDOW_S = 2.0
 #: how long the local platform's activator held a request (a cold start, or a busy replica)
 PLATFORM_WAIT_MS = "x-platform-wait-ms"
 _BAD_INSTANCE = re.compile(r"^instances\[(\d+)\]: (.*)$", re.DOTALL)
@@ -345,7 +347,8 @@ class Dispatcher:
         headers = {"content-type": "application/json", **self._headers}
         if self.autoscaling is not None and self.frontend_id is not None:
             headers[FRONTEND_ID] = self.frontend_id
-            headers[FRONTEND_WINDOW_S] = f"{self.autoscaling.window_s(self.name):.3f}"
+            window = max(_MIN_GOSSIP_WINDOW_S, self.autoscaling.window_s(self.name))
+            headers[FRONTEND_WINDOW_S] = f"{window:.3f}"
         return headers
 
     def _report(
@@ -358,12 +361,21 @@ class Dispatcher:
     ) -> None:
         """Tell the advisor what this answer says about setup time and frontends."""
         assert self.autoscaling is not None
-        if waited_cold:
-            try:
-                wait_ms = float(response.headers[PLATFORM_WAIT_MS])
-            except (KeyError, ValueError):
-                wait_ms = round_trip_ms - self.model.estimate_ms(total)
-            self.autoscaling.cold_start(self.name, done, wait_ms / 1000.0)
+        first = response.headers.get(COLD_START) == "1"
+        if waited_cold or first:
+            # a replica's setup: at least its model's load time (which the function reports on
+            # its first answer); a batch that waited for it saw the rest of the start as well
+            wait_ms = 0.0
+            if waited_cold:
+                try:
+                    wait_ms = float(response.headers[PLATFORM_WAIT_MS])
+                except (KeyError, ValueError):
+                    wait_ms = round_trip_ms - self.model.estimate_ms(total)
+            load_ms = 0.0
+            if first:
+                with contextlib.suppress(KeyError, ValueError):
+                    load_ms = float(response.headers[MODEL_LOAD_MS])
+            self.autoscaling.cold_start(self.name, done, max(wait_ms, load_ms) / 1000.0)
         raw = response.headers.get(FRONTENDS)
         if raw is not None and raw.isdigit():
             self.autoscaling.frontends(self.name, done, int(raw))
