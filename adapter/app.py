@@ -272,7 +272,8 @@ def create_app(
         predictions, timings, arrival, arrived_cold = result
         total_ms = (state.clock.now() - arrival) * 1000.0
         parts = [
-            f"{fn}-queue;dur={a.queue_ms:.2f}, {fn}-compute;dur={a.compute_ms:.2f}"
+            f"{fn}-queue;dur={a.queue_ms:.2f}, {fn}-upstream;dur={a.round_trip_ms:.2f}, "
+            f"{fn}-compute;dur={a.compute_ms:.2f}"
             for fn, a in timings
         ]
         headers = {

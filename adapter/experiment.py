@@ -60,6 +60,8 @@ class StageTime:
     queue_ms: float
     compute_ms: float
     mean_batch: float
+    #: the batch's round trip from the adapter (compute plus HTTP, the platform and parsing)
+    upstream_ms: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def stage_times(
     records: list[dict[str, Any]], stages: list[str], batches: dict[str, tuple[int, int]]
 ) -> dict[str, StageTime]:
     """Mean queue and compute per stage, read back from the answers' ``Server-Timing``."""
-    sums = {fn: [0.0, 0.0] for fn in stages}
+    sums = {fn: [0.0, 0.0, 0.0] for fn in stages}
     answered = 0
     for r in records:
         if r["status"] != 200:
@@ -114,6 +116,7 @@ def stage_times(
         for fn in stages:
             sums[fn][0] += timing.get(f"{fn}-queue", 0.0)
             sums[fn][1] += timing.get(f"{fn}-compute", 0.0)
+            sums[fn][2] += timing.get(f"{fn}-upstream", 0.0)
     out: dict[str, StageTime] = {}
     for fn in stages:
         count, instances = batches.get(fn, (0, 0))
@@ -121,6 +124,7 @@ def stage_times(
             queue_ms=round(sums[fn][0] / answered, 2) if answered else math.nan,
             compute_ms=round(sums[fn][1] / answered, 2) if answered else math.nan,
             mean_batch=round(instances / count, 2) if count else 0.0,
+            upstream_ms=round(sums[fn][2] / answered, 2) if answered else math.nan,
         )
     return out
 
@@ -372,18 +376,19 @@ def print_table(result: ExperimentResult, out: TextIO) -> None:
             f"{s.cold_starts:>5} {s.cold_hits:>9}\n"
         )
     if result.stages:
-        out.write("\nper stage, mean ms (queue + compute) and mean batch:\n")
-        out.write(f"{'mode':<10} " + " ".join(f"{fn:>26}" for fn in result.stages) + "\n")
+        out.write("\nper stage, mean ms: queue, upstream round trip (of which compute), batch\n")
+        out.write(f"{'mode':<10} " + " ".join(f"{fn:>32}" for fn in result.stages) + "\n")
         for mode, s in result.modes.items():
             cells = []
             for fn in result.stages:
                 t = s.stages.get(fn)
                 cells.append(
-                    f"{t.queue_ms:>8.1f} +{t.compute_ms:>7.1f} b{t.mean_batch:>6.2f}"
+                    f"{t.queue_ms:>8.1f} {t.upstream_ms:>7.1f} ({t.compute_ms:>5.1f}) "
+                    f"b{t.mean_batch:>5.2f}"
                     if t
-                    else f"{'-':>26}"
+                    else "-"
                 )
-            out.write(f"{mode:<10} " + " ".join(f"{c:>26}" for c in cells) + "\n")
+            out.write(f"{mode:<10} " + " ".join(f"{c:>32}" for c in cells) + "\n")
     out.flush()
 
 
