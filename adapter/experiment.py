@@ -129,6 +129,16 @@ def stage_times(
     return out
 
 
+def batch_size(headers: dict[str, str]) -> float:
+    """A record's ``X-Batch-Size``: one size, or for a chain one per stage (their mean)."""
+    raw = headers.get("x-batch-size", "1")
+    try:
+        sizes = [int(part) for part in raw.split(",")]
+    except ValueError:
+        return 1.0
+    return sum(sizes) / len(sizes) if sizes else 1.0
+
+
 def parse_server_timing(value: str) -> dict[str, float]:
     """``name;dur=1.5, other;dur=2`` -> ``{"name": 1.5, "other": 2.0}`` (entries without a
     duration, or with a malformed one, are left out)."""
@@ -156,7 +166,7 @@ def summarize(run: ModeRun, slo_ms: float) -> ModeSummary:
     if run.batches:
         mean_batch = run.instances_sent / run.batches
     else:  # direct: every request is its own batch
-        sizes = [int(r["headers"].get("x-batch-size", 1)) for r in ok]
+        sizes = [batch_size(r["headers"]) for r in ok]
         mean_batch = sum(sizes) / len(sizes) if sizes else 0.0
     return ModeSummary(
         cold_hits=sum(1 for r in records if r["headers"].get("x-arrived-cold") == "1"),

@@ -27,6 +27,8 @@ def _windows(records: Sequence[dict[str, Any]], slo_ms: float) -> dict[str, list
     end = max(r["scheduled"] for r in records)
     edges = np.arange(0.0, end + WINDOW_S, WINDOW_S)
     out: dict[str, list[float]] = {"t": [], "p95": [], "miss": [], "batch": []}
+    from adapter.experiment import batch_size
+
     for lo in edges:
         inside = [r for r in records if lo <= r["scheduled"] < lo + WINDOW_S]
         if not inside:
@@ -34,7 +36,7 @@ def _windows(records: Sequence[dict[str, Any]], slo_ms: float) -> dict[str, list
         ok = [r for r in inside if r["status"] == 200]
         lat = [r["latency"] * 1000.0 for r in ok]
         misses = sum(1 for r in inside if r["status"] != 200 or r["latency"] * 1000.0 > slo_ms)
-        sizes = [int(r["headers"].get("x-batch-size", 1)) for r in ok]
+        sizes = [batch_size(r["headers"]) for r in ok]
         out["t"].append(lo + WINDOW_S / 2)
         out["p95"].append(float(np.percentile(lat, 95)) if lat else float("nan"))
         out["miss"].append(100.0 * misses / len(inside))

@@ -203,3 +203,31 @@ def test_a_request_past_its_deadline_mid_chain_is_still_answered() -> None:
         )
     assert r.status_code == 200, r.text
     assert [fn for fn, _ in upstream.batches] == ["speech", "tagger", "answer"]
+
+
+def test_an_app_experiment_draws_its_plots_from_chain_records(tmp_path: Path) -> None:
+    # the replayer's records of a chain carry one batch size per stage and per-stage timings
+    from adapter.experiment import ExperimentResult, ModeRun, ModeSummary, StageTime, batch_size
+    from adapter.plots import plot_experiment
+
+    headers = {
+        "x-batch-size": "1,2,3",
+        "server-timing": "a-queue;dur=1, a-upstream;dur=5, a-compute;dur=4, total;dur=9",
+    }
+    records = [
+        {"scheduled": i * 0.1, "latency": 0.05, "status": 200, "headers": headers}
+        for i in range(50)
+    ]
+    assert batch_size(headers) == 2.0 and batch_size({"x-batch-size": "x"}) == 1.0
+    run = ModeRun(mode="GS", records=records, usage={"replica_seconds": 1, "cold_starts": 0},
+                  timeline=[{"t": 0.0, "ready": 1, "desired": 1}])  # fmt: skip
+    summary = ModeSummary(
+        requests=50, errors=0, violation_pct=0.0, p50_ms=50, p95_ms=50, p99_ms=50,
+        replica_seconds=1, mean_batch=2, cold_starts=0, stages={"a": StageTime(1, 4, 2, 5)},
+    )  # fmt: skip
+    result = ExperimentResult(function="app", slo_ms=100, trace="t", max_rps=10, step_s=1,
+                              duration_s=5, start_s=0, seed=1, modes={"GS": summary},
+                              stages=["a"])  # fmt: skip
+    paths = plot_experiment(result, {"GS": run}, tmp_path)
+    assert [p.name for p in paths] == ["timeseries.png", "ccdf.png", "stages.png"]
+    assert all(p.stat().st_size > 5_000 for p in paths)
