@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from adapter.experiment import ExperimentResult, ModeRun
+    from adapter.experiment import ExperimentResult, ModeRun, StageTime
 
 WINDOW_S = 5.0
 
@@ -98,13 +98,18 @@ def plot_experiment(
     paths = [series, ccdf_path]
     if result.stages:
         breakdown = {
-            mode: [(fn, s.stages[fn].queue_ms, s.stages[fn].compute_ms) for fn in result.stages]
+            mode: [(fn, s.stages[fn].queue_ms, _service_ms(s.stages[fn])) for fn in result.stages]
             for mode, s in result.modes.items()
             if s.stages
         }
         title = f"{result.function}: mean latency per stage (SLO {slo:g} ms)"
         paths.append(plot_stage_latency(breakdown, out_dir / "stages.png", title, slo_ms=slo))
     return paths
+
+
+def _service_ms(t: StageTime) -> float:
+    """A live stage's service as the request saw it: the round trip, else the compute."""
+    return t.upstream_ms if t.upstream_ms == t.upstream_ms else t.compute_ms
 
 
 def plot_stage_latency(
@@ -114,9 +119,10 @@ def plot_stage_latency(
     *,
     slo_ms: float | None = None,
 ) -> Path:
-    """GrandSLAM Fig. 11: per policy, a bar stacking each stage's queueing then compute time.
+    """GrandSLAM Fig. 11: per policy, a bar stacking each stage's queueing then service time.
 
-    ``breakdown`` maps a policy to ``[(stage, queue_ms, compute_ms), ...]`` in stage order.
+    ``breakdown`` maps a policy to ``[(stage, queue_ms, service_ms), ...]`` in stage order (live:
+    the batch's round trip from the adapter; simulated: the drawn service time).
     Queueing is hatched; each stage keeps one colour across policies.
     """
     import matplotlib
@@ -134,7 +140,7 @@ def plot_stage_latency(
             heights = np.array(
                 [float(np.nan_to_num(breakdown[p][k][part])) for p in policies], dtype=float
             )
-            label = f"{stage} {'queue' if part == 1 else 'compute'}"
+            label = f"{stage} {'queue' if part == 1 else 'service'}"
             ax.bar(policies, heights, bottom=bottoms, color=colours(k % 10), hatch=hatch,
                    edgecolor="white", label=label)  # fmt: skip
             bottoms += heights
