@@ -9,12 +9,14 @@ dlib offers no thread setting for these models; they run on the calling thread.
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from functions.inputs import b64_field, rgb_image
 from functions.model import InvalidInput
 
 #: dlib's detector upsamples the image this many times before looking for faces
@@ -74,3 +76,22 @@ def parse_box(value: Any, pixels: npt.NDArray[np.uint8]) -> tuple[int, int, int,
     if not (0 <= left < right <= width and 0 <= top < bottom <= height):
         raise InvalidInput(f"box {value} does not fit inside the {width}x{height} image")
     return left, top, right, bottom
+
+
+@dataclass(frozen=True)
+class Face:
+    """A validated face-function instance: the image and, when the caller gave it, the face box
+    (the face detector's output, passed on by a chain's edge)."""
+
+    pixels: npt.NDArray[np.uint8]
+    box: tuple[int, int, int, int] | None
+
+
+def face_instance(instance: Any) -> Face:
+    """``{"b64": image, "box"?: {...}}`` -> :class:`Face`; InvalidInput names what is wrong."""
+    pixels = rgb_image(b64_field(instance))
+    unknown = set(instance) - {"b64", "box"}
+    if unknown:
+        raise InvalidInput(f"unknown keys: {', '.join(sorted(unknown))}")
+    box = parse_box(instance["box"], pixels) if "box" in instance else None
+    return Face(pixels, box)

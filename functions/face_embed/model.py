@@ -10,7 +10,6 @@ Input: ``{"b64": base64 of a JPEG/PNG, "box": {"left", "top", "right", "bottom"}
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,23 +18,18 @@ from functions import images
 from functions.face_models import (
     RECOGNITION_MODEL,
     SHAPE_PREDICTOR,
+    Face,
     box_json,
     detect,
     detector,
+    face_instance,
     model_file,
-    parse_box,
 )
-from functions.inputs import b64_encode, b64_field, image_bytes, rgb_image
-from functions.model import InvalidInput, Model
+from functions.inputs import b64_encode, image_bytes
+from functions.model import Model
 
 #: embeddings closer than this are the same person
 SAME_PERSON_DISTANCE = 0.6
-
-
-@dataclass(frozen=True)
-class _Face:
-    pixels: images.Pixels
-    box: tuple[int, int, int, int] | None
 
 
 def sample_pixels() -> list[images.Pixels]:
@@ -58,15 +52,10 @@ class FaceEmbedder(Model):
         self._rectangle = dlib.rectangle
 
     def validate(self, instance: Any) -> Any:
-        pixels = rgb_image(b64_field(instance))
-        unknown = set(instance) - {"b64", "box"}
-        if unknown:
-            raise InvalidInput(f"unknown keys: {', '.join(sorted(unknown))}")
-        box = parse_box(instance["box"], pixels) if "box" in instance else None
-        return _Face(pixels, box)
+        return face_instance(instance)
 
     def predict(self, batch: list[Any]) -> list[Any]:
-        faces: list[_Face] = batch
+        faces: list[Face] = batch
         results: list[dict[str, Any]] = []
         for face in faces:
             if face.box is None:

@@ -30,16 +30,15 @@ An image in which no face is found answers ``{"box": null, "ear": null, "eyes_cl
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from functions import images
-from functions.face_models import box_json, detect, detector, model_file, parse_box
-from functions.inputs import b64_encode, b64_field, image_bytes, rgb_image
-from functions.model import InvalidInput, Model
+from functions.face_models import Face, box_json, detect, detector, face_instance, model_file
+from functions.inputs import b64_encode, image_bytes
+from functions.model import Model
 
 #: the 68-point iBUG shape predictor shipped in face-recognition-models
 SHAPE_PREDICTOR_68 = "shape_predictor_68_face_landmarks.dat"
@@ -114,12 +113,6 @@ def sample_pixels() -> list[images.Pixels]:
     return [astronaut, images.mirrored(astronaut), images.scaled(astronaut, 0.75)]
 
 
-@dataclass(frozen=True)
-class _Face:
-    pixels: images.Pixels
-    box: tuple[int, int, int, int] | None
-
-
 class FaceLandmarks(Model):
     kind = "face_landmarks"
     summary = "dlib 68-point landmarks: eye aspect ratio, closed eyes, head yaw"
@@ -133,15 +126,10 @@ class FaceLandmarks(Model):
         self._rectangle = dlib.rectangle
 
     def validate(self, instance: Any) -> Any:
-        pixels = rgb_image(b64_field(instance))
-        unknown = set(instance) - {"b64", "box"}
-        if unknown:
-            raise InvalidInput(f"unknown keys: {', '.join(sorted(unknown))}")
-        box = parse_box(instance["box"], pixels) if "box" in instance else None
-        return _Face(pixels, box)
+        return face_instance(instance)
 
     def predict(self, batch: list[Any]) -> list[Any]:
-        faces: list[_Face] = batch
+        faces: list[Face] = batch
         results: list[dict[str, Any]] = []
         for face in faces:
             if face.box is None:
