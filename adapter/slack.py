@@ -101,9 +101,11 @@ def stage_deadline(
         return deadline
     if forward:
         rest = count - stage
+        if rest == 1:
+            return deadline  # exactly: now + (deadline - now) may round off by an ulp
         if division == "equal":
-            return now + (deadline - now) / rest
-        return now + proportional_budgets(deadline - now, estimates_ms[stage:])[0]
+            return min(deadline, now + (deadline - now) / rest)
+        return min(deadline, now + proportional_budgets(deadline - now, estimates_ms[stage:])[0])
     sla = deadline - arrival
     shares = [1.0] * count if division == "equal" else estimates_ms
     return min(deadline, now + proportional_budgets(sla, shares)[stage])

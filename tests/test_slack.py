@@ -218,3 +218,12 @@ def test_hopeless_requests_go_behind_the_ones_that_can_still_make_it() -> None:
     take, reason = step(q)
     assert [round(x.deadline, 3) for x in q.items] == [0.2, 0.3, 0.005]
     assert (take, reason) == (0, "wait")
+
+
+def test_the_last_stage_gets_the_end_to_end_deadline_exactly() -> None:
+    # found by Hypothesis: now + (deadline - now) is one ulp short of the deadline here
+    due = stage_policy("GS").stage_deadline(
+        stage=0, now=1.850379739008539, arrival=0.0, deadline=10.459395176926423,
+        estimates_ms=[1.0],
+    )  # fmt: skip
+    assert due == 10.459395176926423
