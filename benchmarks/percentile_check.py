@@ -9,7 +9,7 @@ fit and its largest P95/mean spread). Also printed: the fewest replicas each sid
 the SLO at that rate (the model's :func:`~adapter.percentile.min_replicas` against the smallest
 simulated count whose P99 is within it), which is what the autoscalers act on.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/percentile_check.py [--requests N] [--functions a,b]
+    .venv/bin/python benchmarks/percentile_check.py [--requests N] [--functions a,b]
 
 The SLO of each run is ``slo_factor`` × the batch-1 median (Swayam's 5c̄); ``--slo-ms`` sets
 one instead. Under a deadline-aware policy (GS) the batch size also answers the deadline; with

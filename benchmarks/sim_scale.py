@@ -5,7 +5,7 @@ profiles, 1000 fixed nodes, 6000 rps) in this process and prints the engine's re
 second of wall time, events per second and the run's own results. ``--requests`` runs fewer
 (the rate stays; the virtual duration shrinks). ``--profile`` writes a cProfile of the run.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/sim_scale.py --requests 1000000
+    .venv/bin/python benchmarks/sim_scale.py --requests 1000000
 """
 
 from __future__ import annotations

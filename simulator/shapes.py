@@ -7,7 +7,7 @@ their data: ``big_spike`` (a steady base with one five-minute spike to 3.3×), `
 peak, then a middle level), ``large_variations`` (swings between 10 % and 100 % every 15
 minutes). A seeded ±5 % per-second jitter keeps them from being perfectly flat.
 
-    PYTHONPATH=. .venv/bin/python -m simulator.shapes experiments/sim/traces
+    .venv/bin/python -m simulator.shapes experiments/sim/traces
 
 writes ``synthetic-autoscale-<shape>.rps.txt`` (per-second counts, a ``#`` header naming the
 shape) for ``traces.load_trace``.
