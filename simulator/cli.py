@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-rps", type=float, help="with --trace: the trace's peak rate")
     parser.add_argument("--no-search", action="store_true", help="skip the max-rps search")
     parser.add_argument("--jobs", type=int, default=1, help="processes for the policy sweep")
+    parser.add_argument(
+        "--plots", metavar="DIR", help="draw each app's per-stage latency (Fig. 11) here"
+    )
 
 
 def _fail(message: str) -> int:
@@ -142,4 +145,26 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
         print(f"results: {args.json}", file=out)
+    if args.plots and doc["policies"]:
+        for path in plot_stages(doc, Path(args.plots)):
+            print(f"plot: {path}", file=out)
     return 0
+
+
+def plot_stages(doc: dict[str, Any], out_dir: Path) -> list[Path]:
+    """GrandSLAM Fig. 11 per app: one bar per policy, each stage's queue and service stacked."""
+    from adapter.plots import plot_stage_latency
+
+    apps: set[str] = set()
+    for result in doc["policies"].values():
+        apps.update(result.get("stages", {}))
+    paths = []
+    for app in sorted(apps):
+        breakdown = {
+            name: [(s["function"], s["queue_ms"], s["compute_ms"]) for s in result["stages"][app]]
+            for name, result in doc["policies"].items()
+            if app in result.get("stages", {})
+        }
+        title = f"{doc['workload']} ({doc['profile']}): {app}, mean latency per stage"
+        paths.append(plot_stage_latency(breakdown, out_dir / f"stages-{app}.png", title))
+    return paths

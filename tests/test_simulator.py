@@ -127,9 +127,14 @@ def test_cli_writes_the_per_policy_json(tmp_path: Path, capsys: pytest.CaptureFi
     None
 ):  # fmt: skip
     out = tmp_path / "out.json"
+    plots = tmp_path / "plots"
     code = main(["simulate", "-c", str(TINY), "--json", str(out), "--policies", "FIFO-NB,GS",
-                 "--requests", "600"])  # fmt: skip
+                 "--requests", "600", "--plots", str(plots)])  # fmt: skip
     assert code == 0
+    # GrandSLAM Fig. 11 per app of the workload
+    assert sorted(p.name for p in plots.iterdir()) == [
+        "stages-img_query.png", "stages-text_query.png"
+    ]  # fmt: skip
     doc = json.loads(out.read_text())
     assert {"workload", "profile", "policies", "sla", "gs_over_best_prior"} <= set(doc)
     assert set(doc["policies"]) == {"FIFO-NB", "GS"}
