@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from functions import images
 from functions.inputs import b64_field, rgb_image
 from functions.model import InvalidInput
 
@@ -95,3 +96,21 @@ def face_instance(instance: Any) -> Face:
         raise InvalidInput(f"unknown keys: {', '.join(sorted(unknown))}")
     box = parse_box(instance["box"], pixels) if "box" in instance else None
     return Face(pixels, box)
+
+
+def astronaut_photos() -> list[images.Pixels]:
+    """The face functions' sample photos: the astronaut portrait, mirrored and at 75 % size
+    (one person, one open-eyed face, in three photos)."""
+    astronaut = images.named("astronaut")
+    return [astronaut, images.mirrored(astronaut), images.scaled(astronaut, 0.75)]
+
+
+def face_rect(face_detector: Any, rectangle: Any, face: Face) -> Any | None:
+    """The dlib rectangle of ``face``: its given box, else the largest face the detector finds
+    (None when it finds none)."""
+    if face.box is not None:
+        return rectangle(*face.box)
+    found = detect(face_detector, face.pixels)
+    if not found:
+        return None
+    return max((r for r, _ in found), key=lambda r: r.area())

@@ -10,20 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from functions import images
-from functions.face_models import box_json, detect, detector
+from functions.face_models import astronaut_photos, box_json, detect, detector
 from functions.inputs import b64_encode, b64_field, image_bytes, rgb_image
 from functions.model import Model
 
 
 def sample_pixels() -> list[images.Pixels]:
-    """Sample images: the astronaut (one face), its mirror and a half-size copy, the cat."""
-    astronaut = images.named("astronaut")
-    return [
-        astronaut,
-        images.mirrored(astronaut),
-        images.scaled(astronaut, 0.75),
-        images.named("chelsea"),
-    ]
+    """Sample images: the face functions' astronaut photos, and the cat (no face)."""
+    return [*astronaut_photos(), images.named("chelsea")]
 
 
 class FaceDetector(Model):

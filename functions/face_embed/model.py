@@ -19,10 +19,11 @@ from functions.face_models import (
     RECOGNITION_MODEL,
     SHAPE_PREDICTOR,
     Face,
+    astronaut_photos,
     box_json,
-    detect,
     detector,
     face_instance,
+    face_rect,
     model_file,
 )
 from functions.inputs import b64_encode, image_bytes
@@ -30,12 +31,6 @@ from functions.model import Model
 
 #: embeddings closer than this are the same person
 SAME_PERSON_DISTANCE = 0.6
-
-
-def sample_pixels() -> list[images.Pixels]:
-    """The astronaut portrait, mirrored and at 75 % size: one person in three photos."""
-    astronaut = images.named("astronaut")
-    return [astronaut, images.mirrored(astronaut), images.scaled(astronaut, 0.75)]
 
 
 class FaceEmbedder(Model):
@@ -58,14 +53,10 @@ class FaceEmbedder(Model):
         faces: list[Face] = batch
         results: list[dict[str, Any]] = []
         for face in faces:
-            if face.box is None:
-                found = detect(self._detector, face.pixels)
-                if not found:
-                    results.append({"embedding": None, "box": None, "error": "no face found"})
-                    continue
-                rect = max((r for r, _ in found), key=lambda r: r.area())
-            else:
-                rect = self._rectangle(*face.box)
+            rect = face_rect(self._detector, self._rectangle, face)
+            if rect is None:
+                results.append({"embedding": None, "box": None, "error": "no face found"})
+                continue
             shape = self._shapes(face.pixels, rect)
             vector = np.asarray(self._net.compute_face_descriptor(face.pixels, shape))
             results.append(
@@ -74,5 +65,5 @@ class FaceEmbedder(Model):
         return results
 
     def sample_instances(self, n: int) -> list[Any]:
-        encoded = [b64_encode(image_bytes(p)) for p in sample_pixels()]
+        encoded = [b64_encode(image_bytes(p)) for p in astronaut_photos()]
         return images.cycle(encoded, n)

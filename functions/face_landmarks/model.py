@@ -36,7 +36,15 @@ import numpy as np
 import numpy.typing as npt
 
 from functions import images
-from functions.face_models import Face, box_json, detect, detector, face_instance, model_file
+from functions.face_models import (
+    Face,
+    astronaut_photos,
+    box_json,
+    detector,
+    face_instance,
+    face_rect,
+    model_file,
+)
 from functions.inputs import b64_encode, image_bytes
 from functions.model import Model
 
@@ -98,19 +106,13 @@ def fatigue_signs(points: Points) -> dict[str, Any]:
     }
 
 
-#: the face boxes face_detect finds in :func:`sample_pixels`'s photos (fixed images, so fixed
-#: boxes; tests/test_face_landmarks.py checks them against the detector)
+#: the face boxes face_detect finds in the sample photos (functions.face_models.astronaut_photos:
+#: fixed images, so fixed boxes; tests/test_face_landmarks.py checks them against the detector)
 SAMPLE_BOXES = (
     {"left": 179, "top": 83, "right": 266, "bottom": 170},
     {"left": 246, "top": 83, "right": 333, "bottom": 170},
     {"left": 133, "top": 61, "right": 205, "bottom": 133},
 )
-
-
-def sample_pixels() -> list[images.Pixels]:
-    """The astronaut portrait, mirrored and at 75 % size: one open-eyed face in three photos."""
-    astronaut = images.named("astronaut")
-    return [astronaut, images.mirrored(astronaut), images.scaled(astronaut, 0.75)]
 
 
 class FaceLandmarks(Model):
@@ -132,14 +134,10 @@ class FaceLandmarks(Model):
         faces: list[Face] = batch
         results: list[dict[str, Any]] = []
         for face in faces:
-            if face.box is None:
-                found = detect(self._detector, face.pixels)
-                if not found:
-                    results.append(dict(_NO_FACE))
-                    continue
-                rect = max((r for r, _ in found), key=lambda r: r.area())
-            else:
-                rect = self._rectangle(*face.box)
+            rect = face_rect(self._detector, self._rectangle, face)
+            if rect is None:
+                results.append(dict(_NO_FACE))
+                continue
             shape = self._shapes(face.pixels, rect)
             points = np.array([(p.x, p.y) for p in shape.parts()], dtype=np.float64)
             results.append(
@@ -156,6 +154,6 @@ class FaceLandmarks(Model):
         (so a profile times the landmarks, not a second face detection)."""
         encoded = [
             {**b64_encode(image_bytes(p)), "box": dict(box)}
-            for p, box in zip(sample_pixels(), SAMPLE_BOXES, strict=True)
+            for p, box in zip(astronaut_photos(), SAMPLE_BOXES, strict=True)
         ]
         return images.cycle(encoded, n)
