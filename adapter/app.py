@@ -13,7 +13,8 @@ Routes:
   app that uses the function) and rides a batch; its predictions become the next stage's instances
   through the edge adapter between the two kinds (:mod:`adapter.edges`). With GS the stage budgets
   are proportional to the stages' estimated latencies at the batch sizes in use, re-split when a
-  stage finishes (slack forwarding). ``Server-Timing`` has queue and compute per stage.
+  stage finishes (slack forwarding). ``Server-Timing`` has queue, round trip and compute per
+  stage. The walk itself is :class:`adapter.chains.Chain`.
 - ``GET /v1/models/{fn}``, ``GET /v1/apps/{app}``, ``GET /healthz``, ``GET /metrics``.
 
 Everything with a lifetime (the HTTP client, the platform, the dispatch loops, the record writer)
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import itertools
 import logging
 import uuid
@@ -41,15 +43,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from adapter.autoscaling import Autoscaling
-from adapter.chain import stage_estimates
-from adapter.config import AppConfig, Config
+from adapter.chains import Chain
+from adapter.config import Config
 from adapter.dispatcher import Dispatcher
-from adapter.edges import Edge, EdgeError, edge_for
 from adapter.errors import (
     AdapterError,
     BadRequest,
     PayloadTooLarge,
-    StageOutputUnusable,
     UnknownTarget,
 )
 from adapter.latency import LatencyModel
@@ -58,7 +58,7 @@ from adapter.platform_view import LocalView, PlatformView, RemoteView
 from adapter.policy import ModePreset, preset
 from adapter.queue import Answer, Pending
 from adapter.records import RecordWriter
-from adapter.slack import StagePolicy, stage_policy
+from adapter.slack import stage_policy
 from functions.model import InvalidInput
 from functions.runtime import v1_instances
 from knative.clock import Clock, MonotonicClock
@@ -158,23 +158,6 @@ async def _await_answer(request: Request, item: Pending) -> Answer | None:
     return item.future.result()
 
 
-def _next_instances(
-    edge: Edge,
-    predictions: list[Any],
-    inputs: list[Any],
-    originals: list[Any],
-    upstream: str,
-    downstream: str,
-) -> list[Any]:
-    """The next stage's instances: each prediction through the edge, 1:1."""
-    try:
-        return [edge(p, x, o) for p, x, o in zip(predictions, inputs, originals, strict=True)]
-    except EdgeError as exc:
-        raise StageOutputUnusable(f"{upstream} -> {downstream}: {exc}") from None
-    except ValueError as exc:  # strict zip: the upstream answered the wrong number of items
-        raise StageOutputUnusable(f"{upstream} -> {downstream}: {exc}") from None
-
-
 def _error(exc: AdapterError) -> JSONResponse:
     return JSONResponse({"error": exc.reason}, status_code=exc.status)
 
@@ -247,155 +230,41 @@ def create_app(
         return JSONResponse({"predictions": answer.predictions}, headers=headers)
 
     policy = stage_policy(config.adapter.stage_policy)
-    edges: dict[str, list[Edge]] = {
-        name: [
-            edge_for(config.functions[a].model, config.functions[b].model)
-            for a, b in zip(app.stages, app.stages[1:], strict=False)
-        ]
-        for name, app in config.apps.items()
-    }
+    chains = {name: Chain(app, config.functions, policy) for name, app in config.apps.items()}
 
     async def app_predict(request: Request) -> Response:
         name = request.path_params["name"]
-        app = config.apps.get(name)
+        chain = chains.get(name)
         try:
-            if app is None:
+            if chain is None:
                 raise UnknownTarget(f"no app named {name!r}")
             body = await _read_body(request, config.adapter.max_body_bytes)
             instances = _parse_body(body)
-            slo = _slo_ms(request, app.slo_ms)
-            result = await _run_chain(request, app, instances, slo, policy, edges[name])
+            slo = _slo_ms(request, chain.app.slo_ms)
+            assert state.records is not None
+            result = await chain.run(
+                instances,
+                slo,
+                dispatchers=state.dispatchers,
+                await_answer=functools.partial(_await_answer, request),
+                clock=state.clock,
+                ids=ids,
+                records=state.records,
+                epoch=state.epoch,
+            )
         except AdapterError as exc:
             return _error(exc)
         if result is None:
             return Response(status_code=499)
-        predictions, timings, arrival, arrived_cold = result
-        total_ms = (state.clock.now() - arrival) * 1000.0
-        parts = [
-            f"{fn}-queue;dur={a.queue_ms:.2f}, {fn}-upstream;dur={a.round_trip_ms:.2f}, "
-            f"{fn}-compute;dur={a.compute_ms:.2f}"
-            for fn, a in timings
-        ]
-        headers = {
-            "server-timing": ", ".join([*parts, f"total;dur={total_ms:.2f}"]),
-            "x-batch-size": ",".join(str(a.batch_size) for _, a in timings),
-            "x-cold-start": "1" if any(a.cold for _, a in timings) else "0",
-            ARRIVED_COLD: "1" if arrived_cold else "0",
-        }
-        return JSONResponse({"predictions": predictions}, headers=headers)
-
-    async def _run_chain(
-        request: Request,
-        app: AppConfig,
-        instances: list[Any],
-        slo_ms: float,
-        policy: StagePolicy,
-        chain_edges: list[Edge],
-    ) -> tuple[list[Any], list[tuple[str, Answer]], float, bool] | None:
-        """Walk the stages; None if the client went away. Raises AdapterError on a failure."""
-        arrival = state.clock.now()
-        deadline = arrival + slo_ms / 1000.0
-        dispatchers = [state.dispatchers[fn] for fn in app.stages]
-        seq = next(ids)
-        timings: list[tuple[str, Answer]] = []
-        current = instances
-        arrived_cold = False
-        status, failure = 200, ""
-        try:
-            for k, (fn, dispatcher) in enumerate(zip(app.stages, dispatchers, strict=True)):
-                now = state.clock.now()
-                estimates = stage_estimates(
-                    [d.model for d in dispatchers], [d.batch_sizes.mean for d in dispatchers]
-                )
-                item = Pending(
-                    id=f"r{seq}.{k}",
-                    function=fn,
-                    instances=current,
-                    arrival=now,
-                    deadline=policy.stage_deadline(
-                        stage=k, now=now, arrival=arrival, deadline=deadline,
-                        estimates_ms=estimates,
-                    ),
-                    seq=next(ids),
-                    future=asyncio.get_running_loop().create_future(),
-                    app=app.name,
-                    stage=k,
-                    final_deadline=deadline,
-                )  # fmt: skip
-                dispatcher.submit(item)
-                arrived_cold = arrived_cold or item.arrived_cold
-                answer = await _await_answer(request, item)
-                if answer is None:
-                    status, failure = 499, f"the client went away during stage {fn}"
-                    return None
-                timings.append((fn, answer))
-                if k + 1 < len(app.stages):
-                    current = _next_instances(
-                        chain_edges[k], answer.predictions, current, instances, fn,
-                        app.stages[k + 1],
-                    )  # fmt: skip
-            return timings[-1][1].predictions, timings, arrival, arrived_cold
-        except AdapterError as exc:
-            status, failure = exc.status, exc.reason
-            raise
-        finally:
-            _account_chain(app, seq, arrival, deadline, timings, status, failure)
-
-    def _account_chain(
-        app: AppConfig,
-        seq: int,
-        arrival: float,
-        deadline: float,
-        timings: list[tuple[str, Answer]],
-        status: int,
-        failure: str,
-    ) -> None:
-        done = state.clock.now()
-        assert state.records is not None
-        epoch = state.epoch
-        state.records.add(
-            {
-                "id": f"r{seq}",
-                "app": app.name,
-                "arrival": round(arrival - epoch, 6),
-                "done": round(done - epoch, 6),
-                "deadline": round(deadline - epoch, 6),
-                "status": status,
-                "missed": status != 200 or done > deadline,
-                "error": failure or None,
-                "stages": [
-                    {
-                        "function": fn,
-                        "queue_ms": round(a.queue_ms, 3),
-                        "compute_ms": round(a.compute_ms, 3),
-                        "round_trip_ms": round(a.round_trip_ms, 3),
-                        "batch_size": a.batch_size,
-                        "cold": a.cold,
-                    }
-                    for fn, a in timings
-                ],
-            }
-        )
+        total_ms = (state.clock.now() - result.arrival) * 1000.0
+        return JSONResponse({"predictions": result.predictions}, headers=result.headers(total_ms))
 
     async def app_status(request: Request) -> Response:
         name = request.path_params["name"]
-        app = config.apps.get(name)
-        if app is None:
+        chain = chains.get(name)
+        if chain is None:
             return _error(UnknownTarget(f"no app named {name!r}"))
-        dispatchers = [state.dispatchers[fn] for fn in app.stages]
-        estimates = stage_estimates(
-            [d.model for d in dispatchers], [d.batch_sizes.mean for d in dispatchers]
-        )
-        # the plan for a request arriving now whose every stage takes all of its budget
-        arrival = now = state.clock.now()
-        deadline = now + app.slo_ms / 1000.0
-        budgets = []
-        for k in range(len(app.stages)):
-            stage_due = policy.stage_deadline(
-                stage=k, now=now, arrival=arrival, deadline=deadline, estimates_ms=estimates
-            )
-            budgets.append(round((stage_due - now) * 1000.0, 2))
-            now = stage_due
+        app = chain.app
         return JSONResponse(
             {
                 "name": name,
@@ -403,8 +272,8 @@ def create_app(
                 "slo_ms": app.slo_ms,
                 "percentile": app.percentile,
                 "stage_policy": policy.name,
-                "estimates_ms": [round(e, 2) for e in estimates],
-                "stage_budgets_ms": budgets,
+                "estimates_ms": [round(e, 2) for e in chain.estimates(state.dispatchers)],
+                "stage_budgets_ms": chain.budgets_ms(state.dispatchers, state.clock.now()),
             }
         )
 
