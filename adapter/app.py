@@ -59,6 +59,7 @@ from adapter.policy import ModePreset, preset
 from adapter.queue import Answer, Pending
 from adapter.records import RecordWriter
 from adapter.slack import stage_policy
+from adapter.upstream import HttpUpstream, PlatformUpstream, Upstream
 from functions.model import InvalidInput
 from functions.runtime import v1_instances
 from knative.clock import Clock, MonotonicClock
@@ -331,6 +332,12 @@ def create_app(
 
                     platform = await stack.enter_async_context(LocalPlatform(config))
                     state.view = LocalView(platform)
+            upstream: Upstream
+            if isinstance(state.view, LocalView) and transport is None:
+                upstream = PlatformUpstream(state.view.platform)
+            else:
+                upstream = HttpUpstream(state.view, client, lean=transport is None)
+            stack.push_async_callback(upstream.aclose)
             path = records_path or (
                 Path(config.adapter.records) if config.adapter.records else None
             )
@@ -355,7 +362,7 @@ def create_app(
                     aimd=aimd,
                     model=latency_prior(fn.model),
                     view=state.view,
-                    client=client,
+                    upstream=upstream,
                     clock=state.clock,
                     metrics=state.metrics,
                     records=state.records,

@@ -21,8 +21,6 @@ import logging
 import re
 from typing import Any
 
-import httpx
-
 from adapter.aimd import AIMD
 from adapter.autoscaling import Autoscaling
 from adapter.batching import BatchDecision
@@ -47,9 +45,11 @@ from adapter.queue import Answer, Pending, RequestQueue
 from adapter.records import RecordWriter
 from adapter.scheduling import next_batch
 from adapter.slack import Batching, StagePolicy
+from adapter.upstream import SendFailed, SendTimeout, Upstream
 from functions.gossip import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS
 from functions.runtime import COLD_START, COMPUTE_MS, MODEL_LOAD_MS
 from knative.clock import Clock
+from knative.http1 import Http1Response
 
 logger = logging.getLogger(__name__)
 decisions_log = logging.getLogger("slackwise.aimd")
@@ -82,7 +82,7 @@ class Dispatcher:
         aimd: AIMD,
         model: LatencyModel,
         view: PlatformView,
-        client: httpx.AsyncClient,
+        upstream: Upstream,
         clock: Clock,
         metrics: AdapterMetrics,
         records: RecordWriter,
@@ -100,7 +100,7 @@ class Dispatcher:
         self.aimd = aimd
         self.model = model
         self.view = view
-        self.client = client
+        self.upstream = upstream
         self.clock = clock
         self.records = records
         self.max_queue = max_queue
@@ -317,25 +317,19 @@ class Dispatcher:
         self._m_batch.observe(total)
         if decision.timeout_dispatch:
             self._m_timeouts.inc()
-        url = f"{self.view.url(self.name)}/v1/models/{self.name}:predict"
         body = json.dumps({"instances": instances}, separators=(",", ":")).encode()
         try:
-            response = await self.client.post(
-                url,
-                content=body,
-                headers=self._send_headers(),
-                timeout=float(self.function.timeout_s),
+            response = await self.upstream.post(
+                self.name, body, self._send_headers(), float(self.function.timeout_s)
             )
-        except httpx.TimeoutException:
+        except SendTimeout:
             error: AdapterError = UpstreamTimeout(
                 f"{self.name}: no answer to a batch of {total} within {self.function.timeout_s} s"
             )
             self._fail_all(batch, error)
             return
-        except httpx.HTTPError as exc:
-            self._fail_all(batch, UpstreamFailed(
-                f"{self.name}: batch of {total} failed: {type(exc).__name__}: {exc}"
-            ))  # fmt: skip
+        except SendFailed as exc:
+            self._fail_all(batch, UpstreamFailed(f"{self.name}: batch of {total} failed: {exc}"))
             return
         done = self.clock.now()
         if response.status_code == 200:
@@ -353,7 +347,7 @@ class Dispatcher:
 
     def _report(
         self,
-        response: httpx.Response,
+        response: Http1Response,
         done: float,
         waited_cold: bool,
         round_trip_ms: float,
@@ -383,7 +377,7 @@ class Dispatcher:
     def _answer(
         self,
         batch: list[Pending],
-        response: httpx.Response,
+        response: Http1Response,
         sent: float,
         done: float,
         total: int,
@@ -450,7 +444,7 @@ class Dispatcher:
                 item.future.set_result(answer)
             self._account(item, done, 200, total, cold, missed)
 
-    def _reject(self, batch: list[Pending], response: httpx.Response, total: int) -> None:
+    def _reject(self, batch: list[Pending], response: Http1Response, total: int) -> None:
         try:
             reason = str(json.loads(response.content).get("error", response.text))
         except (ValueError, AttributeError):

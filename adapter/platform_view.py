@@ -44,6 +44,11 @@ class LocalView:
     def __init__(self, platform: LocalPlatform) -> None:
         self._platform = platform
 
+    @property
+    def platform(self) -> LocalPlatform:
+        """The in-process platform (the adapter hands it batches directly)."""
+        return self._platform
+
     def url(self, function: str) -> str:
         return self._platform.url(function)
 

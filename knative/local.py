@@ -24,10 +24,12 @@ from typing import Any
 import httpx
 
 from adapter.config import Config, FunctionConfig
+from functions.gossip import FRONTEND_ID, FRONTEND_WINDOW_S
 from functions.runtime import HEADERS
 from knative.activator import Activator, BufferFull, WaitTimeout
 from knative.clock import Clock, MonotonicClock
 from knative.events import Ledger, PlatformEvent, ReplicaCounts
+from knative.http1 import Http1ConnectionError, Http1Timeout
 from knative.kpa import KPA
 from knative.meter import ConcurrencyMeter
 from knative.replica import Replica, ReplicaStartError, ReplicaState
@@ -38,6 +40,8 @@ PLATFORM_WAIT_MS = "x-platform-wait-ms"
 #: "1" when the request arrived while its function had no ready replica: it hit a cold start
 ARRIVED_COLD = "x-arrived-cold"
 REPLICA = "x-replica"
+#: request headers passed on to a replica: the frontend gossip (functions.gossip)
+_PASSED = frozenset((FRONTEND_ID, FRONTEND_WINDOW_S))
 
 
 class UnknownFunction(KeyError):
@@ -85,6 +89,7 @@ class _Function:
         self.pinned_min: int | None = None
         self.ledger = Ledger()
         self.next_index = 1
+        self.path = f"/v1/models/{config.name}:predict"
 
     def count(self, *states: ReplicaState) -> int:
         return sum(1 for r in self.replicas.values() if r.state in states)
@@ -315,21 +320,18 @@ class LocalPlatform:
         waited_ms: float,
         extra: Mapping[str, str] | None = None,
     ) -> Forwarded:
-        url = f"{replica.url}/v1/models/{fn.config.name}:predict"
+        headers = {h: v for h, v in (extra or {}).items() if h.lower() in _PASSED}
+        headers["content-type"] = content_type
         try:
-            response = await replica.open_client().post(
-                url,
-                content=body,
-                headers={**(extra or {}), "content-type": content_type},
-                timeout=float(fn.config.timeout_s),
+            response = await replica.open_pool().post(
+                fn.path, body, headers=headers, timeout_s=float(fn.config.timeout_s)
             )
-        except httpx.TimeoutException:
+        except Http1Timeout:
             fn.ledger.errors += 1
             return _error(504, f"{replica.name} did not answer within {fn.config.timeout_s} s")
-        except httpx.TransportError as exc:
+        except Http1ConnectionError as exc:
             fn.ledger.errors += 1
-            reason = f"{replica.name} failed mid-request ({type(exc).__name__})"
-            return _error(502, reason)
+            return _error(502, f"{replica.name} failed mid-request ({exc})")
         headers = {h: response.headers[h] for h in HEADERS if h in response.headers}
         headers["content-type"] = response.headers.get("content-type", "application/json")
         headers[PLATFORM_WAIT_MS] = f"{waited_ms:.3f}"

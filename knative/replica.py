@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from adapter.config import FunctionConfig
+from knative.http1 import Http1Pool, Origin
 
 logger = logging.getLogger(__name__)
 
@@ -72,9 +73,8 @@ class Replica:
         self.port: int | None = None
         self.process: asyncio.subprocess.Process | None = None
         self.stopping = False
-        #: the connection pool for requests to this replica (one per replica keeps pools small:
-        #: httpcore's per-request work grows with the connections a pool holds)
-        self.client: httpx.AsyncClient | None = None
+        #: keep-alive connections for predict requests to this replica
+        self.pool: Http1Pool | None = None
 
     @property
     def name(self) -> str:
@@ -170,22 +170,20 @@ class Replica:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, sig)
 
-    def open_client(self) -> httpx.AsyncClient:
-        """The replica's own connection pool, sized to its container concurrency."""
-        if self.client is None:
+    def open_pool(self) -> Http1Pool:
+        """The replica's own keep-alive connections, as many idle as its container concurrency."""
+        if self.pool is None:
+            assert self.port is not None
             size = self.function.container_concurrency or 100
-            self.client = httpx.AsyncClient(
-                trust_env=False,
-                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
-            )
-        return self.client
+            self.pool = Http1Pool(Origin(self.host, self.port), max_idle=size)
+        return self.pool
 
     async def terminate(self, grace_s: float = 5.0) -> None:
         """SIGTERM, then SIGKILL after ``grace_s``; returns when the process is gone."""
         self.stopping = True
-        if self.client is not None:
-            client, self.client = self.client, None
-            await client.aclose()
+        if self.pool is not None:
+            pool, self.pool = self.pool, None
+            pool.close()
         if self.process is None:
             return
         if self.process.returncode is None:
