@@ -40,6 +40,17 @@ Rules, in order:
    ``earliest deadline − P95(n)``. If ``latest ≤ now`` the batch leaves at once (``"timeout"``:
    MLProxy's negative DTO, the case its AIMD counts); else ``take=0`` and ``wake_at=latest``.
    A new arrival should trigger a fresh call, as in MLProxy's Algorithm 1.
+   **Waiting must pay for itself** (with ``arrival_rate``, the function's observed arrival
+   rate in instances per second): a bigger batch is only worth waiting for when the slots could
+   not keep up with batches of the size at hand. With ``slots`` slots and batches of ``n``, the
+   slots are busy ``ρ(n) = rate · E(n) / (1000 · n · slots)`` of the time. The batch leaves at
+   once (``"alone"``) when fewer than one more instance is expected before ``latest``, or when
+   ``ρ(total) ≤ target_utilization`` (waiting would only add latency). Otherwise it waits for
+   the smallest size ``n*`` with ``ρ(n*) ≤ target_utilization`` (``"enough"`` once reached),
+   and no longer than the arrivals expected to bring it take: ``wake_at = min(latest, now +
+   (n* − total) / rate)``. ``margin_s`` is taken off ``latest``: the path's own latency outside
+   what the latency model sees (the adapter's answer path and the client's legs), so a batch
+   held to its dispatch timeout still answers the client within its SLO.
 7. **Optional cap on waiting** (``max_wait_s``, like Triton's ``max_queue_delay``): the oldest
    member never waits longer than this for company (``"max_wait"``). Without it a lone request at
    low load waits until its dispatch timeout, which is MLProxy's design (cost first, within the
@@ -73,6 +84,8 @@ Reason = Literal[
     "closed",
     "timeout",
     "max_wait",
+    "alone",
+    "no_gain",
     "activate",
     "static",
     "busy",
@@ -137,6 +150,10 @@ def decide(
     deadline_aware: bool = True,
     late_limit: int | None = None,
     max_wait_s: float | None = None,
+    arrival_rate: float | None = None,
+    slots: int = 1,
+    target_utilization: float = 0.7,
+    margin_s: float = 0.0,
 ) -> BatchDecision:
     """Decide for an ordered queue at ``now``; ``limit`` caps the batch in instances.
 
@@ -146,6 +163,9 @@ def decide(
     slack of requests that still have some, and late ones have none left to keep.
     ``max_wait_s`` caps how long the oldest member may wait for company (``"max_wait"``; 0 makes
     batching work-conserving: whatever is queued leaves as soon as a slot is free).
+    ``arrival_rate`` (instances per second), ``slots``, ``target_utilization`` and ``margin_s``
+    decide whether waiting for company pays (rule 6); without ``arrival_rate`` a batch that is
+    not closed waits until its dispatch timeout, as in MLProxy.
     """
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit!r}")
@@ -192,8 +212,16 @@ def decide(
         return BatchDecision(take=take, instances=total, wake_at=None, reason=closed)
 
     latest = earliest - max(model.p95_ms(total + 1, now), model.p95_ms(total, now)) / 1000.0
+    latest -= margin_s
     if latest <= now:
         return BatchDecision(take=take, instances=total, wake_at=None, reason="timeout")
+    if arrival_rate is not None:
+        target = _worth_waiting_for(model, total, limit, arrival_rate, slots, target_utilization)
+        if target is None:
+            return BatchDecision(take=take, instances=total, wake_at=None, reason="no_gain")
+        if arrival_rate * (latest - now) < 1.0:
+            return BatchDecision(take=take, instances=total, wake_at=None, reason="alone")
+        latest = min(latest, now + (target - total) / arrival_rate)
     if max_wait_s is not None:
         capped = min(queue[i].arrival for i in range(take)) + max_wait_s
         if capped <= now:
@@ -201,3 +229,26 @@ def decide(
         if capped < latest:
             return BatchDecision(take=0, instances=0, wake_at=capped, reason="wait")
     return BatchDecision(take=0, instances=0, wake_at=latest, reason="wait")
+
+
+def _worth_waiting_for(
+    model: LatencyEstimator,
+    total: int,
+    limit: int,
+    rate: float,
+    slots: int,
+    utilization: float,
+) -> int | None:
+    """The smallest batch size the slots can sustain at ``rate`` within ``utilization``; None
+    when ``total`` already can (no wait pays), ``limit`` when even that cannot (wait for the
+    most the deadlines allow)."""
+
+    def busy(n: int) -> float:
+        return rate * model.estimate_ms(n) / (1000.0 * n * max(1, slots))
+
+    if busy(total) <= utilization:
+        return None
+    for n in range(total + 1, limit + 1):
+        if busy(n) <= utilization:
+            return n
+    return limit

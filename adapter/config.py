@@ -149,6 +149,11 @@ class AdapterConfig:
     namespace: str | None = None
     ingress: str | None = None
     max_wait_ms: float | None = None
+    #: slackwise mode waits for company only while the slots could not keep up with smaller
+    #: batches at this busy fraction (adapter.batching rule 6)
+    wait_utilization: float = 0.7
+    #: the part of the path margin nobody in the adapter can time (the client's legs), in ms
+    path_margin_ms: float = 1.0
     #: how chains split their SLO over stages and batch (GS, ED-*, EDF-*, FIFO-NB: adapter.slack)
     stage_policy: str = "GS"
     aimd: AIMDConfig = field(default_factory=AIMDConfig)
@@ -476,10 +481,19 @@ def _adapter(r: _Reader, raw: Any) -> AdapterConfig:
         max_wait_ms=None
         if data.get("max_wait_ms") is None
         else r.number(data, "max_wait_ms", path, 0.0),
+        wait_utilization=_fraction(r, data, "wait_utilization", path, d.wait_utilization),
+        path_margin_ms=r.number(data, "path_margin_ms", path, d.path_margin_ms),
         stage_policy=_stage_policy(r, data, path, d.stage_policy),
         aimd=_aimd(r, data.get("aimd")),
         advisor=_advisor(r, data.get("advisor")),
     )
+
+
+def _fraction(r: _Reader, data: Mapping[str, Any], key: str, path: str, default: float) -> float:
+    value = r.number(data, key, path, default)
+    if not 0.0 < value <= 1.0:
+        raise r.fail(f"{path}.{key}", f"must be in (0, 1], got {value:g}")
+    return value
 
 
 def _flag(r: _Reader, data: Mapping[str, Any], key: str, path: str, default: bool) -> bool:

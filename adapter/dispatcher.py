@@ -46,6 +46,7 @@ from adapter.records import RecordWriter
 from adapter.scheduling import next_batch
 from adapter.slack import Batching, StagePolicy
 from adapter.upstream import SendFailed, SendTimeout, Upstream
+from adapter.waiting import PathMargin, RecentRate
 from functions.gossip import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS
 from functions.runtime import COLD_START, COMPUTE_MS, MODEL_LOAD_MS
 from knative.clock import Clock
@@ -92,6 +93,8 @@ class Dispatcher:
         stage_policy: StagePolicy | None = None,
         autoscaling: Autoscaling | None = None,
         frontend_id: str | None = None,
+        wait_utilization: float = 0.7,
+        path_margin_ms: float = 1.0,
     ) -> None:
         self.function = function
         self.name = function.name
@@ -121,6 +124,10 @@ class Dispatcher:
         #: the autoscaling advisor this dispatcher reports arrivals, cold starts and gossip to
         self.autoscaling = autoscaling
         self.frontend_id = frontend_id
+        #: the recent arrival rate and the path's own latency: whether waiting for company pays
+        self.arrivals = RecentRate()
+        self.path_margin = PathMargin(floor_ms=path_margin_ms)
+        self.wait_utilization = wait_utilization
         self.inflight = 0
         self.batches = 0
         self.instances_sent = 0
@@ -151,6 +158,7 @@ class Dispatcher:
         if len(self.queue) >= self.max_queue:
             raise Overloaded(f"{self.name}: queue full ({self.max_queue} requests waiting)")
         item.arrived_cold = self._cold()
+        self.arrivals.record(item.arrival, item.size)
         if self.autoscaling is not None:
             self.autoscaling.arrived(self.name, item.arrival, item.size)
         if self.function.late == "predict":
@@ -245,6 +253,7 @@ class Dispatcher:
                     ))  # fmt: skip
                 if not self.queue:
                     continue
+            slots = self._slots()
             decision = next_batch(
                 now,
                 self.queue,
@@ -253,10 +262,14 @@ class Dispatcher:
                 deadline_aware=self.deadline_aware,
                 limit=self._limit(),
                 late_limit=self.function.max_batch,
-                free_slots=self._slots() - self.inflight,
+                free_slots=slots - self.inflight,
                 cold=self._cold(),
                 inflight=self.inflight,
                 max_wait_s=self.max_wait_s,
+                arrival_rate=self.arrivals.rate(now) if self.preset.wait_pays else None,
+                slots=slots,
+                target_utilization=self.wait_utilization,
+                margin_s=self.path_margin.margin_ms() / 1000.0,
             )
             if decision.reason == "busy":
                 await self._wait(now + _CAPACITY_POLL_S)

@@ -48,6 +48,9 @@ class ModePreset:
     cold_aware: bool = False
     cold_dominated: float = 0.5
     aimd_signal: AIMDSignal = "response"
+    #: wait for company only when it pays (adapter.batching rule 6); MLProxy waits until its
+    #: dispatch timeout whatever the rate
+    wait_pays: bool = False
 
     def aimd(self, *, initial: float, maximum: int, minimum: int = 1) -> AIMD:
         """A fresh :class:`AIMD` with this mode's settings."""
@@ -73,6 +76,7 @@ SLACKWISE = ModePreset(
     miss_threshold=0.05,
     cold_aware=True,
     aimd_signal="service",
+    wait_pays=True,
 )
 MLPROXY = ModePreset(name="mlproxy", order="arrival", deadline_aware=False)
 PRESETS: Mapping[str, ModePreset] = MappingProxyType({p.name: p for p in (SLACKWISE, MLPROXY)})

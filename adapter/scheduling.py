@@ -44,12 +44,18 @@ def next_batch(
     cold: bool,
     inflight: int,
     max_wait_s: float | None = None,
+    arrival_rate: float | None = None,
+    slots: int = 1,
+    target_utilization: float = 0.7,
+    margin_s: float = 0.0,
 ) -> BatchDecision:
     """The batch to send from ``queue`` at ``now`` (see the module docstring).
 
     ``limit`` is the batch cap in instances for dynamic batching (AIMD's limit within the
     function's maximum), the fixed size for static batching, ignored without batching.
     ``late_limit`` caps a batch of late requests (dynamic, deadline-aware only).
+    ``arrival_rate``, ``slots`` (ready replicas × containerConcurrency), ``target_utilization``
+    and ``margin_s`` go to :func:`adapter.batching.decide` (whether waiting for company pays).
     """
     if not queue:
         return _EMPTY
@@ -68,6 +74,10 @@ def next_batch(
             deadline_aware=deadline_aware,
             late_limit=late_limit,
             max_wait_s=max_wait_s,
+            arrival_rate=arrival_rate,
+            slots=slots,
+            target_utilization=target_utilization,
+            margin_s=margin_s,
         )
     else:
         cap = 1 if batching == "none" else limit

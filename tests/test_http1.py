@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
+import uvloop
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -63,6 +64,8 @@ async def _with_server(scenario: object) -> None:
 
 def run(scenario: object) -> None:
     asyncio.run(_with_server(scenario))
+    # the adapter and the platform run under uvloop (uvicorn picks it): the same on its loop
+    uvloop.run(_with_server(scenario))
 
 
 def test_answers_reuse_one_keepalive_connection_with_nodelay() -> None:

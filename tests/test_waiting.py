@@ -1,0 +1,98 @@
+"""Waiting for company only when it pays: the rule in adapter.batching and its inputs."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapter.batching import BatchDecision, PendingItem, decide
+from adapter.waiting import PathMargin, RecentRate
+from tests.test_batching import Linear
+
+
+def lone(deadline: float = 0.050) -> list[PendingItem]:
+    return [PendingItem(deadline=deadline, arrival=0.0)]
+
+
+def test_a_lone_request_at_a_low_rate_leaves_at_once() -> None:
+    # 10 req/s, 2.5 ms a request: one slot is busy 2.5 % of the time; waiting buys nothing
+    d = decide(0.0, lone(), Linear(2.0, 0.5), limit=64, arrival_rate=10.0, slots=1)
+    assert d == BatchDecision(take=1, instances=1, wake_at=None, reason="no_gain")
+    # without the rate it waits until its dispatch timeout, as MLProxy does
+    mlproxy = decide(0.0, lone(), Linear(2.0, 0.5), limit=64)
+    assert mlproxy.take == 0 and mlproxy.wake_at == pytest.approx(0.050 - 0.003)
+
+
+def test_a_busy_function_waits_only_as_long_as_the_batch_it_needs_takes_to_arrive() -> None:
+    # 1000 req/s on one slot: batches of n keep it busy (2 + 0.5 n) / n of the time, <= 0.7 from
+    # n = 10 on; nine more requests are expected in 9 ms
+    d = decide(0.0, lone(), Linear(2.0, 0.5), limit=64, arrival_rate=1000.0, slots=1)
+    assert d.take == 0 and d.reason == "wait"
+    assert d.wake_at == pytest.approx(0.009)
+    ten = [PendingItem(deadline=0.050, arrival=i / 1000) for i in range(10)]
+    d = decide(0.010, ten, Linear(2.0, 0.5), limit=64, arrival_rate=1000.0, slots=1)
+    assert d == BatchDecision(take=10, instances=10, wake_at=None, reason="no_gain")
+
+
+def test_more_slots_need_smaller_batches() -> None:
+    # four slots share the load: batches of 1 keep them busy 62.5 %, under 0.7
+    d = decide(0.0, lone(), Linear(2.0, 0.5), limit=64, arrival_rate=1000.0, slots=4)
+    assert d.reason == "no_gain"
+
+
+def test_no_wait_when_not_one_more_arrival_is_expected_before_the_timeout() -> None:
+    # busy enough to want company, but the slack left holds 0.5 expected arrivals
+    q = lone(deadline=0.0035)
+    d = decide(0.0, q, Linear(2.0, 0.5), limit=64, arrival_rate=1000.0 / 6, slots=1,
+               target_utilization=0.1)  # fmt: skip
+    assert d.reason == "alone"
+
+
+def test_the_path_margin_comes_off_the_dispatch_timeout() -> None:
+    d = decide(0.0, lone(), Linear(2.0, 0.5), limit=64, margin_s=0.004)
+    assert d.wake_at == pytest.approx(0.050 - 0.003 - 0.004)
+    late = decide(0.046, lone(), Linear(2.0, 0.5), limit=64, margin_s=0.004)
+    assert late.reason == "timeout"
+
+
+@given(
+    rate=st.floats(min_value=0.0, max_value=5000.0),
+    slots=st.integers(min_value=1, max_value=8),
+    n=st.integers(min_value=1, max_value=20),
+    now=st.floats(min_value=0.0, max_value=0.04),
+)
+def test_waiting_never_passes_the_dispatch_timeout(
+    rate: float, slots: int, n: int, now: float
+) -> None:
+    queue = [PendingItem(deadline=0.050, arrival=0.0) for _ in range(n)]
+    model = Linear(2.0, 0.5)
+    d = decide(now, queue, model, limit=64, arrival_rate=rate, slots=slots, margin_s=0.001)
+    latest = 0.050 - model.p95_ms(n + 1, now) / 1000.0 - 0.001
+    if d.take == 0:
+        assert d.wake_at is not None and now < d.wake_at <= latest + 1e-12
+    else:
+        assert d.instances == n  # a batch that leaves takes everything that fits
+
+
+def test_recent_rate_counts_instances_in_its_window() -> None:
+    rate = RecentRate(window_s=1.0)
+    assert rate.rate(0.0) == 0.0
+    for i in range(10):
+        rate.record(i * 0.1, size=2)
+    assert rate.rate(0.95) == pytest.approx(20.0)
+    assert rate.rate(1.55) == pytest.approx(8.0)  # arrivals at 0.6 .. 0.9 remain
+    assert rate.rate(5.0) == 0.0
+    with pytest.raises(ValueError, match="window_s"):
+        RecentRate(window_s=0)
+
+
+def test_path_margin_is_a_recent_p95_above_its_floor() -> None:
+    margin = PathMargin(floor_ms=1.0, maxlen=100)
+    assert margin.margin_ms() == 1.0
+    for i in range(100):
+        margin.observe(float(i % 10))  # 0..9 ms
+    assert margin.margin_ms() == pytest.approx(1.0 + 9.0)
+    for _ in range(100):
+        margin.observe(0.5)  # the old samples age out
+    assert margin.margin_ms() == pytest.approx(1.5)
