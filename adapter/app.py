@@ -38,6 +38,7 @@ from typing import Any
 
 import httpx
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -48,7 +49,6 @@ from adapter.config import Config
 from adapter.dispatcher import Dispatcher
 from adapter.errors import (
     AdapterError,
-    BadRequest,
     PayloadTooLarge,
     UnknownTarget,
 )
@@ -56,18 +56,15 @@ from adapter.latency import LatencyModel
 from adapter.metrics import AdapterMetrics
 from adapter.platform_view import LocalView, PlatformView, RemoteView
 from adapter.policy import ModePreset, preset
+from adapter.predict_endpoint import SLO_HEADER, PredictEndpoint, parse_body, slo_ms
 from adapter.queue import Answer, Pending
 from adapter.records import RecordWriter
 from adapter.slack import stage_policy
 from adapter.upstream import HttpUpstream, PlatformUpstream, Upstream
-from functions.model import InvalidInput
-from functions.runtime import v1_instances
 from knative.clock import Clock, MonotonicClock
-from knative.local import ARRIVED_COLD
 
 logger = logging.getLogger(__name__)
 
-SLO_HEADER = "x-slo-ms"
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
 #: the prior when a model has no profile: 5 ms + 1 ms per instance, refined by the first batches
 _FALLBACK_PRIOR = (5.0, 1.0)
@@ -102,26 +99,6 @@ def latency_prior(kind: str, profiles_dir: Path = PROFILES_DIR) -> LatencyModel:
         except ProfileFormatError as exc:
             logger.warning("ignoring profile %s: %s", path, exc)
     return LatencyModel.from_prior(*_FALLBACK_PRIOR)
-
-
-def _parse_body(body: bytes) -> list[Any]:
-    try:
-        return v1_instances(body)
-    except InvalidInput as exc:
-        raise BadRequest(str(exc)) from None
-
-
-def _slo_ms(request: Request, configured: float) -> float:
-    raw = request.headers.get(SLO_HEADER)
-    if raw is None:
-        return configured
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadRequest(f"X-SLO-Ms must be a number of milliseconds, got {raw!r}") from None
-    if not value > 0 or value != value:
-        raise BadRequest(f"X-SLO-Ms must be positive, got {raw!r}")
-    return min(configured, value)
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -192,48 +169,6 @@ def create_app(
         slos[name] = slo
     ids = itertools.count(1)
 
-    async def predict(request: Request) -> Response:
-        name = request.path_params["name"]
-        dispatcher = state.dispatchers.get(name)
-        # the SLO runs from when the adapter took the request, reading its body included
-        now = state.clock.now()
-        try:
-            if dispatcher is None:
-                raise UnknownTarget(f"no function named {name!r}")
-            body = await _read_body(request, config.adapter.max_body_bytes)
-            instances = _parse_body(body)
-            slo = _slo_ms(request, slos[name])
-            seq = next(ids)
-            item = Pending(
-                id=f"r{seq}",
-                function=name,
-                instances=instances,
-                arrival=now,
-                deadline=now + slo / 1000.0,
-                seq=seq,
-                future=asyncio.get_running_loop().create_future(),
-            )
-            dispatcher.submit(item)
-            answer = await _await_answer(request, item)
-        except AdapterError as exc:
-            return _error(exc)
-        if answer is None:
-            return Response(status_code=499)  # nobody is listening; the queue let it go
-        total_ms = (state.clock.now() - item.arrival) * 1000.0
-        # what the path spent outside the queue and the batch's round trip (reading the body,
-        # resuming this handler): the margin the next batches keep off their dispatch timeout
-        dispatcher.path_margin.observe(total_ms - answer.queue_ms - answer.round_trip_ms)
-        headers = {
-            "server-timing": (
-                f"queue;dur={answer.queue_ms:.2f}, upstream;dur={answer.round_trip_ms:.2f}, "
-                f"compute;dur={answer.compute_ms:.2f}, total;dur={total_ms:.2f}"
-            ),
-            "x-batch-size": str(answer.batch_size),
-            "x-cold-start": "1" if answer.cold else "0",
-            ARRIVED_COLD: "1" if item.arrived_cold else "0",
-        }
-        return JSONResponse({"predictions": answer.predictions}, headers=headers)
-
     policy = stage_policy(config.adapter.stage_policy)
     chains = {name: Chain(app, config.functions, policy) for name, app in config.apps.items()}
 
@@ -244,8 +179,8 @@ def create_app(
             if chain is None:
                 raise UnknownTarget(f"no app named {name!r}")
             body = await _read_body(request, config.adapter.max_body_bytes)
-            instances = _parse_body(body)
-            slo = _slo_ms(request, chain.app.slo_ms)
+            instances = parse_body(body)
+            slo = slo_ms(request.headers.get(SLO_HEADER), chain.app.slo_ms)
             assert state.records is not None
             result = await chain.run(
                 instances,
@@ -397,14 +332,21 @@ def create_app(
                 await asyncio.gather(*(d.stop() for d in state.dispatchers.values()))
 
     routes = [
-        Route("/v1/models/{name}:predict", predict, methods=["POST"]),
         Route("/v1/apps/{name}:predict", app_predict, methods=["POST"]),
         Route("/v1/apps/{name}", app_status, methods=["GET"]),
         Route("/v1/models/{name}", model_status, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    # function predicts are answered ahead of the router (adapter.predict_endpoint)
+    fast = Middleware(
+        PredictEndpoint,
+        state=state,
+        slos=slos,
+        ids=ids,
+        max_body_bytes=config.adapter.max_body_bytes,
+    )
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[fast])
     app.state.adapter = state
     return app
 
