@@ -122,7 +122,9 @@ async def _until_disconnect(request: Request) -> None:
             return
 
 
-async def _await_answer(request: Request, item: Pending) -> Answer | None:
+async def _await_answer(
+    dispatchers: dict[str, Dispatcher], request: Request, item: Pending
+) -> Answer | None:
     """The request's answer, or None if the client went away first (then it leaves the queue)."""
     watcher: asyncio.Future[Any] = asyncio.ensure_future(_until_disconnect(request))
     answer: asyncio.Future[Any] = item.future
@@ -131,7 +133,7 @@ async def _await_answer(request: Request, item: Pending) -> Answer | None:
     finally:
         watcher.cancel()
     if not item.future.done():
-        item.future.cancel()
+        dispatchers[item.function].withdraw(item)
         return None
     return item.future.result()
 
@@ -186,7 +188,7 @@ def create_app(
                 instances,
                 slo,
                 dispatchers=state.dispatchers,
-                await_answer=functools.partial(_await_answer, request),
+                await_answer=functools.partial(_await_answer, state.dispatchers, request),
                 clock=state.clock,
                 ids=ids,
                 records=state.records,

@@ -166,6 +166,13 @@ class Dispatcher:
         self.queue.push(item)
         self._wake.set()
 
+    def withdraw(self, item: Pending) -> None:
+        """The request's client went away: cancel it; the queue drops it at the next step."""
+        if not item.future.done():
+            item.future.cancel()
+            self.queue.note_cancelled()
+            self._wake.set()
+
     def _prune_at_admission(self, item: Pending) -> None:
         """Swayam §3.3: refuse at once a request the queue ahead says will finish late."""
         limit = self._limit()

@@ -117,7 +117,7 @@ class PredictEndpoint:
                 future=asyncio.get_running_loop().create_future(),
             )
             dispatcher.submit(item)
-            answer = await self._await_answer(receive, item)
+            answer = await self._await_answer(receive, item, dispatcher.withdraw)
         except AdapterError as exc:
             await _respond(send, exc.status, {"error": exc.reason}, ())
             return
@@ -160,7 +160,9 @@ class PredictEndpoint:
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    async def _await_answer(self, receive: Receive, item: Pending) -> Answer | None:
+    async def _await_answer(
+        self, receive: Receive, item: Pending, withdraw: Callable[[Pending], None]
+    ) -> Answer | None:
         """The request's answer, or None if the client went away first (it leaves the queue).
 
         One watcher task waits for the disconnect and cancels the request's future; the answer
@@ -171,8 +173,7 @@ class PredictEndpoint:
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
-                    if not future.done():
-                        future.cancel()
+                    withdraw(item)
                     return
 
         watcher = asyncio.ensure_future(watch())

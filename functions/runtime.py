@@ -14,7 +14,10 @@ within the window the request asks for (Swayam's gossip, :mod:`functions.gossip`
 
 The model loads in a background thread after the server starts, so the readiness endpoint can
 say "loading" instead of refusing connections. Batches run one at a time on a single worker
-thread: concurrency is the platform's business (``containerConcurrency``).
+thread: concurrency is the platform's business (``containerConcurrency``). A model whose recent
+batches took under :data:`INLINE_BELOW_MS` (digits: a fraction of a millisecond) runs on the
+event loop itself when the worker is idle: the hand-off to the thread and back cost more than
+the model did.
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ HEADERS = (COMPUTE_MS, COLD_START, PROCESS_START, MODEL_LOAD_MS, BATCH_SIZE, IN_
 
 #: the largest request body accepted, in bytes
 MAX_BODY_BYTES = 64 * 1024 * 1024
+#: a batch expected to compute in less than this runs on the event loop, not the worker thread
+INLINE_BELOW_MS = 2.0
+#: smoothing of the per-instance compute time that predicts the next batch's
+_EWMA_ALPHA = 0.2
 
 
 @dataclass
@@ -63,6 +70,10 @@ class _State:
     load_ms: float = 0.0
     served: int = 0
     in_flight: int = 0
+    #: batches on the worker thread now, and the recent compute time per instance (ms; None
+    #: until a batch has run)
+    on_worker: int = 0
+    ms_per_instance: float | None = None
     frontends: FrontendTally = field(default_factory=FrontendTally)
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="predict")
@@ -121,6 +132,20 @@ def _parse_instances(body: bytes, model: Model) -> list[Any]:
     return decoded
 
 
+async def _run_model(state: _State, instances: list[Any]) -> list[Any]:
+    """The model on this batch: inline when it is known to be fast and the worker is idle (one
+    batch at a time either way), else on the worker thread."""
+    recent = state.ms_per_instance
+    if recent is not None and state.on_worker == 0 and recent * len(instances) < INLINE_BELOW_MS:
+        return state.model.predict(instances)
+    state.on_worker += 1
+    try:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(state.executor, state.model.predict, instances)
+    finally:
+        state.on_worker -= 1
+
+
 def create_app(model: Model, *, name: str | None = None) -> Starlette:
     """Build the V1 app for ``model``; ``name`` is the path name (default: the model's kind)."""
     state = _State(model=model, name=name or model.kind, process_start=time.time())
@@ -162,16 +187,20 @@ def create_app(model: Model, *, name: str | None = None) -> Starlette:
             instances = _parse_instances(body, state.model)
         except InvalidInput as exc:
             return _error(400, str(exc))
-        loop = asyncio.get_running_loop()
         start = time.perf_counter()
         try:
-            predictions = await loop.run_in_executor(state.executor, state.model.predict, instances)
+            predictions = await _run_model(state, instances)
         except InvalidInput as exc:
             return _error(400, str(exc))
         except Exception as exc:  # the process keeps serving after a model error
             logger.exception("model %s failed on a batch of %d", state.name, len(instances))
             return _error(500, f"model error: {type(exc).__name__}: {exc}")
         compute_ms = (time.perf_counter() - start) * 1000.0
+        per = compute_ms / len(instances)
+        previous = state.ms_per_instance
+        state.ms_per_instance = (
+            per if previous is None else previous + _EWMA_ALPHA * (per - previous)
+        )
         if len(predictions) != len(instances):
             return _error(
                 500, f"model returned {len(predictions)} predictions for {len(instances)} inputs"

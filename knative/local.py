@@ -215,10 +215,19 @@ class LocalPlatform:
 
     def replicas(self, name: str) -> ReplicaCounts:
         fn = self._fn(name)
+        ready = starting = draining = 0
+        for replica in fn.replicas.values():  # one pass: the adapter asks on every step
+            state = replica.state
+            if state is ReplicaState.READY:
+                ready += 1
+            elif state is ReplicaState.STARTING:
+                starting += 1
+            elif state is ReplicaState.DRAINING:
+                draining += 1
         return ReplicaCounts(
-            ready=fn.count(ReplicaState.READY),
-            starting=fn.count(ReplicaState.STARTING),
-            draining=fn.count(ReplicaState.DRAINING),
+            ready=ready,
+            starting=starting,
+            draining=draining,
             desired=fn.desired,
             min_scale=fn.config.scaling.min_scale if fn.pinned_min is None else fn.pinned_min,
         )

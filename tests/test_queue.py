@@ -30,6 +30,8 @@ def test_deadline_order_and_demotion_of_hopeless_requests() -> None:
         assert [p.deadline for p in q.pop(5)] == [3.0, 3.5, 4.0, 5.0, 1.0]
         assert len(q) == 1
         q.items[0].future.cancel()
+        assert q.drop_cancelled() == 0 and len(q) == 1  # not looked for until noted
+        q.note_cancelled()
         assert q.drop_cancelled() == 1 and len(q) == 0
     finally:
         loop.close()

@@ -209,3 +209,42 @@ def test_digits_heldout_accuracy() -> None:
     samples = model.sample_instances(5)
     assert len(samples) == 5
     assert len(model.predict([model.validate(s) for s in samples])) == 5
+
+
+class _Threads(_Echo):
+    """Records which thread ran each batch; ``delay_s`` makes every batch that slow."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+        self.threads: list[str] = []
+
+    def predict(self, batch: list[Any]) -> list[Any]:
+        self.threads.append(threading.current_thread().name)
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        return super().predict(batch)
+
+
+def test_a_fast_model_runs_on_the_event_loop_after_its_first_batch() -> None:
+    model = _Threads()
+    with TestClient(create_app(model)) as client:
+        _wait_ready(client, "echo")
+        for _ in range(3):
+            assert (
+                client.post("/v1/models/echo:predict", json={"instances": [1]}).status_code == 200
+            )
+    first, *rest = model.threads
+    assert first.startswith("predict")  # unknown speed: the worker thread
+    assert rest and not any(name.startswith("predict") for name in rest)
+
+
+def test_a_slow_model_stays_on_the_worker_thread() -> None:
+    model = _Threads(delay_s=0.005)  # 5 ms a batch, above the inline threshold
+    with TestClient(create_app(model)) as client:
+        _wait_ready(client, "echo")
+        for _ in range(3):
+            assert (
+                client.post("/v1/models/echo:predict", json={"instances": [1]}).status_code == 200
+            )
+    assert len(model.threads) == 3 and all(n.startswith("predict") for n in model.threads)
