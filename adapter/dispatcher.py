@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import re
 from typing import Any
+
+import orjson
 
 from adapter.aimd import AIMD
 from adapter.autoscaling import Autoscaling
@@ -337,7 +338,7 @@ class Dispatcher:
         self._m_batch.observe(total)
         if decision.timeout_dispatch:
             self._m_timeouts.inc()
-        body = json.dumps({"instances": instances}, separators=(",", ":")).encode()
+        body = orjson.dumps({"instances": instances})
         try:
             response = await self.upstream.post(
                 self.name, body, self._send_headers(), float(self.function.timeout_s)
@@ -405,7 +406,7 @@ class Dispatcher:
         decision: BatchDecision,
     ) -> None:
         try:
-            predictions = json.loads(response.content)["predictions"]
+            predictions = orjson.loads(response.content)["predictions"]
             if not isinstance(predictions, list) or len(predictions) != total:
                 raise ValueError(f"{len(predictions)} predictions for {total} instances")
         except (ValueError, KeyError, TypeError) as exc:
@@ -466,7 +467,7 @@ class Dispatcher:
 
     def _reject(self, batch: list[Pending], response: Http1Response, total: int) -> None:
         try:
-            reason = str(json.loads(response.content).get("error", response.text))
+            reason = str(orjson.loads(response.content).get("error", response.text))
         except (ValueError, AttributeError):
             reason = response.text[:500]
         status = response.status_code

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from adapter.errors import AdapterError, BadRequest, PayloadTooLarge, UnknownTarget
 from adapter.queue import Answer, Pending
@@ -190,7 +191,7 @@ class PredictEndpoint:
 async def _respond(
     send: Send, status: int, payload: Any, headers: tuple[tuple[bytes, bytes], ...]
 ) -> None:
-    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    body = orjson.dumps(payload)
     await send(
         {
             "type": "http.response.start",

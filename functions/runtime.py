@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -32,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -102,8 +102,8 @@ def v1_instances(body: bytes) -> list[Any]:
     if not body:
         raise InvalidInput('empty body: send {"instances": [...]}')
     try:
-        payload = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
         raise InvalidInput(f"body is not JSON: {exc}") from None
     if not isinstance(payload, dict) or "instances" not in payload:
         raise InvalidInput("body must be an object with an 'instances' list")
@@ -221,7 +221,11 @@ def create_app(model: Model, *, name: str | None = None) -> Starlette:
             state.frontends.seen(frontend[:128], now)
             window = parse_window(request.headers.get(FRONTEND_WINDOW_S))
             headers[FRONTENDS] = str(state.frontends.count(now, window))
-        return JSONResponse({"predictions": predictions}, headers=headers)
+        return Response(
+            orjson.dumps({"predictions": predictions}, option=orjson.OPT_SERIALIZE_NUMPY),
+            headers=headers,
+            media_type="application/json",
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -248,3 +248,16 @@ def test_a_slow_model_stays_on_the_worker_thread() -> None:
                 client.post("/v1/models/echo:predict", json={"instances": [1]}).status_code == 200
             )
     assert len(model.threads) == 3 and all(n.startswith("predict") for n in model.threads)
+
+
+def test_digits_forward_pass_matches_scikit_learn() -> None:
+    from sklearn.datasets import load_digits
+
+    model = DigitsClassifier()
+    model.load()
+    pixels = load_digits().data[:200]
+    ours = model.probabilities(pixels)
+    theirs = model._clf.predict_proba(pixels)
+    assert ours.shape == theirs.shape
+    assert abs(ours - theirs).max() < 1e-9
+    assert (ours.argmax(axis=1) == theirs.argmax(axis=1)).all()
