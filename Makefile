@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 CONFIG ?= experiments/embed-twitter.yaml
 DURATION ?= 60
 
-.PHONY: run demo test install lint unit profile bench clean
+.PHONY: run demo test install lint unit profile bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/adapter_overhead.py
+
+# slackwise vs KServe (in its own throwaway venv) vs the function alone: max rate under the SLO
+bench-peers: $(STAMP)
+	$(PY) benchmarks/peers.py --json docs/results/peers.json --docs docs/benchmarks.md
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -56,7 +56,13 @@ from adapter.latency import LatencyModel
 from adapter.metrics import AdapterMetrics
 from adapter.platform_view import LocalView, PlatformView, RemoteView
 from adapter.policy import ModePreset, preset
-from adapter.predict_endpoint import SLO_HEADER, PredictEndpoint, parse_body, slo_ms
+from adapter.predict_endpoint import (
+    SLO_HEADER,
+    PredictEndpoint,
+    PredictMiddleware,
+    parse_body,
+    slo_ms,
+)
 from adapter.queue import Answer, Pending
 from adapter.records import RecordWriter
 from adapter.slack import stage_policy
@@ -221,6 +227,12 @@ def create_app(
 
     async def model_status(request: Request) -> Response:
         name = request.path_params["name"]
+        if name.endswith(":predict"):  # POSTs to it never reach the router (PredictMiddleware)
+            return JSONResponse(
+                {"error": f"{request.method} is not allowed here: predicts are POST"},
+                status_code=405,
+                headers={"allow": "POST"},
+            )
         dispatcher = state.dispatchers.get(name)
         if dispatcher is None:
             return _error(UnknownTarget(f"no function named {name!r}"))
@@ -341,14 +353,15 @@ def create_app(
         Route("/metrics", metrics, methods=["GET"]),
     ]
     # function predicts are answered ahead of the router (adapter.predict_endpoint)
-    fast = Middleware(
-        PredictEndpoint,
-        state=state,
-        slos=slos,
-        ids=ids,
-        max_body_bytes=config.adapter.max_body_bytes,
+    endpoint = PredictEndpoint(
+        state=state, slos=slos, ids=ids, max_body_bytes=config.adapter.max_body_bytes
     )
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[fast])
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(PredictMiddleware, endpoint=endpoint)],
+    )
+    app.state.predict_endpoint = endpoint
     app.state.adapter = state
     return app
 

@@ -72,9 +72,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from adapter.app import create_app
+    from adapter.http_server import serve
 
     config = _load(args.config)
     if args.platform_url or args.platform or args.stage_policy:
@@ -102,7 +101,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     port = config.adapter.port if args.port is None else args.port
     print(f"slackwise adapter ({args.mode or config.adapter.mode}) on http://{host}:{port}",
           flush=True)  # fmt: skip
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    try:
+        _run(serve(app, host, port))
+    except OSError as exc:
+        raise SystemExit(f"slackwise: cannot listen on {host}:{port}: {exc}") from None
     return 0
 
 

@@ -1,0 +1,176 @@
+"""The adapter's own HTTP server (``slackwise serve``) on a real socket, with fake upstreams."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from adapter.app import create_app
+from adapter.config import Config
+from adapter.http_server import serve
+from tests.socket_probe import tcp_connections
+from tests.test_adapter import FakeView, config, echo
+
+Scenario = Callable[[Starlette, int], Awaitable[None]]
+
+
+def run(scenario: Scenario, cfg: Config | None = None, handler: Any = echo) -> None:
+    async def main() -> None:
+        app = create_app(cfg or config(), view=FakeView(1), transport=httpx.MockTransport(handler))
+        stop = asyncio.Event()
+        bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        server = asyncio.create_task(serve(app, "127.0.0.1", 0, ready=bound.set_result, stop=stop))
+        port = await asyncio.wait_for(bound, 10)
+        try:
+            await scenario(app, port)
+        finally:
+            stop.set()
+            await asyncio.wait_for(server, 10)
+
+    asyncio.run(main())
+
+
+def test_predicts_status_and_metrics_over_one_keepalive_connection() -> None:
+    async def scenario(app: Starlette, port: int) -> None:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", trust_env=False) as c:
+            for i in range(3):
+                r = await c.post("/v1/models/echo:predict", json={"instances": [i]})
+                assert r.status_code == 200
+                assert r.json() == {"predictions": [{"echo": i}]}
+                assert r.headers["x-batch-size"] == "1"
+                assert "upstream;dur=" in r.headers["server-timing"]
+            assert (await c.get("/healthz")).json()["ok"] is True
+            assert (await c.get("/v1/models/echo")).json()["name"] == "echo"
+            assert "slackwise_batch_size" in (await c.get("/metrics")).text
+            r = await c.get("/v1/models/echo:predict")  # wrong method: the router's 405
+            assert r.status_code == 405
+            mine = [conn for conn in tcp_connections() if conn.local[1] == port]
+            assert len(mine) == 1 and mine[0].nodelay
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "reason"),
+    [
+        ("/v1/models/nope:predict", b'{"instances": [1]}', 404, "no function named 'nope'"),
+        ("/v1/models/echo:predict", b"{not json", 400, "not JSON"),
+        ("/v1/models/echo:predict", b'{"instances": []}', 400, "is empty"),
+        ("/v1/models/echo:predict", b'{"instances": [' + b"1," * 400 + b"1]}", 413, "limit"),
+    ],
+)
+def test_bad_requests_get_a_reason(path: str, body: bytes, status: int, reason: str) -> None:
+    async def scenario(app: Starlette, port: int) -> None:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", trust_env=False) as c:
+            r = await c.post(path, content=body, headers={"content-type": "application/json"})
+            assert r.status_code == status
+            assert reason in r.json()["error"]
+
+    run(scenario, config(max_body_bytes=512))
+
+
+def test_pipelined_requests_are_answered_in_order() -> None:
+    async def slow_first(request: httpx.Request) -> httpx.Response:
+        if json.loads(request.content)["instances"] == [0]:
+            await asyncio.sleep(0.2)
+        return echo(request)
+
+    async def scenario(app: Starlette, port: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        requests = b""
+        for i in range(3):
+            body = json.dumps({"instances": [i]}).encode()
+            requests += (
+                b"POST /v1/models/echo:predict HTTP/1.1\r\nHost: a\r\n"
+                b"content-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                % (len(body), body)
+            )
+        requests += b"GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+        writer.write(requests)
+        data = await asyncio.wait_for(reader.read(), 10)  # the server closes after the last
+        writer.close()
+        answers = data.split(b"HTTP/1.1 ")[1:]
+        assert len(answers) == 4
+        assert all(a.startswith(b"200") for a in answers)
+        assert [b'"echo":%d' % i in a for i, a in enumerate(answers[:3])] == [True] * 3
+        assert b"connection: close" in answers[3]
+
+    cfg = config(function={"container_concurrency": 4, "max_batch": 1})
+    run(scenario, cfg, slow_first)
+
+
+def test_a_malformed_request_is_400_and_closes() -> None:
+    async def scenario(app: Starlette, port: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"THIS IS NOT HTTP\r\n\r\n")
+        data = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        assert data.startswith(b"HTTP/1.1 400") and b"malformed" in data
+
+    run(scenario)
+
+
+def test_a_client_that_disconnects_withdraws_its_request() -> None:
+    seen: list[list[int]] = []
+    release = asyncio.Event()
+
+    async def held(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content)["instances"])
+        await release.wait()
+        return echo(request)
+
+    async def scenario(app: Starlette, port: int) -> None:
+        url = f"http://127.0.0.1:{port}/v1/models/echo:predict"
+        dispatcher = app.state.adapter.dispatchers["echo"]
+        async with httpx.AsyncClient(trust_env=False) as c:
+            first = asyncio.create_task(c.post(url, json={"instances": [1]}, timeout=10))
+            while not seen:  # the only slot is busy now
+                await asyncio.sleep(0.005)
+            with pytest.raises(httpx.ReadTimeout):
+                await c.post(url, json={"instances": [2]}, timeout=0.3)
+            for _ in range(200):
+                if dispatcher.queue.items and dispatcher.queue.items[0].cancelled:
+                    break
+                await asyncio.sleep(0.005)
+            release.set()
+            assert (await first).status_code == 200
+            assert (await c.post(url, json={"instances": [3]}, timeout=10)).status_code == 200
+        assert seen == [[1], [3]]  # the abandoned request never reached the function
+
+    run(scenario, config(function={"max_batch": 4}), held)
+
+
+def test_queued_requests_are_answered_when_the_server_stops() -> None:
+    release = asyncio.Event()
+
+    async def held(request: httpx.Request) -> httpx.Response:
+        await release.wait()
+        return echo(request)
+
+    async def main() -> None:
+        app = create_app(config(), view=FakeView(1), transport=httpx.MockTransport(held))
+        stop = asyncio.Event()
+        bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        server = asyncio.create_task(serve(app, "127.0.0.1", 0, ready=bound.set_result, stop=stop))
+        port = await bound
+        url = f"http://127.0.0.1:{port}/v1/models/echo:predict"
+        async with httpx.AsyncClient(trust_env=False) as c:
+            calls = [asyncio.create_task(c.post(url, json={"instances": [i]}, timeout=20))
+                     for i in range(3)]  # fmt: skip
+            await asyncio.sleep(0.2)
+            stop.set()
+            await asyncio.sleep(0.1)
+            release.set()
+            answers = await asyncio.gather(*calls, return_exceptions=True)
+        await asyncio.wait_for(server, 20)
+        statuses = sorted(a.status_code for a in answers if isinstance(a, httpx.Response))
+        assert len(statuses) == 3, answers  # every admitted request heard back
+        assert set(statuses) <= {200, 503}
+
+    asyncio.run(main())
