@@ -104,7 +104,9 @@ def test_a_request_walks_every_stage_through_the_edges() -> None:
 
 def test_two_apps_share_their_common_stages() -> None:
     upstream = Upstream()
-    with client(upstream, config(max_wait_ms=50)) as c, ThreadPoolExecutor(16) as pool:
+    # waiting for company made worth it at any load (a tiny utilization target), up to 50 ms
+    cfg = config(max_wait_ms=50, wait_utilization=0.01)
+    with client(upstream, cfg) as c, ThreadPoolExecutor(16) as pool:
 
         def send(i: int) -> httpx.Response:
             if i % 2:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -14,6 +15,7 @@ def _peers() -> ModuleType:
     spec = importlib.util.spec_from_file_location("peers", ROOT / "benchmarks" / "peers.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("peers", module)  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
