@@ -17,9 +17,9 @@ from sklearn.datasets import load_digits
 
 from adapter.app import create_app
 from adapter.config import parse_config
+from adapter.http_server import serve
 from adapter.platform_view import LocalView
 from functions.serve import listening_socket
-from knative.gateway import serve_in_loop
 from knative.local import LocalPlatform
 from tests.socket_probe import TcpConnection, tcp_connections
 
@@ -54,20 +54,29 @@ def _config() -> dict[str, object]:
     }
 
 
-async def _live_connections() -> tuple[int, dict[str, int], list[TcpConnection]]:
+async def _live_connections() -> tuple[int, int, dict[str, int], list[TcpConnection]]:
     config = parse_config(_config())
     async with LocalPlatform(config) as platform:
         await platform.wait_event("cold_start", "digits", timeout_s=120)
         app = create_app(config, view=LocalView(platform))
-        server, task, port = await serve_in_loop(app, "127.0.0.1", 0)
+        # the server `slackwise serve` runs
+        stop = asyncio.Event()
+        bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(serve(app, "127.0.0.1", 0, ready=bound.set_result, stop=stop))
+        port = await asyncio.wait_for(bound, 30)
+        gateway = platform.url("digits")
+        gateway_port = int(gateway.rsplit(":", 1)[1])
         try:
-            async with httpx.AsyncClient(trust_env=False, base_url=f"http://127.0.0.1:{port}") as c:
+            async with (
+                httpx.AsyncClient(trust_env=False, base_url=f"http://127.0.0.1:{port}") as c,
+                httpx.AsyncClient(trust_env=False, base_url=gateway) as g,
+            ):
                 for i in range(5):  # sequential keep-alive calls: the pattern the stall hits
-                    r = await c.post(
-                        "/v1/models/digits:predict",
-                        json={"instances": [DIGITS.data[i].tolist()]},
-                        timeout=60,
-                    )
+                    body = {"instances": [DIGITS.data[i].tolist()]}
+                    r = await c.post("/v1/models/digits:predict", json=body, timeout=60)
+                    assert r.status_code == 200, r.text
+                    # the platform's own gateway, as a remote adapter or `direct` reaches it
+                    r = await g.post("/v1/models/digits:predict", json=body, timeout=60)
                     assert r.status_code == 200, r.text
                 # every connection of the path is open and idle now: read them all
                 pids = platform.replica_pids("digits")
@@ -75,19 +84,20 @@ async def _live_connections() -> tuple[int, dict[str, int], list[TcpConnection]]
                 for pid in pids.values():
                     found += tcp_connections(pid)
         finally:
-            server.should_exit = True
+            stop.set()
             await task
-    return port, pids, found
+    return port, gateway_port, pids, found
 
 
 @pytest.mark.slow
 def test_every_hop_of_the_request_path_has_nodelay() -> None:
-    adapter_port, pids, found = asyncio.run(_live_connections())
+    adapter_port, gateway_port, pids, found = asyncio.run(_live_connections())
     assert len(pids) == 1
     (replica_pid,) = pids.values()
     hops = {
         "client -> adapter (adapter side)": [c for c in found if c.local[1] == adapter_port],
         "client -> adapter (client side)": [c for c in found if c.peer[1] == adapter_port],
+        "client -> gateway (gateway side)": [c for c in found if c.local[1] == gateway_port],
         "platform -> replica (replica side)": [c for c in found if c.pid == replica_pid],
         "platform -> replica (platform side)": [
             c for c in found if c.pid != replica_pid and any(
