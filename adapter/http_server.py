@@ -221,7 +221,9 @@ class _Connection(asyncio.Protocol):
             if not sent_body:
                 sent_body = True
                 return {"type": "http.request", "body": body, "more_body": False}
-            await self.gone
+            # shielded: a route that stops listening cancels its receive(), and cancelling an
+            # await on the shared future would cancel the future itself for every later call
+            await asyncio.shield(self.gone)
             return {"type": "http.disconnect"}
 
         async def send(message: MutableMapping[str, Any]) -> None:

@@ -205,9 +205,19 @@ def sweep(running: Running, model: str, slo_ms: float, args: argparse.Namespace)
 
     at_50 = run(50.0)
     good: Point | None = at_50 if at_50.passed else None
-    bad: Point | None = None
-    rate = START_RPS[model] if good is None or START_RPS[model] > 50 else 50.0 * args.step
-    if good is not None:
+    bad: Point | None = None if at_50.passed else at_50
+    if good is None:
+        # the system cannot take 50 req/s: step down until it passes
+        rate = 50.0 / args.step
+        while rate >= args.min_rps:
+            point = run(round(rate, 1))
+            if point.passed:
+                good = point
+                break
+            bad = point
+            rate /= args.step
+    else:
+        rate = START_RPS[model] if START_RPS[model] > 50 else 50.0 * args.step
         while rate <= args.max_rps:
             point = run(rate)
             if not point.passed:
@@ -215,13 +225,13 @@ def sweep(running: Running, model: str, slo_ms: float, args: argparse.Namespace)
                 break
             good = point
             rate *= args.step
-        for _ in range(args.refine if bad is not None else 0):
-            assert good is not None and bad is not None
-            point = run(round((good.rate + bad.rate) / 2.0))
-            if point.passed:
-                good = point
-            else:
-                bad = point
+    for _ in range(args.refine if good is not None and bad is not None else 0):
+        assert good is not None and bad is not None
+        point = run(round((good.rate + bad.rate) / 2.0, 1))
+        if point.passed:
+            good = point
+        else:
+            bad = point
     return {
         "slo_ms": slo_ms,
         "max_rate_under_slo": good.rate if good is not None else None,
@@ -300,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step", type=float, default=1.5, help="rate multiplier per step")
     parser.add_argument("--refine", type=int, default=2, help="bisection steps")
     parser.add_argument("--max-rps", type=float, default=5000.0)
+    parser.add_argument("--min-rps", type=float, default=2.0, help="lowest rate tried")
+    parser.add_argument(
+        "--merge", type=Path, help="start from these results and replace what this run measures"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kserve-venv", type=Path, default=ROOT / ".bench" / "kserve-venv")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "runs" / "peers")
@@ -328,16 +342,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.step <= 1:
         parser.error(f"--step must be above 1, got {args.step}")
     args.out_dir.mkdir(parents=True, exist_ok=True)
+    previous: dict[str, Any] = {}
+    if args.merge is not None:
+        previous = json.loads(args.merge.read_text(encoding="utf-8"))
     results: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, Python "
         f"{platform.python_version()}",
         "warmup_s": args.warmup_s,
         "duration_s": args.duration_s,
-        "models": {},
+        "models": previous.get("models", {}),
     }
+    if previous:
+        results["when"] = f"{previous['when']}; {results['when']}"
     for model in models:
-        results["models"][model] = {}
+        results["models"].setdefault(model, {})
         for system in systems:
             with start(system, model, args.out_dir, args.kserve_venv) as running:
                 results["models"][model][system] = sweep(running, model, MODELS[model], args)

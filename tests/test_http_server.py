@@ -174,3 +174,33 @@ def test_queued_requests_are_answered_when_the_server_stops() -> None:
         assert set(statuses) <= {200, 503}
 
     asyncio.run(main())
+
+
+def test_a_chain_walks_its_stages_through_the_server() -> None:
+    """Each stage waits with its own disconnect watcher; one stage's watcher, cancelled when its
+    answer comes, must not read as a disconnect to the next."""
+    from tests.test_chain_route import FakeView as ChainView
+    from tests.test_chain_route import Upstream
+    from tests.test_chain_route import config as chain_config
+
+    upstream = Upstream()
+
+    async def main() -> None:
+        app = create_app(chain_config(), view=ChainView(), transport=httpx.MockTransport(upstream))
+        stop = asyncio.Event()
+        bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        server = asyncio.create_task(serve(app, "127.0.0.1", 0, ready=bound.set_result, stop=stop))
+        port = await bound
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", trust_env=False) as c:
+                for _ in range(2):
+                    r = await c.post(
+                        "/v1/apps/ipa:predict", json={"instances": [{"wav_b64": "hamlet"}]}
+                    )
+                    assert r.status_code == 200, r.text
+                    assert r.json()["predictions"][0]["answer"] == "answer to who wrote hamlet"
+        finally:
+            stop.set()
+            await server
+
+    asyncio.run(main())
