@@ -185,8 +185,12 @@ def test_a_chain_walks_its_stages_through_the_server() -> None:
 
     upstream = Upstream()
 
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.02)  # long enough for each stage's watcher to start listening
+        return upstream(request)
+
     async def main() -> None:
-        app = create_app(chain_config(), view=ChainView(), transport=httpx.MockTransport(upstream))
+        app = create_app(chain_config(), view=ChainView(), transport=httpx.MockTransport(slow))
         stop = asyncio.Event()
         bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         server = asyncio.create_task(serve(app, "127.0.0.1", 0, ready=bound.set_result, stop=stop))
