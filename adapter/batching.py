@@ -42,7 +42,9 @@ Rules, in order:
    A new arrival should trigger a fresh call, as in MLProxy's Algorithm 1.
    **Waiting must pay for itself** (with ``arrival_rate``, the function's observed arrival
    rate in instances per second): a bigger batch is only worth waiting for when the slots could
-   not keep up with batches of the size at hand. With ``slots`` slots and batches of ``n``, the
+   not keep up with batches of the size at hand. The adapter passes one replica's slots
+   (``containerConcurrency``), not the fleet's: the cost of small batches is the replicas the
+   autoscaler adds for them. With ``slots`` slots and batches of ``n``, the
    slots are busy ``ρ(n) = rate · E(n) / (1000 · n · slots)`` of the time. The batch leaves at
    once (``"alone"``) when fewer than one more instance is expected before ``latest``, or when
    ``ρ(total) ≤ target_utilization`` (waiting would only add latency). Otherwise it waits for

@@ -275,7 +275,11 @@ class Dispatcher:
                 inflight=self.inflight,
                 max_wait_s=self.max_wait_s,
                 arrival_rate=self.arrivals.rate(now) if self.preset.wait_pays else None,
-                slots=slots,
+                # one replica's slots: waiting pays when one replica could not keep up with
+                # batches this small. Judged against every ready replica, small batches would
+                # keep the fleet busy, the autoscaler would add replicas, and more replicas would
+                # make small batches look affordable: cost spirals up
+                slots=max(1, self.function.container_concurrency),
                 target_utilization=self.wait_utilization,
                 margin_s=self.path_margin.margin_ms() / 1000.0,
             )
