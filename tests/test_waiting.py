@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter.batching import BatchDecision, PendingItem, decide
@@ -56,6 +56,7 @@ def test_the_path_margin_comes_off_the_dispatch_timeout() -> None:
     assert late.reason == "timeout"
 
 
+@settings(max_examples=400)
 @given(
     rate=st.floats(min_value=0.0, max_value=5000.0),
     slots=st.integers(min_value=1, max_value=8),
@@ -72,7 +73,9 @@ def test_waiting_never_passes_the_dispatch_timeout(
     if d.take == 0:
         assert d.wake_at is not None and now < d.wake_at <= latest + 1e-12
     else:
-        assert d.instances == n  # a batch that leaves takes everything that fits
+        assert 0 < d.instances <= n
+        if d.reason in ("no_gain", "alone"):
+            assert d.instances == n  # sent at once, with everything queued
 
 
 def test_recent_rate_counts_instances_in_its_window() -> None:
