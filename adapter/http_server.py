@@ -17,11 +17,11 @@ The app's lifespan (dispatchers, platform, records) runs around the server's lif
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import http
 import logging
 import signal
 import socket
+import threading
 from collections import deque
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
@@ -298,9 +298,14 @@ async def serve(
     async with app.router.lifespan_context(app):
         server = _Server(app, loop)
         listener = await loop.create_server(lambda: _Connection(server), host, port, backlog=2048)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, stop.set)
+        # signal handlers belong to the main thread; a server run elsewhere stops by ``stop``
+        signals = (
+            (signal.SIGINT, signal.SIGTERM)
+            if threading.current_thread() is threading.main_thread()
+            else ()
+        )
+        for sig in signals:
+            loop.add_signal_handler(sig, stop.set)
         bound = int(listener.sockets[0].getsockname()[1])
         if ready is not None:
             ready(bound)
@@ -308,9 +313,8 @@ async def serve(
             await stop.wait()
         finally:
             listener.close()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.remove_signal_handler(sig)
+            for sig in signals:
+                loop.remove_signal_handler(sig)
     # the lifespan's exit answered every queued request; let the answers leave, then close
     await asyncio.sleep(0)
     for conn in list(server.connections):

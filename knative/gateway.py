@@ -24,14 +24,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from functions.gossip import FRONTEND_ID, FRONTEND_WINDOW_S
+from functions.gossip import PASSED_ON
 
 if TYPE_CHECKING:
     from knative.local import LocalPlatform
-
-
-#: request headers passed on to the replica: the frontend gossip (functions.gossip)
-_PASSED = (FRONTEND_ID, FRONTEND_WINDOW_S)
 
 
 def _error(status: int, reason: str) -> JSONResponse:
@@ -45,7 +41,7 @@ def create_gateway(platform: LocalPlatform) -> Starlette:
         name = request.path_params["name"]
         body = await request.body()
         content_type = request.headers.get("content-type", "application/json")
-        passed = {h: v for h in _PASSED if (v := request.headers.get(h)) is not None}
+        passed = {h: v for h in PASSED_ON if (v := request.headers.get(h)) is not None}
         answer = await platform.forward(name, body, content_type, passed)
         return Response(answer.body, status_code=answer.status, headers=answer.headers)
 

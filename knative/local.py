@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from adapter.config import Config, FunctionConfig
-from functions.gossip import FRONTEND_ID, FRONTEND_WINDOW_S
+from functions.gossip import PASSED_ON
 from functions.runtime import HEADERS
 from knative.activator import Activator, BufferFull, WaitTimeout
 from knative.clock import Clock, MonotonicClock
@@ -40,8 +40,6 @@ PLATFORM_WAIT_MS = "x-platform-wait-ms"
 #: "1" when the request arrived while its function had no ready replica: it hit a cold start
 ARRIVED_COLD = "x-arrived-cold"
 REPLICA = "x-replica"
-#: request headers passed on to a replica: the frontend gossip (functions.gossip)
-_PASSED = frozenset((FRONTEND_ID, FRONTEND_WINDOW_S))
 
 
 class UnknownFunction(KeyError):
@@ -329,7 +327,7 @@ class LocalPlatform:
         waited_ms: float,
         extra: Mapping[str, str] | None = None,
     ) -> Forwarded:
-        headers = {h: v for h, v in (extra or {}).items() if h.lower() in _PASSED}
+        headers = {h: v for h, v in (extra or {}).items() if h.lower() in PASSED_ON}
         headers["content-type"] = content_type
         try:
             response = await replica.open_pool().post(
