@@ -43,7 +43,7 @@ unit: $(STAMP)
 
 profile: $(STAMP)
 	for kind in digits embed qa ner imagenet face_detect face_embed face_landmarks asr; do \
-		$(VENV)/bin/slackwise profile $$kind --out profiles/ || exit 1; done
+		$(VENV)/bin/slackwise profile $$kind --out functions/profiles/cpu/ || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

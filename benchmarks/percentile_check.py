@@ -1,12 +1,14 @@
-"""The percentile model (adapter/percentile.py) against the simulator, over a grid of loads.
+"""The percentile model (adapter/policies/percentile.py) against the simulator, over a grid of
+loads.
 
 For each function, replica count and utilisation, a fixed fleet serves Poisson arrivals in the
 simulator (the adapter's own batching, work-conserving: ``max_wait_ms: 0``, the true log-normal
 service curve of the function's CPU profile) and the measured P95 and P99 response times are
-set against :func:`adapter.percentile.response_time_percentile` with the service model the
+set against :func:`adapter.policies.percentile.response_time_percentile` with the service model the
 clairvoyant scalers use (:func:`simulator.comparison.clairvoyant_service`: the profile's linear
 fit and its largest P95/mean spread). Also printed: the fewest replicas each side says meets
-the SLO at that rate (the model's :func:`~adapter.percentile.min_replicas` against the smallest
+the SLO at that rate (the model's :func:`~adapter.policies.percentile.min_replicas` against the
+smallest
 simulated count whose P99 is within it), which is what the autoscalers act on.
 
     .venv/bin/python benchmarks/percentile_check.py [--requests N] [--functions a,b]
@@ -24,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from adapter.percentile import min_replicas, queue_state, response_time_percentile
-from adapter.slack import stage_policy
+from adapter.policies.percentile import min_replicas, queue_state, response_time_percentile
+from adapter.policies.slack import stage_policy
 from simulator.comparison import clairvoyant_service
 from simulator.config import parse_sim_config
 from simulator.engine import Simulation

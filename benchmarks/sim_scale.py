@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from adapter.slack import stage_policy
+from adapter.policies.slack import stage_policy
 from simulator.config import load_sim_config
 from simulator.engine import Simulation
 from simulator.runner import curves_for

@@ -249,7 +249,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``profile`` command's arguments."""
     parser.add_argument("kind", help=f"model kind: {', '.join(sorted(KINDS))}")
     parser.add_argument("--threads", type=_positive_int, default=1, help="compute threads")
-    parser.add_argument("--out", type=Path, default=Path("profiles"), help="output directory")
+    parser.add_argument(
+        "--out", type=Path, default=Path("functions/profiles/cpu"), help="output directory"
+    )
     parser.add_argument(
         "--batch-sizes",
         type=_batch_sizes,

@@ -1,4 +1,4 @@
-"""The batch-latency profile of one function, as written to ``profiles/<kind>.json``.
+"""The batch-latency profile of one function, as written to ``functions/profiles/cpu/<kind>.json``.
 
 Schema::
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -173,10 +174,11 @@ def profile_from_json(doc: Mapping[str, Any]) -> Profile:
     )
 
 
-def load_profile(path: str | Path) -> Profile:
-    """Read and check one ``profiles/<kind>.json``."""
+def load_profile(path: str | Path | Traversable) -> Profile:
+    """Read and check one ``functions/profiles/cpu/<kind>.json``."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        source = Path(path) if isinstance(path, str) else path
+        doc = json.loads(source.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ProfileFormatError(f"{path}: not JSON: {exc}") from None
     if not isinstance(doc, Mapping):

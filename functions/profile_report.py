@@ -1,4 +1,5 @@
-"""Markdown tables of measured profiles: ``python -m functions.profile_report profiles/``.
+"""Markdown tables of measured profiles: ``python -m functions.profile_report
+functions/profiles/cpu/``.
 
 Prints a summary row per profile, then, for every ``*.json`` profile in the directory, one table
 of batch latency (median and P95, in process and over HTTP) and the cold start;
@@ -75,7 +76,7 @@ def summary_table(results: list[Profile]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m functions.profile_report", description=__doc__)
-    parser.add_argument("directory", type=Path, nargs="?", default=Path("profiles"))
+    parser.add_argument("directory", type=Path, nargs="?", default=Path("functions/profiles/cpu"))
     args = parser.parse_args(argv)
     paths = sorted(args.directory.glob("*.json"))
     if not paths:

@@ -33,7 +33,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from knative.scaling import ScalingSpec
+from core.scaling import ScalingSpec
 
 #: Knative rounds window averages to this many decimal digits
 _PRECISION = 6

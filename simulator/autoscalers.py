@@ -2,7 +2,7 @@
 
 * :class:`Clairvoyant` — Swayam's ClairA, which knows the future and "provisions in the past".
   Here the need of each ``tick_s`` window is the percentile model's fewest replicas
-  (:func:`adapter.percentile.min_replicas`) for the *realised* arrival count of that window
+  (:func:`adapter.policies.percentile.min_replicas`) for the *realised* arrival count of that window
   (:func:`window_needs`), with the true service curve and the SLA's service level and SLO:
 
   - **ClairA1** (``lookahead_s = 0, collect_s = 0``, run with zero cold start): at every window
@@ -19,7 +19,8 @@
   comparison isolates the replica counts. Both keep one replica while the function has work (a
   request always finds a server eventually).
 * :class:`AdvisorScaler` — Knative's KPA with the live adapter's advisor pinning its floor, driven
-  exactly as ``adapter.autoscaling`` drives it: the same :class:`adapter.autoscaling.
+  exactly as ``adapter.serving.autoscaling`` drives it: the same
+  :class:`adapter.serving.autoscaling.
   FunctionAutoscaler` (advisor + hybrid keep-alive) is fed every arrival, every measured cold
   start (how long a batch waited for a replica) and the function's own learning latency model;
   each tick it decides with the platform's last desired count as ``kpa_wants`` and the pin is
@@ -32,9 +33,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-from adapter.autoscaling import FunctionAutoscaler, function_autoscaler
-from adapter.config import AdvisorSettings
-from adapter.latency import LatencyModel
+from adapter.policies.latency import LatencyModel
+from adapter.serving.autoscaling import FunctionAutoscaler, function_autoscaler
+from core.config import AdvisorSettings
 from simulator.scaling import FunctionState, KpaScaler
 
 __all__ = ["AdvisorScaler", "Clairvoyant", "window_needs"]

@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from adapter.config import ConfigError
+from core.config import ConfigError
 from functions.profile_format import ProfileFormatError
 from simulator.config import SimConfig, TraceConfig, load_sim_config
 from simulator.profiles import ProfileSetError
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def plot_stages(doc: dict[str, Any], out_dir: Path) -> list[Path]:
     """GrandSLAM Fig. 11 per app: one bar per policy, each stage's queue and service stacked."""
-    from adapter.plots import plot_stage_latency
+    from adapter.cli.plots import plot_stage_latency
 
     apps: set[str] = set()
     for result in doc["policies"].values():

@@ -5,7 +5,8 @@ stage policy and the same service curve, one run each (in ``jobs`` processes). R
 scaler (:func:`compare`):
 
 * ``replica_seconds``: warm-replica-seconds, each replica from its creation (its setup included)
-  to its removal or the end of the run (the last completion), as ``knative.local`` counts them;
+  to its removal or the end of the run (the last completion), as ``knative.local.platform`` counts
+  them;
 * ``compliance_pct``: Swayam's SLA compliance frequency (:mod:`simulator.compliance`): windows of
   ``window`` consecutive requests sliding by ``step``, the share in which at least ``SL`` % met
   ``RT_max``; ``SL`` is ``100 − sla.max_violation_pct`` (the SLA: at most 1 % late → 99 %) and
@@ -25,8 +26,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from typing import Any
 
-from adapter.percentile import ServiceModel, min_replicas
-from adapter.slack import stage_policy
+from adapter.policies.percentile import ServiceModel, min_replicas
+from adapter.policies.slack import stage_policy
 from simulator.autoscalers import AdvisorScaler, Clairvoyant, window_needs
 from simulator.compliance import compliance_pct
 from simulator.config import AutoscalingConfig, SimConfig

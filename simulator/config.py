@@ -9,7 +9,7 @@ Schema (every key optional unless marked)::
     rate_rps: 400                     # offered load, Poisson, split over apps by weight
     warmup_fraction: 0.05             # the first arrivals are served but not reported
     service: lognormal                # lognormal (measured median and P95) | deterministic
-    policies: [FIFO-NB, ..., GS]      # default: every policy of adapter.slack.POLICIES
+    policies: [FIFO-NB, ..., GS]      # default: every policy of adapter.policies.slack.POLICIES
     sla: {max_violation_pct: 1.0}     # the SLA holds when at most this share misses the SLO
     search: {requests: 20000, tolerance: 0.02, low_rps: 1, high_rps: 100000}
     trace: {name: nasa, start_s: 0, duration_s: 600, downsample: 1, step_s: null}
@@ -27,7 +27,7 @@ Schema (every key optional unless marked)::
       window: 1000                    # SLA compliance: windows of this many requests ...
       step: 10                        # ... sliding by this many
       advisor: {burst_u: 2.0, history_s: 500, min_scale_in_gap_s: 60, default_setup_s: 5,
-                keep_alive: true, floor_at_current: true}   # adapter.config.AdvisorSettings
+                keep_alive: true, floor_at_current: true}   # core.config.AdvisorSettings
     platform:
       scaling: fixed                  # fixed (nodes per function, warm) | kpa (Knative's KPA)
       autoscaler: {stable-window: 60s, ...}   # config-autoscaler keys, strings (kpa only)
@@ -43,7 +43,7 @@ Schema (every key optional unless marked)::
 
 An app's SLO is ``slo_ms``, or ``slo_factor`` × the sum of its stages' batch-1 median latencies in
 the chosen profile set (PowerChief-style, as GrandSLAM §5 takes its SLAs). Every error is a
-:class:`adapter.config.ConfigError` naming the file, the key and the bad value.
+:class:`core.config.ConfigError` naming the file, the key and the bad value.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ from typing import Any, Literal
 
 import yaml
 
-from adapter.config import AdvisorSettings, ConfigError, _Reader
-from adapter.slack import POLICIES, stage_policy
-from knative.scaling import AutoscalerConfig, ScalingConfigError, ScalingSpec, resolve_spec
+from adapter.policies.slack import POLICIES, stage_policy
+from core.config import AdvisorSettings, ConfigError, _Reader
+from core.scaling import AutoscalerConfig, ScalingConfigError, ScalingSpec, resolve_spec
 
 __all__ = [
     "SCALERS",

@@ -2,26 +2,29 @@
 
 Virtual time, one heap of events (arrival, batch done, re-decide, replica ready, metric sample,
 scaler tick). Every decision is made by the objects the live adapter uses, called the way
-``adapter.dispatcher`` calls them:
+``adapter.serving.dispatcher`` calls them:
 
-* each function has an :class:`adapter.queue.RequestQueue` (in the policy's order), an
-  :class:`adapter.latency.LatencyModel` seeded from the profile's linear fit (as
-  ``adapter.app.latency_prior``) that learns from every finished batch, optionally the
-  ``slackwise`` preset's :class:`adapter.aimd.AIMD`, and a :class:`adapter.chain.BatchSizeTracker`;
+* each function has an :class:`adapter.policies.queue.RequestQueue` (in the policy's order), an
+  :class:`adapter.policies.latency.LatencyModel` seeded from the profile's linear fit (as
+  ``adapter.serving.app.latency_prior``) that learns from every finished batch, optionally the
+  ``slackwise`` preset's :class:`adapter.policies.aimd.AIMD`, and a
+  :class:`adapter.policies.estimates.BatchSizeTracker`;
 * whenever something changes at a function (an arrival, a finished batch, a timer it asked for,
-  a replica becoming ready) the engine takes :func:`adapter.scheduling.next_batch` steps until it
+  a replica becoming ready) the engine takes :func:`adapter.policies.scheduling.next_batch` steps
+  until it
   sends nothing more, with the dispatcher's slot count (ready replicas × containerConcurrency, or
   one slot while none is ready) and pops ``decision.take`` requests;
 * a request entering stage ``k`` of its app gets the deadline
-  :meth:`adapter.slack.StagePolicy.stage_deadline` gives it, from the stages' latency estimates
-  at their batch sizes in use (:func:`adapter.chain.stage_estimates`).
+  :meth:`adapter.policies.slack.StagePolicy.stage_deadline` gives it, from the stages' latency
+  estimates
+  at their batch sizes in use (:func:`adapter.policies.estimates.stage_estimates`).
 
 What the engine adds is only the world: Poisson (or trace-driven) arrivals, batch service times
 drawn from the measured profile (:class:`simulator.service.ServiceCurve`), replicas started and
 stopped by a :class:`simulator.scaling.Scaler` with the profile's cold start, and accounting.
 A batch sent while no replica is ready waits for one (the activator) and counts as cold.
 Replica-seconds are counted from a replica's creation (cold start included) to its removal or the
-end of the run (the last completion), as ``knative.local``'s ledger counts them.
+end of the run (the last completion), as ``knative.local.platform``'s ledger counts them.
 """
 
 from __future__ import annotations
@@ -38,14 +41,14 @@ from typing import Any
 
 import numpy as np
 
-from adapter.aimd import AIMD
-from adapter.batching import BatchDecision
-from adapter.chain import BatchSizeTracker, stage_estimates
-from adapter.latency import LatencyModel
-from adapter.policy import SLACKWISE
-from adapter.queue import RequestQueue
-from adapter.scheduling import next_batch
-from adapter.slack import StagePolicy
+from adapter.policies.aimd import AIMD
+from adapter.policies.batching import BatchDecision
+from adapter.policies.estimates import BatchSizeTracker, stage_estimates
+from adapter.policies.latency import LatencyModel
+from adapter.policies.modes import SLACKWISE
+from adapter.policies.queue import RequestQueue
+from adapter.policies.scheduling import next_batch
+from adapter.policies.slack import StagePolicy
 from knative.meter import ConcurrencyMeter
 from simulator.config import SimConfig, SimFunction
 from simulator.scaling import FixedScaler, FunctionState, KpaScaler, Scaler, ScalerHooks
@@ -286,7 +289,7 @@ class _Station:
             fn.max_batch, deterministic=config.service == "deterministic"
         )
         self.queue: RequestQueue[SimRequest] = RequestQueue(policy.order)
-        # seeded as adapter.app.latency_prior seeds the live one
+        # seeded as adapter.serving.app.latency_prior seeds the live one
         self.model = LatencyModel.from_prior(max(curve.prior_a_ms, 0.1), max(curve.prior_b_ms, 0.0))
         self.reader = _LaggedP95(self.model)
         self.tracker = BatchSizeTracker(alpha=config.estimate_alpha)

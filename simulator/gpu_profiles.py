@@ -21,13 +21,14 @@ are tight; the curves give medians only), a cold start is 10 s (container start,
 weights to device), and the linear fit is least squares over the measured points. Batch sizes
 between measured ones are interpolated by :class:`simulator.service.ServiceCurve`.
 
-``python -m simulator.gpu_profiles`` rewrites ``simulator/profiles/gpu/*.json``; the committed
+``python -m simulator.gpu_profiles`` rewrites ``functions/profiles/gpu/*.json``; the committed
 files are its output.
 """
 
 from __future__ import annotations
 
 import json
+from importlib.resources import files
 from pathlib import Path
 
 __all__ = ["CURVES", "STAGE_MODEL", "gpu_profile_document"]
@@ -97,5 +98,5 @@ def write_all(directory: Path) -> list[Path]:
 
 
 if __name__ == "__main__":
-    for written in write_all(Path(__file__).parent / "profiles" / "gpu"):
+    for written in write_all(Path(str(files("functions.profiles").joinpath("gpu")))):
         print(written)

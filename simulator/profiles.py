@@ -1,8 +1,7 @@
 """Which profile file models each simulated function: ``cpu``, ``gpu`` or a user's set.
 
-* ``cpu``: ``profiles/<profile>.json`` measured on this machine; a function with no measured
-  profile falls back to a stand-in under ``simulator/profiles/cpu/`` (each says its source).
-* ``gpu``: ``simulator/profiles/gpu/<profile>.json``, derived from H100 batch-latency curves
+* ``cpu``: ``functions/profiles/cpu/<profile>.json`` measured on this machine.
+* ``gpu``: ``functions/profiles/gpu/<profile>.json``, derived from H100 batch-latency curves
   (:mod:`simulator.gpu_profiles` says which model stands for which stage).
 * a directory: ``<dir>/<profile>.json``; a JSON file: a map from profile name to a file path
   (relative to the map's directory).
@@ -12,26 +11,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from functions.profile_format import ProfileFormatError
+from functions.profiles import DEVICES, packaged
 from simulator.service import ServiceCurve
 
-__all__ = ["PACKAGE_PROFILES", "REPO_PROFILES", "ProfileSetError", "resolve_curves"]
-
-REPO_PROFILES = Path(__file__).resolve().parents[1] / "profiles"
-PACKAGE_PROFILES = Path(__file__).resolve().parent / "profiles"
+__all__ = ["ProfileSetError", "resolve_curves"]
 
 
 class ProfileSetError(ValueError):
     """A profile set that does not give every function a readable profile."""
 
 
-def _candidates(profile_set: str, name: str, base_dir: Path) -> list[Path]:
-    if profile_set == "cpu":
-        return [REPO_PROFILES / f"{name}.json", PACKAGE_PROFILES / "cpu" / f"{name}.json"]
-    if profile_set == "gpu":
-        return [PACKAGE_PROFILES / "gpu" / f"{name}.json"]
+def _candidates(profile_set: str, name: str, base_dir: Path) -> list[Path | Traversable]:
+    if profile_set in DEVICES:
+        return [packaged(name, "cpu" if profile_set == "cpu" else "gpu")]
     where = Path(profile_set)
     if not where.is_absolute() and not where.exists():
         where = base_dir / where

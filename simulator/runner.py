@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from adapter.slack import stage_policy
+from adapter.policies.slack import stage_policy
 from simulator.config import SimConfig
 from simulator.engine import SimResult, Simulation, app_slos_ms
 from simulator.profiles import resolve_curves

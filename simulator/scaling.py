@@ -1,6 +1,7 @@
 """How many replicas each simulated function has: a pluggable scaler.
 
-The engine asks a :class:`Scaler` and executes its answers, as ``knative.local`` executes the
+The engine asks a :class:`Scaler` and executes its answers, as ``knative.local.platform`` executes
+the
 KPA's: it feeds it the platform's metric once a second (:meth:`Scaler.observe`), asks for a
 replica count every ``tick_s`` (:meth:`Scaler.decide`), pokes it when a batch arrives at a
 function with no replica (:meth:`Scaler.wake`, Knative's activator), starts replicas that become
@@ -18,9 +19,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from adapter.latency import LatencyModel
+from adapter.policies.latency import LatencyModel
+from core.scaling import ScalingSpec
 from knative.kpa import KPA
-from knative.scaling import ScalingSpec
 
 __all__ = ["FixedScaler", "FunctionState", "KpaScaler", "Scaler", "ScalerHooks"]
 
@@ -99,7 +100,7 @@ class FixedScaler:
 
 
 class KpaScaler:
-    """One :class:`knative.kpa.KPA` per function, as ``knative.local`` runs them.
+    """One :class:`knative.kpa.KPA` per function, as ``knative.local.platform`` runs them.
 
     The metric is what the platform sees: the adapter's in-flight batches (concurrency) or their
     rate (rps), by each function's ``metric``. ``pinned`` holds min-scale overrides.
@@ -131,7 +132,8 @@ class KpaScaler:
         self._kpas[function].record(now, rps if metric == "rps" else concurrency)
 
     def wake(self, now: float, function: str, inflight: int) -> None:
-        # knative.local records the in-flight count and ticks at once (the activator's poke)
+        # knative.local.platform records the in-flight count and ticks at once (the activator's
+        # poke)
         self._kpas[function].record(now, float(inflight))
 
     def decide(self, now: float, function: str, state: FunctionState) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from functions.profile_format import Profile, load_profile
@@ -81,7 +82,7 @@ class ServiceCurve:
         )
 
     @classmethod
-    def load(cls, path: Path, *, name: str | None = None) -> ServiceCurve:
+    def load(cls, path: Path | Traversable, *, name: str | None = None) -> ServiceCurve:
         """Read a profile file (raises ``ProfileFormatError`` naming the key)."""
         return cls.from_profile(load_profile(path), name=name, source=str(path))
 

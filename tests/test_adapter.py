@@ -18,9 +18,9 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from adapter.app import create_app
-from adapter.config import Config, parse_config
-from knative.events import ReplicaCounts
+from adapter.serving.app import create_app
+from core.config import Config, parse_config
+from knative.local.events import ReplicaCounts
 
 
 class FakeView:
@@ -286,7 +286,7 @@ def test_a_client_that_disconnects_leaves_the_queue() -> None:
         return echo(request)
 
     async def scenario() -> None:
-        from knative.gateway import serve_in_loop
+        from knative.local.gateway import serve_in_loop
 
         cfg = config(function={"max_batch": 4})
         app = create_app(cfg, view=FakeView(1), transport=httpx.MockTransport(held))

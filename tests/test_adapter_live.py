@@ -9,11 +9,11 @@ import httpx
 import pytest
 from sklearn.datasets import load_digits
 
-from adapter.app import create_app
-from adapter.config import parse_config
-from adapter.platform_view import LocalView
-from adapter.records import read_records
-from knative.local import LocalPlatform
+from adapter.serving.app import create_app
+from adapter.serving.platform_view import LocalView
+from adapter.serving.records import read_records
+from core.config import parse_config
+from knative.local.platform import LocalPlatform
 
 pytestmark = pytest.mark.slow
 

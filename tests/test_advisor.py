@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.advisor import Advisor, AdvisorConfig, AdvisorConfigError, AdvisorDecision
-from adapter.percentile import ServiceModel, min_replicas
+from adapter.policies.advisor import Advisor, AdvisorConfig, AdvisorConfigError, AdvisorDecision
+from adapter.policies.percentile import ServiceModel, min_replicas
 
 #: one request per batch, 20 ms each: 50 requests/s per replica at most
 SERVICE = ServiceModel(a_ms=20.0, distribution="deterministic")

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.aimd import AIMD, AIMDDecision
-from adapter.policy import MLPROXY, PRESETS, SLACKWISE, preset
+from adapter.policies.aimd import AIMD, AIMDDecision
+from adapter.policies.modes import MLPROXY, PRESETS, SLACKWISE, preset
 
 
 def feed(

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from adapter.cli import main
-from adapter.config import AdvisorSettings, ConfigError
-from adapter.slack import stage_policy
+from adapter.cli.main import main
+from adapter.policies.slack import stage_policy
+from core.config import AdvisorSettings, ConfigError
 from simulator.autoscalers import AdvisorScaler, Clairvoyant, window_needs
 from simulator.compliance import compliance_pct, compliant_windows
 from simulator.config import parse_sim_config

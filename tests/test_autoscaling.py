@@ -1,4 +1,5 @@
-"""The advisor at work (adapter.autoscaling): fed from the request path, pinning the platform.
+"""The advisor at work (adapter.serving.autoscaling): fed from the request path, pinning the
+platform.
 
 Time is injected: a manual clock drives the loop's :meth:`Autoscaling.tick` directly.
 """
@@ -13,14 +14,14 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from adapter.autoscaling import Autoscaling
-from adapter.config import AdvisorSettings, Config, ConfigError, parse_config
-from adapter.latency import LatencyModel
-from adapter.platform_view import PinUnsupported
+from adapter.policies.latency import LatencyModel
+from adapter.serving.autoscaling import Autoscaling
+from adapter.serving.platform_view import PinUnsupported
+from core.config import AdvisorSettings, Config, ConfigError, parse_config
 from functions.gossip import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS, FrontendTally, parse_window
-from knative.cluster import MIN_SCALE, KnativeClient, KnativeView
-from knative.events import ReplicaCounts
-from knative.fake_api import FakeKubernetes
+from knative.cluster.client import MIN_SCALE, KnativeClient, KnativeView
+from knative.cluster.fake_api import FakeKubernetes
+from knative.local.events import ReplicaCounts
 
 
 class Clock:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.batching import BatchDecision, PendingItem, decide
-from adapter.latency import LatencyModel
+from adapter.policies.batching import BatchDecision, PendingItem, decide
+from adapter.policies.latency import LatencyModel
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.chain import BatchSizeTracker, stage_estimates
-from adapter.latency import LatencyModel
+from adapter.policies.estimates import BatchSizeTracker, stage_estimates
+from adapter.policies.latency import LatencyModel
 
 
 def test_estimates_read_each_model_at_its_rounded_batch_size() -> None:

@@ -10,12 +10,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from adapter.app import create_app
-from adapter.config import parse_config
-from adapter.experiment import parse_server_timing
-from adapter.platform_view import LocalView
+from adapter.cli.experiment import parse_server_timing
+from adapter.serving.app import create_app
+from adapter.serving.platform_view import LocalView
+from core.config import parse_config
 from functions.pipelines import IMG_QUERY_IMAGES, PIPELINES
-from knative.local import LocalPlatform
+from knative.local.platform import LocalPlatform
 
 pytestmark = [pytest.mark.slow, pytest.mark.models]
 

@@ -18,10 +18,10 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from adapter.app import create_app
-from adapter.config import Config, ConfigError, parse_config
-from adapter.experiment import parse_server_timing
-from knative.events import ReplicaCounts
+from adapter.cli.experiment import parse_server_timing
+from adapter.serving.app import create_app
+from core.config import Config, ConfigError, parse_config
+from knative.local.events import ReplicaCounts
 
 
 class FakeView:
@@ -209,8 +209,8 @@ def test_a_request_past_its_deadline_mid_chain_is_still_answered() -> None:
 
 def test_an_app_experiment_draws_its_plots_from_chain_records(tmp_path: Path) -> None:
     # the replayer's records of a chain carry one batch size per stage and per-stage timings
-    from adapter.experiment import ExperimentResult, ModeRun, ModeSummary, StageTime, batch_size
-    from adapter.plots import plot_experiment
+    from adapter.cli.experiment import ExperimentResult, ModeRun, ModeSummary, StageTime, batch_size
+    from adapter.cli.plots import plot_experiment
 
     headers = {
         "x-batch-size": "1,2,3",

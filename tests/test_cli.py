@@ -27,7 +27,7 @@ functions:
 
 def slackwise(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "adapter.cli", *args],
+        [sys.executable, "-m", "adapter.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -62,7 +62,7 @@ def test_up_serves_and_ctrl_c_leaves_no_process_behind(tmp_path: Path) -> None:
     config = tmp_path / "up.yaml"
     config.write_text(CONFIG)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "adapter.cli", "up", "-c", str(config)],
+        [sys.executable, "-m", "adapter.cli.main", "up", "-c", str(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from adapter.config import load_config
-from knative import cluster_cli as cluster
-from knative.cluster import (
+from core.config import load_config
+from knative.cluster import cli as cluster
+from knative.cluster.client import (
     MIN_SCALE,
     AccessDeniedError,
     HookUnavailableError,
@@ -24,7 +24,7 @@ from knative.cluster import (
     ResourceNotFoundError,
     ServiceNotReadyError,
 )
-from knative.fake_api import FakeKubernetes
+from knative.cluster.fake_api import FakeKubernetes
 
 NS = "ml"
 

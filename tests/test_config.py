@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from adapter.config import ConfigError, load_config, parse_config
+from core.config import ConfigError, load_config, parse_config
 
 
 def base(**fn: Any) -> dict[str, Any]:

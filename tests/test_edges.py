@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from adapter.edges import (
+from adapter.serving.edges import (
     EDGES,
     EdgeError,
     NoEdge,

@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from adapter.config import load_config
-from knative.local import LocalPlatform
+from core.config import load_config
+from knative.local.platform import LocalPlatform
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +45,7 @@ def free_port() -> int:
 async def start_adapter(config: Path, platform_url: str) -> tuple[asyncio.subprocess.Process, str]:
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "adapter.cli", "serve", "-c", str(config), "--advisor",
+        sys.executable, "-m", "adapter.cli.main", "serve", "-c", str(config), "--advisor",
         "--port", str(port), "--platform-url", platform_url,
         stdout=asyncio.subprocess.DEVNULL,
     )  # fmt: skip

@@ -11,9 +11,9 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from adapter.app import create_app
-from adapter.config import Config
-from adapter.http_server import serve
+from adapter.serving.app import create_app
+from adapter.serving.http_server import serve
+from core.config import Config
 from tests.socket_probe import tcp_connections
 from tests.test_adapter import FakeView, config, echo
 

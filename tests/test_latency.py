@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.latency import LatencyModel, LatencyModels
+from adapter.policies.latency import LatencyModel, LatencyModels
 
 
 def feed_linear(

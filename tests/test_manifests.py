@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from adapter.config import Config, ConfigError, load_config, parse_config
-from knative import manifests
-from knative.crd_schema import (
+from core.config import Config, ConfigError, load_config, parse_config
+from knative.cluster import manifests
+from knative.cluster.crd_schema import (
     KnativeSchemaMissing,
     ManifestError,
     knative_dir,
@@ -21,7 +21,7 @@ from knative.crd_schema import (
     service_schema,
     validate_service,
 )
-from knative.kn_commands import kn_create_args
+from knative.cluster.kn_commands import kn_create_args
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "experiments"
@@ -364,8 +364,8 @@ def test_schema_keywords() -> None:
 
 
 def test_the_adapter_deployment_runs_a_serve_command_the_cli_accepts() -> None:
-    from adapter.cli import build_parser
-    from knative.manifests import adapter_objects
+    from adapter.cli.main import build_parser
+    from knative.cluster.manifests import adapter_objects
 
     objects = adapter_objects("functions: {}\n", namespace="ml")
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]

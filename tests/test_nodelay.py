@@ -15,12 +15,12 @@ import httpx
 import pytest
 from sklearn.datasets import load_digits
 
-from adapter.app import create_app
-from adapter.config import parse_config
-from adapter.http_server import serve
-from adapter.platform_view import LocalView
+from adapter.serving.app import create_app
+from adapter.serving.http_server import serve
+from adapter.serving.platform_view import LocalView
+from core.config import parse_config
 from functions.serve import listening_socket
-from knative.local import LocalPlatform
+from knative.local.platform import LocalPlatform
 from tests.socket_probe import TcpConnection, tcp_connections
 
 DIGITS = load_digits()

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.latency import LatencyModel
-from adapter.percentile import (
+from adapter.policies.latency import LatencyModel
+from adapter.policies.percentile import (
     ServiceModel,
     erlang_c,
     min_replicas,

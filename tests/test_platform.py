@@ -13,8 +13,8 @@ import httpx
 import pytest
 from sklearn.datasets import load_digits
 
-from adapter.config import Config, parse_config
-from knative.local import LocalPlatform
+from core.config import Config, parse_config
+from knative.local.platform import LocalPlatform
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.pruning import PruningConfig, decide, expected_finish
+from adapter.policies.pruning import PruningConfig, decide, expected_finish
 
 ON_LATE = PruningConfig(enabled=True)
 ON_PREDICTED = PruningConfig(enabled=True, mode="predicted")

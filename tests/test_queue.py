@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from adapter.queue import Pending, RequestQueue
+from adapter.policies.queue import Pending, RequestQueue
 
 
 def pending(loop: asyncio.AbstractEventLoop, seq: int, deadline: float) -> Pending:

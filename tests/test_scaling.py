@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from knative.durations import parse_duration
-from knative.scaling import AutoscalerConfig, ScalingConfigError, resolve_spec
+from core.durations import parse_duration
+from core.scaling import AutoscalerConfig, ScalingConfigError, resolve_spec
 
 G = "autoscaling.knative.dev/"
 _CONFIG_MAP = "knative/configmaps/autoscaler.yaml"

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from adapter.cli import main
-from adapter.config import ConfigError
-from adapter.slack import POLICIES, stage_policy
+from adapter.cli.main import main
+from adapter.policies.slack import POLICIES, stage_policy
+from core.config import ConfigError
 from simulator.config import load_sim_config, parse_sim_config
 from simulator.engine import Simulation
 from simulator.runner import curves_for

@@ -1,4 +1,5 @@
-"""Stage slack (adapter.slack) and the shared scheduling step (adapter.scheduling)."""
+"""Stage slack (adapter.policies.slack) and the shared scheduling step
+(adapter.policies.scheduling)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.queue import RequestQueue
-from adapter.scheduling import next_batch
-from adapter.slack import POLICIES, proportional_budgets, stage_deadline, stage_policy
+from adapter.policies.queue import RequestQueue
+from adapter.policies.scheduling import next_batch
+from adapter.policies.slack import POLICIES, proportional_budgets, stage_deadline, stage_policy
 
 estimates = st.lists(st.floats(0.1, 5000.0), min_size=1, max_size=6)
 times = st.floats(0.0, 1e5)

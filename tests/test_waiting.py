@@ -1,4 +1,4 @@
-"""Waiting for company only when it pays: the rule in adapter.batching and its inputs."""
+"""Waiting for company only when it pays: the rule in adapter.policies.batching and its inputs."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.batching import BatchDecision, PendingItem, decide
-from adapter.waiting import PathMargin, RecentRate
+from adapter.policies.batching import BatchDecision, PendingItem, decide
+from adapter.policies.waiting import PathMargin, RecentRate
 from tests.test_batching import Linear
 
 

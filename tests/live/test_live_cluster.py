@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from knative.cluster import (
+from knative.cluster.client import (
     MIN_SCALE,
     HookUnavailableError,
     KnativeClient,

@@ -1,0 +1,460 @@
+"""``slackwise experiment``: one trace replayed through each mode, on a fresh platform each time.
+
+Modes: ``direct`` (straight to the function through the platform's activator: Knative alone),
+``mlproxy`` (the adapter with MLProxy's published policy) and ``slackwise`` (the full adapter).
+An app experiment (``experiment.app``) replays the app's pipeline inputs through
+``/v1/apps/{app}:predict``; its modes are usually stage policies (``FIFO-NB``, ``ED-DYN``,
+``EDF-DYN``, ``GS``...: the adapter in slackwise mode with that ``--stage-policy``), and its
+summary adds each stage's mean queueing and compute time (GrandSLAM Fig. 11).
+For each mode the local platform starts from scratch; the adapter (if any) starts in front of it
+as its own process (``slackwise serve --platform-url``, as it would run in its own pod), and the
+open-loop replayer runs in a third process and records every request. The result per mode:
+requests, errors, SLO violation percentage, latency percentiles, replica-seconds, mean batch
+size and cold starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import socket
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import httpx
+import numpy as np
+
+from core.config import ADVISOR_MODE, Config, ExperimentConfig
+from knative.local.platform import LocalPlatform
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ModeRun:
+    """What one mode's run produced."""
+
+    mode: str
+    records: list[dict[str, Any]]
+    usage: dict[str, float | int]
+    timeline: list[dict[str, float]]
+    batches: int = 0
+    instances_sent: int = 0
+    wall_s: float = 0.0
+    #: batches and instances sent per function (the adapter's metrics)
+    per_stage: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """One stage's mean queueing and compute time over the answered requests, in ms."""
+
+    queue_ms: float
+    compute_ms: float
+    mean_batch: float
+    #: the batch's round trip from the adapter (compute plus HTTP, the platform and parsing)
+    upstream_ms: float = math.nan
+
+
+@dataclass(frozen=True)
+class ModeSummary:
+    requests: int
+    errors: int
+    violation_pct: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    replica_seconds: float
+    mean_batch: float
+    cold_starts: int
+    mean_ms: float = math.nan
+    #: requests that arrived while their function (any stage) had no ready replica
+    cold_hits: int = 0
+    stages: dict[str, StageTime] = field(default_factory=dict)
+
+
+@dataclass
+class ExperimentResult:
+    #: the function, or for an app experiment the app
+    function: str
+    slo_ms: float
+    trace: str
+    max_rps: float
+    step_s: float
+    duration_s: float
+    start_s: float
+    seed: int
+    modes: dict[str, ModeSummary] = field(default_factory=dict)
+    #: the app's stages, in order (empty for a function experiment)
+    stages: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        doc = dataclasses.asdict(self)
+        doc["modes"] = {m: dataclasses.asdict(s) for m, s in self.modes.items()}
+        return doc
+
+
+def stage_times(
+    records: list[dict[str, Any]], stages: list[str], batches: dict[str, tuple[int, int]]
+) -> dict[str, StageTime]:
+    """Mean queue and compute per stage, read back from the answers' ``Server-Timing``."""
+    sums = {fn: [0.0, 0.0, 0.0] for fn in stages}
+    answered = 0
+    for r in records:
+        if r["status"] != 200:
+            continue
+        timing = parse_server_timing(r["headers"].get("server-timing", ""))
+        answered += 1
+        for fn in stages:
+            sums[fn][0] += timing.get(f"{fn}-queue", 0.0)
+            sums[fn][1] += timing.get(f"{fn}-compute", 0.0)
+            sums[fn][2] += timing.get(f"{fn}-upstream", 0.0)
+    out: dict[str, StageTime] = {}
+    for fn in stages:
+        count, instances = batches.get(fn, (0, 0))
+        out[fn] = StageTime(
+            queue_ms=round(sums[fn][0] / answered, 2) if answered else math.nan,
+            compute_ms=round(sums[fn][1] / answered, 2) if answered else math.nan,
+            mean_batch=round(instances / count, 2) if count else 0.0,
+            upstream_ms=round(sums[fn][2] / answered, 2) if answered else math.nan,
+        )
+    return out
+
+
+def batch_size(headers: dict[str, str]) -> float:
+    """A record's ``X-Batch-Size``: one size, or for a chain one per stage (their mean)."""
+    raw = headers.get("x-batch-size", "1")
+    try:
+        sizes = [int(part) for part in raw.split(",")]
+    except ValueError:
+        return 1.0
+    return sum(sizes) / len(sizes) if sizes else 1.0
+
+
+def parse_server_timing(value: str) -> dict[str, float]:
+    """``name;dur=1.5, other;dur=2`` -> ``{"name": 1.5, "other": 2.0}`` (entries without a
+    duration, or with a malformed one, are left out)."""
+    out: dict[str, float] = {}
+    for entry in value.split(","):
+        name, *params = (part.strip() for part in entry.split(";"))
+        for param in params:
+            key, _, raw = param.partition("=")
+            if key.strip() == "dur" and name:
+                with contextlib.suppress(ValueError):
+                    out[name] = float(raw)
+    return out
+
+
+def summarize(run: ModeRun, slo_ms: float) -> ModeSummary:
+    """Per-request SLO accounting: an error or an answer later than the SLO is a violation."""
+    records = run.records
+    ok = [r for r in records if r["status"] == 200]
+    latencies = np.array([r["latency"] * 1000.0 for r in ok]) if ok else np.array([])
+    violations = sum(1 for r in records if r["status"] != 200 or r["latency"] * 1000.0 > slo_ms)
+
+    def pct(q: float) -> float:
+        return round(float(np.percentile(latencies, q)), 2) if latencies.size else math.nan
+
+    if run.batches:
+        mean_batch = run.instances_sent / run.batches
+    else:  # direct: every request is its own batch
+        sizes = [batch_size(r["headers"]) for r in ok]
+        mean_batch = sum(sizes) / len(sizes) if sizes else 0.0
+    return ModeSummary(
+        cold_hits=sum(1 for r in records if r["headers"].get("x-arrived-cold") == "1"),
+        mean_ms=round(float(latencies.mean()), 2) if latencies.size else math.nan,
+        requests=len(records),
+        errors=len(records) - len(ok),
+        violation_pct=round(100.0 * violations / len(records), 3) if records else 0.0,
+        p50_ms=pct(50),
+        p95_ms=pct(95),
+        p99_ms=pct(99),
+        replica_seconds=round(float(run.usage["replica_seconds"]), 2),
+        mean_batch=round(mean_batch, 2),
+        cold_starts=int(run.usage["cold_starts"]),
+    )
+
+
+def _replay_command(exp: ExperimentConfig, body: list[str], url: str, records: Path) -> list[str]:
+    target = ["--app", exp.app] if exp.app else ["--function", str(exp.function)]
+    return [
+        sys.executable, "-m", "loadtests.replay",
+        "--trace", exp.trace,
+        "--start-s", f"{exp.start_s:g}",
+        "--duration-s", f"{exp.duration_s:g}",
+        "--max-rps", f"{exp.max_rps:g}",
+        "--step-s", f"{exp.step_s:g}",
+        "--seed", str(exp.seed),
+        "--target", url,
+        *target,
+        *body,
+        "--records", str(records),
+        "--progress-s", "10",
+    ]  # fmt: skip
+
+
+async def _sample(
+    platform: LocalPlatform,
+    functions: list[str],
+    adapter_url: str | None,
+    into: list[dict[str, float]],
+) -> None:
+    start = time.monotonic()
+    function = functions[0]
+    async with httpx.AsyncClient(trust_env=False) as client:
+        while True:
+            counted = [platform.replicas(fn) for fn in functions]
+            row: dict[str, float] = {
+                "t": round(time.monotonic() - start, 2),
+                "ready": sum(c.ready for c in counted),
+                "desired": sum(c.desired for c in counted),
+            }
+            if adapter_url is not None and len(functions) == 1:
+                with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                    status = (await client.get(f"{adapter_url}/v1/models/{function}")).json()
+                    row["queue"] = status["queue"]
+                    row["aimd_limit"] = status["aimd_limit"]
+            into.append(row)
+            await asyncio.sleep(1.0)
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def adapter_flags(mode: str) -> list[str]:
+    """``slackwise serve`` flags for an experiment mode: a preset, or a stage policy run by the
+    slackwise preset."""
+    if mode in ("slackwise", "mlproxy"):
+        return ["--mode", mode]
+    if mode == ADVISOR_MODE:
+        return ["--mode", "slackwise", "--advisor"]
+    return ["--mode", "slackwise", "--stage-policy", mode]
+
+
+async def _start_adapter(
+    config: Config, mode: str, platform_url: str
+) -> tuple[asyncio.subprocess.Process, str]:
+    """``slackwise serve`` in its own process, as it runs in a cluster: its own pod and core."""
+    if not Path(config.source).is_file():
+        raise ValueError(f"the experiment needs its config as a file, got {config.source!r}")
+    host = config.platform.host
+    port = _free_port(host)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "adapter.cli.main", "serve", "-c", config.source,
+        *adapter_flags(mode),
+        "--host", host, "--port", str(port), "--platform-url", platform_url,
+        stdout=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://{host}:{port}"
+    async with httpx.AsyncClient(trust_env=False) as client:
+        for _ in range(600):
+            if proc.returncode is not None:
+                raise RuntimeError(f"{mode}: the adapter exited with code {proc.returncode}")
+            with contextlib.suppress(httpx.TransportError):
+                if (await client.get(f"{url}/healthz", timeout=1.0)).status_code == 200:
+                    return proc, url
+            await asyncio.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"{mode}: the adapter did not come up at {url}")
+
+
+async def _batch_stats(url: str, function: str) -> tuple[int, int]:
+    """Batches and instances sent, from the adapter's Prometheus metrics."""
+    async with httpx.AsyncClient(trust_env=False) as client:
+        text = (await client.get(f"{url}/metrics", timeout=5.0)).text
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        for name in ("slackwise_batch_size_count", "slackwise_batch_size_sum"):
+            if line.startswith(f'{name}{{function="{function}"}}'):
+                values[name] = float(line.rsplit(" ", 1)[1])
+    return int(values.get("slackwise_batch_size_count", 0)), int(
+        values.get("slackwise_batch_size_sum", 0)
+    )
+
+
+async def _initial_replicas_ready(
+    config: Config, platform: LocalPlatform, functions: list[str], timeout_s: float = 180.0
+) -> None:
+    """Wait until every function has its initial replicas ready, as a deployment has before
+    traffic is sent to it (an experiment that starts at zero, initial-scale 0, waits for
+    nothing). Cold starts are then the ones the trace causes, not the platform's own start."""
+    deadline = time.monotonic() + timeout_s
+    for fn in functions:
+        want = max(
+            config.functions[fn].scaling.initial_scale, config.functions[fn].scaling.min_scale
+        )
+        while platform.replicas(fn).ready < want:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{fn}: {want} initial replicas not ready after {timeout_s:g} s")
+            await asyncio.sleep(0.1)
+
+
+def _targets(config: Config, exp: ExperimentConfig) -> tuple[list[str], list[str]]:
+    """The functions the experiment loads, and the replayer's body flags."""
+    if exp.app is None:
+        fn = str(exp.function)
+        return [fn], ["--model", config.functions[fn].model]
+    from functions.pipelines import PIPELINES
+
+    stages = list(config.apps[exp.app].stages)
+    kinds = tuple(config.functions[fn].model for fn in stages)
+    for pipeline in PIPELINES.values():
+        if tuple(pipeline.stages) == kinds:
+            return stages, ["--pipeline", pipeline.name]
+    known = ", ".join(f"{p.name} ({' -> '.join(p.stages)})" for p in PIPELINES.values())
+    raise ValueError(
+        f"app {exp.app!r} ({' -> '.join(kinds)}) matches no pipeline with sample inputs; "
+        f"known: {known}"
+    )
+
+
+async def run_mode(config: Config, exp: ExperimentConfig, mode: str, workdir: Path) -> ModeRun:
+    """One mode on a fresh platform; the adapter and the replayer run as their own processes."""
+    functions, body = _targets(config, exp)
+    records_path = workdir / f"{mode}.jsonl"
+    timeline: list[dict[str, float]] = []
+    started = time.monotonic()
+    async with LocalPlatform(config) as platform:
+        await _initial_replicas_ready(config, platform, functions)
+        adapter: asyncio.subprocess.Process | None = None
+        adapter_url: str | None = None
+        if mode == "direct":
+            target = platform.url(functions[0])
+        else:
+            adapter, adapter_url = await _start_adapter(config, mode, platform.url(functions[0]))
+            target = adapter_url
+        sampler = asyncio.create_task(_sample(platform, functions, adapter_url, timeline))
+        batches = instances = 0
+        per_stage: dict[str, tuple[int, int]] = {}
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *_replay_command(exp, body, target, records_path)
+            )
+            code = await proc.wait()
+            if code != 0:
+                raise RuntimeError(f"{mode}: the replayer exited with code {code}")
+            if adapter_url is not None:
+                for fn in functions:
+                    per_stage[fn] = await _batch_stats(adapter_url, fn)
+                batches = sum(b for b, _ in per_stage.values())
+                instances = sum(i for _, i in per_stage.values())
+        finally:
+            sampler.cancel()
+            usages = [platform.usage(fn) for fn in functions]
+            usage = {key: sum(u[key] for u in usages) for key in ("replica_seconds", "cold_starts")}
+            if adapter is not None:
+                adapter.terminate()
+                await adapter.wait()
+    with records_path.open(encoding="utf-8") as lines:
+        records = [json.loads(line) for line in lines if line.strip()]
+    return ModeRun(
+        mode=mode,
+        records=records,
+        usage=usage,
+        timeline=timeline,
+        batches=batches,
+        instances_sent=instances,
+        wall_s=time.monotonic() - started,
+        per_stage=per_stage,
+    )
+
+
+def print_table(result: ExperimentResult, out: TextIO) -> None:
+    out.write(
+        f"\n{result.function}: SLO {result.slo_ms:g} ms per request; trace {result.trace} "
+        f"(from {result.start_s:g} s, {result.duration_s:g} s, peak {result.max_rps:g} req/s, "
+        f"step {result.step_s:g} s, seed {result.seed})\n"
+    )
+    out.write(
+        f"{'mode':<17} {'requests':>8} {'errors':>6} {'viol%':>7} {'p50_ms':>8} {'p95_ms':>8} "
+        f"{'p99_ms':>8} {'replica_s':>9} {'batch':>6} {'cold':>5} {'cold_hits':>9}\n"
+    )
+    for mode, s in result.modes.items():
+        out.write(
+            f"{mode:<17} {s.requests:>8} {s.errors:>6} {s.violation_pct:>7.2f} {s.p50_ms:>8.1f} "
+            f"{s.p95_ms:>8.1f} {s.p99_ms:>8.1f} {s.replica_seconds:>9.1f} {s.mean_batch:>6.2f} "
+            f"{s.cold_starts:>5} {s.cold_hits:>9}\n"
+        )
+    if result.stages:
+        out.write("\nper stage, mean ms: queue, upstream round trip (of which compute), batch\n")
+        out.write(f"{'mode':<10} " + " ".join(f"{fn:>32}" for fn in result.stages) + "\n")
+        for mode, s in result.modes.items():
+            cells = []
+            for fn in result.stages:
+                t = s.stages.get(fn)
+                cells.append(
+                    f"{t.queue_ms:>8.1f} {t.upstream_ms:>7.1f} ({t.compute_ms:>5.1f}) "
+                    f"b{t.mean_batch:>5.2f}"
+                    if t
+                    else "-"
+                )
+            out.write(f"{mode:<10} " + " ".join(f"{c:>32}" for c in cells) + "\n")
+    out.flush()
+
+
+async def run_experiment(
+    config: Config,
+    exp: ExperimentConfig,
+    *,
+    out: TextIO,
+    plots_dir: Path | None = None,
+) -> tuple[ExperimentResult, dict[str, ModeRun]]:
+    """Every mode of ``exp`` in turn; prints the table.
+
+    With ``plots_dir`` it also draws the plots there and keeps each mode's request records
+    (``MODE.jsonl``, one JSON line per request, as the replayer wrote them).
+    """
+    if exp.app is not None:
+        name = exp.app
+        slo: float | None = config.apps[exp.app].slo_ms
+        stages = list(config.apps[exp.app].stages)
+    else:
+        name = str(exp.function)
+        slo = config.slo_ms(name)
+        stages = []
+    if slo is None:
+        raise ValueError(f"function {name!r} has no SLO (functions.X.slo_ms or an app)")
+    result = ExperimentResult(
+        function=name, slo_ms=slo, trace=exp.trace, max_rps=exp.max_rps,
+        step_s=exp.step_s, duration_s=exp.duration_s, start_s=exp.start_s, seed=exp.seed,
+        stages=stages,
+    )  # fmt: skip
+    runs: dict[str, ModeRun] = {}
+    with tempfile.TemporaryDirectory(prefix="slackwise-exp-") as tmp:
+        workdir = Path(tmp) if plots_dir is None else plots_dir
+        workdir.mkdir(parents=True, exist_ok=True)
+        for mode in exp.modes:
+            out.write(f"--- {mode}: replaying {exp.trace} against {name}\n")
+            out.flush()
+            run = await run_mode(config, exp, mode, workdir)
+            runs[mode] = run
+            summary = summarize(run, slo)
+            if stages:
+                summary = dataclasses.replace(
+                    summary, stages=stage_times(run.records, stages, run.per_stage)
+                )
+            result.modes[mode] = summary
+            s = result.modes[mode]
+            out.write(
+                f"    {s.requests} requests, {s.violation_pct:.2f}% over SLO, p99 "
+                f"{s.p99_ms:.1f} ms, {s.replica_seconds:.1f} replica-s, {run.wall_s:.0f} s\n"
+            )
+            await asyncio.sleep(exp.settle_s)
+    print_table(result, out)
+    if plots_dir is not None:
+        from adapter.cli.plots import plot_experiment
+
+        for path in plot_experiment(result, runs, plots_dir):
+            out.write(f"plot: {path}\n")
+    return result, runs

@@ -1,0 +1,351 @@
+"""The ``slackwise`` command line.
+
+Subcommands: ``up`` (start the local platform and wait), ``demo`` (the main job until the
+adapter's experiment lands), ``profile`` (measure a model's batch latency and cold start),
+``validate`` (check a config file) and ``models`` (list the model kinds). Logging is configured
+here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+from core.config import Config, ConfigError, load_config
+
+logger = logging.getLogger("slackwise")
+T = TypeVar("T")
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on uvloop when it is installed (it is, with uvicorn[standard])."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    value: T = uvloop.run(coro)
+    return value
+
+
+def _load(path: str) -> Config:
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        raise SystemExit(f"slackwise: {exc}") from None
+
+
+async def _up(config: Config) -> int:
+    from knative.local.platform import LocalPlatform
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with LocalPlatform(config) as platform:
+            print(f"slackwise local platform: http://{config.platform.host}:{platform.port}")
+            for name in platform.functions:
+                fn = config.functions[name]
+                print(
+                    f"  {name:<16} {platform.url(name)}/v1/models/{name}:predict"
+                    f"  (model {fn.model}, containerConcurrency {fn.container_concurrency})"
+                )
+            print("admin: GET /platform/functions, PUT /platform/functions/NAME/min-scale, "
+                  "GET /platform/events; Ctrl-C stops everything", flush=True)  # fmt: skip
+            await stop.wait()
+            print("\nstopping: terminating replicas", flush=True)
+            for name in platform.functions:
+                print(f"  {name}: {platform.usage(name)}")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    return 0
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    return _run(_up(_load(args.config)))
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from adapter.serving.app import create_app
+    from adapter.serving.http_server import serve
+
+    config = _load(args.config)
+    if args.platform_url or args.platform or args.stage_policy:
+        import dataclasses
+
+        from adapter.policies.slack import stage_policy
+
+        adapter = config.adapter
+        if args.platform_url:
+            adapter = dataclasses.replace(adapter, platform_url=args.platform_url)
+        if args.platform:
+            adapter = dataclasses.replace(adapter, platform=args.platform)
+        if args.stage_policy:
+            try:
+                chosen = stage_policy(args.stage_policy).name
+            except ValueError as exc:
+                raise SystemExit(f"slackwise: --stage-policy: {exc}") from None
+            adapter = dataclasses.replace(adapter, stage_policy=chosen)
+        config = dataclasses.replace(config, adapter=adapter)
+    try:
+        app = create_app(config, mode=args.mode, advisor=True if args.advisor else None)
+    except ValueError as exc:
+        raise SystemExit(f"slackwise: {exc}") from None
+    host = args.host or config.adapter.host
+    port = config.adapter.port if args.port is None else args.port
+    print(f"slackwise adapter ({args.mode or config.adapter.mode}) on http://{host}:{port}",
+          flush=True)  # fmt: skip
+    try:
+        _run(serve(app, host, port))
+    except OSError as exc:
+        raise SystemExit(f"slackwise: cannot listen on {host}:{port}: {exc}") from None
+    return 0
+
+
+def _cmd_experiment(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from adapter.cli.experiment import ExperimentResult, run_experiment
+    from core.config import parse_modes
+
+    config = _load(args.config)
+    exp = config.experiment
+    if exp is None:
+        raise SystemExit(f"slackwise: {config.source}: no 'experiment' section")
+    overrides: dict[str, object] = {}
+    for key in ("trace", "max_rps", "step_s", "duration_s", "start_s", "seed"):
+        value = getattr(args, key)
+        if value is None:
+            continue
+        positive = key in ("max_rps", "step_s", "duration_s")
+        if (positive and value <= 0) or (key == "start_s" and value < 0):
+            flag = "--" + key.replace("_", "-")
+            need = "positive" if positive else "non-negative"
+            raise SystemExit(f"slackwise: {flag} must be {need}, got {value}")
+        overrides[key] = value
+    if args.modes is not None:
+        try:
+            overrides["modes"] = parse_modes(args.modes, "--modes", app=exp.app is not None)
+        except ValueError as exc:
+            raise SystemExit(f"slackwise: {exc}") from None
+    exp = dataclasses.replace(exp, **overrides)  # type: ignore[arg-type]
+    plots = Path(args.plots) if args.plots else None
+
+    async def experiment() -> ExperimentResult:
+        result, _ = await run_experiment(config, exp, out=sys.stdout, plots_dir=plots)
+        return result
+
+    result = _run(experiment())
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        print(f"results: {args.json}")
+    return 0
+
+
+def _cmd_manifests(args: argparse.Namespace) -> int:
+    from knative.cluster import manifests
+
+    return manifests.run(args)
+
+
+def _cmd_deploy(args: argparse.Namespace) -> int:
+    from knative.cluster import cli as cluster_cli
+
+    return cluster_cli.run_deploy(args)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from knative.cluster import cli as cluster_cli
+
+    return cluster_cli.run_status(args)
+
+
+def _cmd_delete(args: argparse.Namespace) -> int:
+    from knative.cluster import cli as cluster_cli
+
+    return cluster_cli.run_delete(args)
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from loadtests import replay
+
+    return replay.run(args)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from adapter.cli.demo import DemoPlan, run_demo
+
+    plan = DemoPlan(
+        burst=args.burst, rate_rps=args.rate, steady_s=args.duration, idle_limit_s=args.idle_limit
+    )
+    return _run(run_demo(_load(args.config), plan, sys.stdout))
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    config = _load(args.config)
+    print(f"{config.source}: ok")
+    for name, fn in config.functions.items():
+        s = fn.scaling
+        print(
+            f"  function {name}: model {fn.model} ({fn.variant}), containerConcurrency "
+            f"{fn.container_concurrency}, {s.metric} target {s.target:g} x {s.target_utilization:g}"
+            f", scale {s.min_scale}..{s.max_scale or 'inf'}, initial {s.initial_scale}"
+        )
+    for name, app in config.apps.items():
+        print(f"  app {name}: {' -> '.join(app.stages)}, P{app.percentile:g} <= {app.slo_ms:g} ms")
+    return 0
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    from functions.registry import KINDS, model_class
+
+    for kind in sorted(KINDS):
+        print(f"{kind:<12} {model_class(kind).summary}")
+    return 0
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from functions import profile
+
+    return profile.run(args)
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from simulator import cli as simulator_cli
+
+    return simulator_cli.run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="slackwise", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = sub.add_parser("up", help="start the local platform with the configured functions")
+    up.add_argument("-c", "--config", required=True, help="YAML config file")
+    up.set_defaults(func=_cmd_up)
+
+    serve = sub.add_parser("serve", help="run the adapter (with the embedded local platform)")
+    serve.add_argument("-c", "--config", required=True, help="YAML config file")
+    serve.add_argument("--host", help="listen address (default: adapter.host)")
+    serve.add_argument("--port", type=int, help="listen port (default: adapter.port)")
+    serve.add_argument("--mode", choices=("slackwise", "mlproxy"), help="batching policy")
+    serve.add_argument(
+        "--platform-url",
+        help="a running local platform (`slackwise up`) instead of an embedded one",
+    )
+    serve.add_argument(
+        "--platform",
+        choices=("local", "knative"),
+        help="where the functions run (default: adapter.platform, local)",
+    )
+    serve.add_argument(
+        "--advisor",
+        action="store_true",
+        help="turn the autoscaling advisor on (pins min-scale ahead of demand)",
+    )
+    serve.add_argument(
+        "--stage-policy",
+        metavar="NAME",
+        help="how chains split their SLO and batch: GS, ED-*, EDF-*, FIFO-NB "
+        "(default: adapter.stage_policy, GS)",
+    )
+    serve.set_defaults(func=_cmd_serve)
+
+    exp = sub.add_parser("experiment", help="replay a trace through direct, mlproxy, slackwise")
+    exp.add_argument("-c", "--config", required=True, help="YAML config with an experiment")
+    exp.add_argument("--json", metavar="OUT.json", help="write the results here")
+    exp.add_argument("--plots", metavar="DIR", help="draw time series and CCDF plots here")
+    exp.add_argument("--trace", help="trace file, or nasa / twitter")
+    exp.add_argument("--max-rps", type=float, help="scale the trace's peak to this rate")
+    exp.add_argument("--step-s", type=float, help="hold each trace step this long")
+    exp.add_argument("--duration-s", type=float, help="seconds of trace to replay")
+    exp.add_argument("--start-s", type=float, help="where in the trace to start")
+    exp.add_argument("--seed", type=int, help="seed of the Poisson arrivals")
+    exp.add_argument(
+        "--modes",
+        help="comma-separated: direct,mlproxy,slackwise (an app: stage policies such as "
+        "FIFO-NB,EDF-DYN,GS)",
+    )
+    exp.set_defaults(func=_cmd_experiment)
+
+    rep = sub.add_parser("replay", help="open-loop replay of a trace against a URL")
+    from loadtests import replay
+
+    replay.add_arguments(rep)
+    rep.set_defaults(func=_cmd_replay)
+
+    from knative.cluster import cli as cluster_cli
+    from knative.cluster import manifests
+
+    man = sub.add_parser("manifests", help="write Knative manifests for the config")
+    manifests.add_arguments(man)
+    man.set_defaults(func=_cmd_manifests)
+    for name, helptext, func in (
+        ("deploy", "apply the functions to a Knative cluster and wait for Ready", _cmd_deploy),
+        ("status", "show the functions on a Knative cluster", _cmd_status),
+        ("delete", "delete the functions from a Knative cluster", _cmd_delete),
+    ):
+        cmd = sub.add_parser(name, help=helptext)
+        cluster_cli.add_deploy_arguments(cmd)
+        cmd.set_defaults(func=func)
+
+    demo = sub.add_parser("demo", help="scale real functions from zero and back under load")
+    demo.add_argument("-c", "--config", required=True, help="YAML config file")
+    demo.add_argument("--burst", type=int, default=8, help="requests sent at once at zero")
+    demo.add_argument("--rate", type=float, default=4.0, help="Poisson rate after the burst")
+    demo.add_argument("--duration", type=float, default=20.0, help="seconds of Poisson load")
+    demo.add_argument("--idle-limit", type=float, default=90.0,
+                      help="seconds to wait for scale to zero")  # fmt: skip
+    demo.set_defaults(func=_cmd_demo)
+
+    simulate = sub.add_parser("simulate", help="every stage policy on a simulated workload")
+    from simulator import cli as simulator_cli
+
+    simulator_cli.add_arguments(simulate)
+    simulate.set_defaults(func=_cmd_simulate)
+
+    validate = sub.add_parser("validate", help="check a config file")
+    validate.add_argument("-c", "--config", required=True, help="YAML config file")
+    validate.set_defaults(func=_cmd_validate)
+
+    models = sub.add_parser("models", help="list the model kinds")
+    models.set_defaults(func=_cmd_models)
+
+    prof = sub.add_parser("profile", help="measure a model's batch latency and cold start")
+    from functions import profile
+
+    profile.add_arguments(prof)
+    prof.set_defaults(func=_cmd_profile)
+    return parser
+
+
+def _check_positive(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    for key in ("burst", "rate", "duration", "idle_limit"):
+        value = getattr(args, key, None)
+        if value is not None and value < 0:
+            parser.error(f"--{key.replace('_', '-')} must be non-negative, got {value}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check_positive(args, parser)
+    level = logging.WARNING - 10 * args.verbose
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,308 @@
+"""The autoscaling advisor of one function: Swayam's predictive, SLO-aware replica floor.
+
+Swayam (Middleware'17 §4) provisions ahead of demand because a backend takes ``t_setup`` to
+start. Each frontend, on its own: predicts the request rate ``t_setup`` ahead by linear
+regression over its history (§4.2), scales its local rate by the number of frontends ``n_F`` to
+get the global rate, multiplies by the burst threshold ``U``, and asks an analytical model for
+the fewest backends that keep the SLO percentile (§4.3, here :func:`adapter.policies.percentile.
+min_replicas`, adapted to batched service). A larger count is acted on at once (proactive
+scale-out); a smaller one only after a minimum time between scale-ins (``RegulateScaleDown``,
+Algorithm 1), so that short oscillations do not churn replicas.
+
+On Knative the advisor does not start replicas itself: it *pins a floor* (the Revision's
+``min-scale``) and the KPA keeps deciding above it. :meth:`Advisor.decide` therefore takes what
+the KPA wants and reports both; the pin never lowers the count (``replicas = max(min_scale,
+kpa_wants)``), and the KPA stays free to scale down to the pin.
+
+Rules chosen where the paper leaves room:
+
+* ``t_setup`` is the P95 of the last ``setup_samples`` measured cold starts
+  (:meth:`Advisor.observe_cold_start`), ``default_setup_s`` before the first.
+* ``n_F`` comes from the functions' gossip header (:meth:`Advisor.observe_frontends`), the
+  configured ``frontends`` until then. As in Swayam, a frontend that has not yet heard of a peer's
+  failure over-provisions until it does.
+* **Floor at the current rate** (``floor_at_current``, on by default; not in Swayam): the
+  regression over 500 s lags a step, so the model's input is never below the rate seen over the
+  last ``current_window_s``. It reacts no faster than the KPA would, but with the SLO model.
+* **Scale-in** happens when the pin has not changed for ``min_scale_in_gap_s`` and every count
+  the model asked for within the last gap was lower; the pin then drops to the largest of them
+  (so a rate oscillating faster than the gap holds the pin at its peak: no flapping), by at most
+  ``scale_in_step`` replicas when that is set (0: all the way, as Swayam).
+* When even ``max_replicas`` cannot meet the SLO, the pin is ``max_replicas`` and the decision
+  says ``feasible=False``.
+
+Pure: the time is an argument; nothing here reads a clock or does I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+from adapter.policies.percentile import ServiceModel, min_replicas, response_time_percentile
+from adapter.policies.rate import RatePredictor
+
+__all__ = ["Advisor", "AdvisorConfig", "AdvisorConfigError", "AdvisorDecision", "Reason"]
+
+#: ``scale-out``: the pin rose now; ``scale-in``: it fell now; ``hold``: the model wants fewer
+#: but the gap has not passed; ``steady``: the model wants the pin as it is
+Reason = Literal["scale-out", "scale-in", "hold", "steady"]
+
+
+class AdvisorConfigError(ValueError):
+    """An advisor setting out of range; the message names the field and the value."""
+
+
+def _positive(name: str, value: float, *, allow_zero: bool = False) -> None:
+    ok = math.isfinite(value) and (value >= 0.0 if allow_zero else value > 0.0)
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise AdvisorConfigError(f"{name} must be a finite number {bound}, got {value!r}")
+
+
+def _integer(name: str, value: int, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise AdvisorConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AdvisorConfig:
+    """Settings of one function's advisor (seconds, milliseconds and percent as named).
+
+    ``slo_ms`` and ``percentile`` are the SLO (e.g. P95 ≤ 600 ms); ``history_s`` the regression
+    window (Swayam: 500 s); ``burst_u`` the burst threshold ``U ≥ 1``; ``frontends`` the default
+    ``n_F``; ``min_scale_in_gap_s`` the least time between two scale-ins and the span over which
+    a lower count must hold; ``scale_in_step`` the most replicas one scale-in releases (0: no
+    limit); ``default_setup_s`` the cold start assumed before one is measured (Swayam: 10 s);
+    ``max_replicas`` the largest pin; ``collect_ms`` and ``overhead_ms`` go to the percentile
+    model (see :func:`adapter.policies.percentile.response_time_percentile`).
+    """
+
+    slo_ms: float
+    percentile: float = 95.0
+    history_s: float = 500.0
+    bucket_s: float = 1.0
+    current_window_s: float = 10.0
+    burst_u: float = 2.0
+    frontends: int = 1
+    min_scale_in_gap_s: float = 120.0
+    scale_in_step: int = 0
+    default_setup_s: float = 10.0
+    setup_samples: int = 20
+    setup_percentile: float = 95.0
+    max_replicas: int = 100
+    floor_at_current: bool = True
+    collect_ms: float = 0.0
+    overhead_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        _positive("slo_ms", self.slo_ms)
+        for name in ("percentile", "setup_percentile"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and 0.0 < value < 100.0):
+                raise AdvisorConfigError(f"{name} must be within (0, 100) percent, got {value!r}")
+        _positive("bucket_s", self.bucket_s)
+        _positive("history_s", self.history_s)
+        if self.history_s < 2.0 * self.bucket_s:
+            raise AdvisorConfigError(
+                f"history_s must be at least two buckets ({2 * self.bucket_s:g}), "
+                f"got {self.history_s!r}"
+            )
+        _positive("current_window_s", self.current_window_s)
+        if not (math.isfinite(self.burst_u) and self.burst_u >= 1.0):
+            raise AdvisorConfigError(f"burst_u must be a finite number >= 1, got {self.burst_u!r}")
+        _integer("frontends", self.frontends, 1)
+        _positive("min_scale_in_gap_s", self.min_scale_in_gap_s, allow_zero=True)
+        _integer("scale_in_step", self.scale_in_step, 0)
+        _positive("default_setup_s", self.default_setup_s, allow_zero=True)
+        _integer("setup_samples", self.setup_samples, 1)
+        _integer("max_replicas", self.max_replicas, 1)
+        if not isinstance(self.floor_at_current, bool):
+            raise AdvisorConfigError(
+                f"floor_at_current must be true or false, got {self.floor_at_current!r}"
+            )
+        _positive("collect_ms", self.collect_ms, allow_zero=True)
+        _positive("overhead_ms", self.overhead_ms, allow_zero=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdvisorDecision:
+    """One tick of the advisor: the floor to pin and everything it was computed from.
+
+    ``min_scale`` is the pin (the platform's min-scale); ``replicas`` the count to expect,
+    ``max(min_scale, kpa_wants)``; ``needed`` the model's count for this tick alone (before
+    the scale-in regulation). Rates are requests per second: ``local_forecast`` this adapter's
+    regression ``setup_s`` ahead, ``current_rate`` its recent rate, ``model_rate`` the global
+    rate × ``burst_u`` the model was given. ``percentile_ms`` is the model's percentile for
+    ``model_rate`` on ``needed`` replicas (inf when none can serve it).
+    """
+
+    min_scale: int
+    kpa_wants: int
+    replicas: int
+    needed: int
+    reason: Reason
+    feasible: bool
+    local_forecast: float
+    current_rate: float
+    model_rate: float
+    frontends: int
+    setup_s: float
+    burst_u: float
+    percentile_ms: float
+    service: ServiceModel = field(repr=False)
+
+
+def _nearest_rank(values: list[float], percentile: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(percentile / 100.0 * len(ordered)) - 1)]
+
+
+class Advisor:
+    """Swayam's frontend loop for one function as seen by one adapter (time injected)."""
+
+    def __init__(
+        self, config: AdvisorConfig, service: ServiceModel, *, start: float | None = None
+    ) -> None:
+        self.config = config
+        self.service = service
+        self.rates = RatePredictor(
+            history_s=config.history_s,
+            bucket_s=config.bucket_s,
+            current_window_s=config.current_window_s,
+            start=start,
+        )
+        self._cold_starts: deque[float] = deque(maxlen=config.setup_samples)
+        self._frontends = config.frontends
+        self._frontend_reports: deque[tuple[float, int]] = deque()
+        self._pin = 0
+        self._changed_at: float | None = None
+        self._needs: deque[tuple[float, int]] = deque()
+
+    # -- inputs --------------------------------------------------------------------------------
+
+    def record(self, now: float, count: int = 1) -> None:
+        """Count ``count`` arrivals at this adapter at ``now``."""
+        self.rates.record(now, count)
+
+    def observe_cold_start(self, now: float, seconds: float) -> None:
+        """A measured cold start (request to ready) of ``seconds``."""
+        if not (math.isfinite(seconds) and seconds >= 0.0):
+            raise ValueError(f"cold start seconds must be a finite number >= 0, got {seconds!r}")
+        self._cold_starts.append(seconds)
+
+    def observe_frontends(self, now: float, count: int) -> None:
+        """A function replica's report of how many adapters it heard from (the gossip).
+
+        Each replica counts only the adapters that reached it, so reports differ between
+        replicas; ``n_F`` is the largest count reported within the last ``t_setup`` (at least one
+        second), which is the count of a replica that heard from every adapter.
+        """
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"frontends must be an integer >= 1, got {count!r}")
+        reports = self._frontend_reports  # a sliding-window maximum: counts fall left to right
+        while reports and reports[-1][1] <= count:
+            reports.pop()
+        reports.append((now, count))
+        horizon = now - max(1.0, self.setup_s)
+        while reports[0][0] < horizon:
+            reports.popleft()
+        self._frontends = reports[0][1]
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def setup_s(self) -> float:
+        """``t_setup``: P95 of the recent cold starts, the default before any."""
+        if not self._cold_starts:
+            return self.config.default_setup_s
+        return _nearest_rank(list(self._cold_starts), self.config.setup_percentile)
+
+    @property
+    def frontends(self) -> int:
+        """``n_F`` as last reported (the configured default before any report)."""
+        return self._frontends
+
+    @property
+    def min_scale(self) -> int:
+        """The pin as last decided (0 before the first decision)."""
+        return self._pin
+
+    # -- the decision --------------------------------------------------------------------------
+
+    def decide(
+        self, now: float, *, kpa_wants: int, service: ServiceModel | None = None
+    ) -> AdvisorDecision:
+        """The floor to pin at ``now``; ``service`` (when given) replaces the service model,
+        which follows the latency fit and the batch limit in use."""
+        if isinstance(kpa_wants, bool) or not isinstance(kpa_wants, int) or kpa_wants < 0:
+            raise ValueError(f"kpa_wants must be an integer >= 0, got {kpa_wants!r}")
+        if service is not None:
+            self.service = service
+        cfg = self.config
+        setup = self.setup_s
+        forecast = self.rates.predict(now, setup)
+        current = self.rates.current(now)
+        local = max(forecast, current) if cfg.floor_at_current else forecast
+        model_rate = local * self._frontends * cfg.burst_u
+        needed = min_replicas(
+            model_rate,
+            cfg.slo_ms,
+            cfg.percentile,
+            self.service,
+            max_replicas=cfg.max_replicas,
+            collect_ms=cfg.collect_ms,
+            overhead_ms=cfg.overhead_ms,
+        )
+        if needed == 0:
+            percentile_ms, feasible = 0.0, True
+        else:
+            percentile_ms = response_time_percentile(
+                model_rate,
+                needed,
+                self.service,
+                cfg.percentile,
+                collect_ms=cfg.collect_ms,
+                overhead_ms=cfg.overhead_ms,
+            )
+            feasible = percentile_ms <= cfg.slo_ms
+
+        needs = self._needs
+        needs.append((now, needed))
+        while needs and needs[0][0] < now - cfg.min_scale_in_gap_s:
+            needs.popleft()
+
+        reason: Reason
+        if needed > self._pin:
+            self._pin, self._changed_at, reason = needed, now, "scale-out"
+        elif needed == self._pin:
+            reason = "steady"
+        else:
+            recent = max(count for _, count in needs)
+            quiet = self._changed_at is None or now - self._changed_at >= cfg.min_scale_in_gap_s
+            if quiet and recent < self._pin:
+                target = recent
+                if cfg.scale_in_step > 0:
+                    target = max(target, self._pin - cfg.scale_in_step)
+                self._pin, self._changed_at, reason = target, now, "scale-in"
+            else:
+                reason = "hold"
+
+        return AdvisorDecision(
+            min_scale=self._pin,
+            kpa_wants=kpa_wants,
+            replicas=max(self._pin, kpa_wants),
+            needed=needed,
+            reason=reason,
+            feasible=feasible,
+            local_forecast=forecast,
+            current_rate=current,
+            model_rate=model_rate,
+            frontends=self._frontends,
+            setup_s=setup,
+            burst_u=cfg.burst_u,
+            percentile_ms=percentile_ms,
+            service=self.service,
+        )

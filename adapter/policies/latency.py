@@ -1,0 +1,285 @@
+"""Batch latency of one function: an online linear fit and a windowed P95 per batch size.
+
+Two papers meet here:
+
+* GrandSLAM (EuroSys'19) §3.2 estimates a stage's completion time with a linear regression on the
+  sharing degree, ``latency ≈ a + b·n`` (Eq. 2), one model per function and input size. This
+  module refits ``a`` and ``b`` online by weighted least squares over running sums with
+  exponential forgetting (a half-life counted in samples), so the fit follows a function whose
+  speed drifts. :class:`LatencyModels` keeps one model per input-size class.
+* MLProxy (SEAMS'22) §2.2 keeps a sliding window of observed response times per batch size and
+  reads the 95th percentile from it (the Smart Monitor). :meth:`LatencyModel.p95_ms` returns that
+  observed P95 when the window at that exact batch size holds at least ``min_samples`` samples.
+
+Rules chosen where the papers leave room:
+
+* **What is fitted.** The round trip the adapter sees (queueing excluded, network and
+  serialization included), because deadlines are met or missed on that. The function's own
+  compute time is fitted too (:meth:`LatencyModel.compute_estimate_ms`) for reporting.
+* **Cold samples** (a replica's first request, a platform cold start) are counted in
+  :attr:`LatencyModel.cold_samples` and kept out of the fit and of every window: one slow start
+  must not teach the model that batches are slow.
+* **Prior.** A fresh model starts from a profile's ``a_ms`` and ``b_ms_per_item``. The fitted
+  slope is a ridge estimate pulled toward the prior slope with weight ``prior_strength``
+  (``b = (Sxy + τ·b₀) / (Sxx + τ)`` on centred sums), so with one batch size seen so far the
+  slope is the prior's and the intercept moves to the observed mean. The slope is never negative
+  (a larger batch never finishes sooner); estimates never go below ``floor_ms`` (profiles may have
+  a negative intercept).
+* **P95 where the window is thin.** Fewer than ``min_samples`` samples at batch size ``n``: the
+  estimate is ``estimate_ms(n) × spread``, where ``spread`` is the P95 of the ratios
+  ``observed / fitted`` over every warm sample in the window (all batch sizes pooled), once the
+  pool holds ``min_samples``; before that, the prior's spread. The spread is at least 1.
+* **Bounded memory.** Windows are kept per exact batch size (batch sizes are bounded by the
+  function's max batch), each a deque of at most ``max_samples_per_size`` samples younger than
+  ``window_s``, also kept sorted, so a nearest-rank percentile is a lookup. The P95 is
+  not forced to grow with ``n``: an observed P95 at one size may sit below the fit's at a smaller
+  size; :func:`adapter.policies.batching.decide` checks each candidate size on its own.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import deque
+from collections.abc import Callable, Iterator
+
+__all__ = ["LatencyModel", "LatencyModels"]
+
+
+def _check_finite(name: str, value: float, *, minimum: float = 0.0) -> None:
+    if not math.isfinite(value) or value < minimum:
+        raise ValueError(f"{name} must be a finite number >= {minimum}, got {value!r}")
+
+
+class _Window:
+    """Timestamped values younger than ``window_s``, at most ``maxlen``, kept sorted as well so
+    that the P95 is a lookup: every batch updates a window and the batching decision reads P95s
+    all the time (a sort per read was most of the simulator's run time)."""
+
+    __slots__ = ("_items", "_maxlen", "_sorted", "_window_s")
+
+    def __init__(self, window_s: float, maxlen: int) -> None:
+        self._window_s = window_s
+        self._maxlen = maxlen
+        self._items: deque[tuple[float, float]] = deque()
+        self._sorted: list[float] = []
+
+    def _drop_oldest(self) -> None:
+        _, value = self._items.popleft()
+        del self._sorted[bisect.bisect_left(self._sorted, value)]
+
+    def add(self, now: float, value: float) -> None:
+        if len(self._items) >= self._maxlen:
+            self._drop_oldest()
+        self._items.append((now, value))
+        bisect.insort(self._sorted, value)
+
+    def prune(self, now: float) -> int:
+        horizon = now - self._window_s
+        items = self._items
+        while items and items[0][0] < horizon:
+            self._drop_oldest()
+        return len(items)
+
+    def p95(self) -> float:
+        """The nearest-rank P95 (the window must not be empty)."""
+        ordered = self._sorted
+        return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+class _RunningFit:
+    """Weighted least squares of ``y`` on ``x`` with exponential forgetting and a ridge prior."""
+
+    __slots__ = ("_decay", "_prior_a", "_prior_b", "_tau", "_w", "_wx", "_wxx", "_wxy", "_wy")
+
+    def __init__(self, prior_a: float, prior_b: float, decay: float, tau: float) -> None:
+        self._prior_a = prior_a
+        self._prior_b = prior_b
+        self._decay = decay
+        self._tau = tau
+        self._w = self._wx = self._wy = self._wxx = self._wxy = 0.0
+
+    def add(self, x: float, y: float) -> None:
+        d = self._decay
+        self._w = d * self._w + 1.0
+        self._wx = d * self._wx + x
+        self._wy = d * self._wy + y
+        self._wxx = d * self._wxx + x * x
+        self._wxy = d * self._wxy + x * y
+
+    def coefficients(self) -> tuple[float, float]:
+        """``(a, b)``: the prior with no samples, else the ridge fit with ``b ≥ 0``."""
+        if self._w <= 0.0:
+            return self._prior_a, self._prior_b
+        mean_x = self._wx / self._w
+        mean_y = self._wy / self._w
+        sxx = max(0.0, self._wxx - self._wx * mean_x)
+        sxy = self._wxy - self._wx * mean_y
+        b = max(0.0, (sxy + self._tau * self._prior_b) / (sxx + self._tau))
+        return mean_y - b * mean_x, b
+
+
+class LatencyModel:
+    """Round-trip latency of batches of one function (one input-size class), in milliseconds.
+
+    Pure: no clock of its own; every method that needs time takes ``now`` (monotonic seconds).
+    """
+
+    def __init__(
+        self,
+        *,
+        a_ms: float,
+        b_ms_per_item: float,
+        spread: float = 1.2,
+        half_life_samples: float = 100.0,
+        window_s: float = 30.0,
+        min_samples: int = 10,
+        max_samples_per_size: int = 256,
+        prior_strength: float = 1.0,
+        floor_ms: float = 0.1,
+    ) -> None:
+        if not math.isfinite(a_ms):
+            raise ValueError(f"a_ms must be finite, got {a_ms!r}")
+        _check_finite("b_ms_per_item", b_ms_per_item)
+        _check_finite("spread", spread, minimum=1.0)
+        _check_finite("half_life_samples", half_life_samples, minimum=1.0)
+        _check_finite("prior_strength", prior_strength)
+        _check_finite("floor_ms", floor_ms)
+        if not (math.isfinite(window_s) and window_s > 0):
+            raise ValueError(f"window_s must be > 0, got {window_s!r}")
+        if min_samples < 1:
+            raise ValueError(f"min_samples must be >= 1, got {min_samples!r}")
+        if max_samples_per_size < min_samples:
+            raise ValueError(
+                f"max_samples_per_size must be >= min_samples ({min_samples}), "
+                f"got {max_samples_per_size!r}"
+            )
+        decay = 0.5 ** (1.0 / half_life_samples)
+        self._prior_spread = spread
+        self._window_s = window_s
+        self._min_samples = min_samples
+        self._max_samples = max_samples_per_size
+        self._floor_ms = floor_ms
+        self._round_trip = _RunningFit(a_ms, b_ms_per_item, decay, prior_strength)
+        self._compute = _RunningFit(a_ms, b_ms_per_item, decay, prior_strength)
+        self._coef = self._round_trip.coefficients()
+        self._by_size: dict[int, _Window] = {}
+        self._ratios = _Window(window_s, 4 * max_samples_per_size)
+        self.warm_samples = 0
+        self.cold_samples = 0
+
+    @classmethod
+    def from_prior(
+        cls,
+        a_ms: float,
+        b_ms_per_item: float,
+        spread: float = 1.2,
+        *,
+        half_life_samples: float = 100.0,
+        window_s: float = 30.0,
+        min_samples: int = 10,
+        max_samples_per_size: int = 256,
+        prior_strength: float = 1.0,
+        floor_ms: float = 0.1,
+    ) -> LatencyModel:
+        """A model that answers from a profile's ``linear_fit`` until traffic teaches it more."""
+        return cls(
+            a_ms=a_ms,
+            b_ms_per_item=b_ms_per_item,
+            spread=spread,
+            half_life_samples=half_life_samples,
+            window_s=window_s,
+            min_samples=min_samples,
+            max_samples_per_size=max_samples_per_size,
+            prior_strength=prior_strength,
+            floor_ms=floor_ms,
+        )
+
+    @property
+    def a_ms(self) -> float:
+        """The fitted intercept (GrandSLAM Eq. 2 ``a``)."""
+        return self._coef[0]
+
+    @property
+    def b_ms_per_item(self) -> float:
+        """The fitted slope per instance (GrandSLAM Eq. 2 ``b``), never negative."""
+        return self._coef[1]
+
+    def observe(
+        self, now: float, batch_size: int, compute_ms: float, round_trip_ms: float, *, cold: bool
+    ) -> None:
+        """Learn from one finished batch; a ``cold`` one is only counted."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        _check_finite("compute_ms", compute_ms)
+        _check_finite("round_trip_ms", round_trip_ms)
+        if cold:
+            self.cold_samples += 1
+            return
+        self.warm_samples += 1
+        self._round_trip.add(batch_size, round_trip_ms)
+        self._compute.add(batch_size, compute_ms)
+        self._coef = self._round_trip.coefficients()
+        window = self._by_size.get(batch_size)
+        if window is None:
+            window = self._by_size[batch_size] = _Window(self._window_s, self._max_samples)
+        window.prune(now)
+        window.add(now, round_trip_ms)
+        self._ratios.prune(now)
+        self._ratios.add(now, round_trip_ms / self.estimate_ms(batch_size))
+
+    def estimate_ms(self, n: int) -> float:
+        """The fitted round trip ``a + b·n`` of a batch of ``n`` instances (at least floor_ms)."""
+        a, b = self._coef
+        return max(self._floor_ms, a + b * n)
+
+    def compute_estimate_ms(self, n: int) -> float:
+        """The fitted compute time the function reports for ``n`` instances (at least floor_ms)."""
+        a, b = self._compute.coefficients()
+        return max(self._floor_ms, a + b * n)
+
+    def spread(self, now: float) -> float:
+        """P95 of observed/fitted over the window's warm samples, or the prior's; at least 1."""
+        if self._ratios.prune(now) < self._min_samples:
+            return self._prior_spread
+        return max(1.0, self._ratios.p95())
+
+    def samples_at(self, n: int, now: float) -> int:
+        """How many warm samples of batch size ``n`` are in the window at ``now``."""
+        window = self._by_size.get(n)
+        return 0 if window is None else window.prune(now)
+
+    def p95_ms(self, n: int, now: float) -> float:
+        """P95 round trip of a batch of ``n``: observed (MLProxy) or ``estimate × spread``."""
+        if n < 1:
+            raise ValueError(f"batch size must be >= 1, got {n!r}")
+        window = self._by_size.get(n)
+        if window is not None and window.prune(now) >= self._min_samples:
+            return window.p95()
+        return self.estimate_ms(n) * self.spread(now)
+
+
+class LatencyModels:
+    """One :class:`LatencyModel` per input-size class (GrandSLAM §3.2: a model per input size).
+
+    Models are made on first use by ``factory(size_class)``.
+    """
+
+    def __init__(self, factory: Callable[[str], LatencyModel]) -> None:
+        self._factory = factory
+        self._models: dict[str, LatencyModel] = {}
+
+    def __getitem__(self, size_class: str) -> LatencyModel:
+        model = self._models.get(size_class)
+        if model is None:
+            model = self._models[size_class] = self._factory(size_class)
+        return model
+
+    def __contains__(self, size_class: object) -> bool:
+        return size_class in self._models
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._models)
+
+    def __len__(self) -> int:
+        return len(self._models)

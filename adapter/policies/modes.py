@@ -1,0 +1,92 @@
+"""Mode presets: how the adapter orders queues, batches and tunes batch sizes.
+
+Plain frozen data the adapter reads once at start-up:
+
+* ``slackwise``: queues ordered by deadline (GrandSLAM §4.3 request reordering), deadline-aware
+  :func:`adapter.policies.batching.decide` (Algorithm 1 prefix plus the MLProxy dispatch timeout),
+  and a
+  cold-aware AIMD that judges what the batch size controls: the batches' own service times
+  against the SLO, and misses of requests that were dispatched in time (a request that waited
+  past its slack in the queue says the function is short of capacity, not that batches are too
+  big; shrinking them then only cuts throughput and deepens the queue).
+* ``mlproxy``: the MLProxy baseline (SEAMS'22): FIFO queues, batches closed only by the limit or
+  the dispatch timeout, AIMD every 30 s with +1 / ×0.8 on P95 above 80 % of the SLO or too many
+  timeout dispatches, cold starts judged like any other sample.
+
+The paper leaves ``TO_thresh`` to the user; both presets use 0.9 (nearly every request left on
+a timeout, so the limit is larger than the arrival rate can fill).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+from adapter.policies.aimd import AIMD
+
+__all__ = ["MLPROXY", "PRESETS", "SLACKWISE", "ModePreset", "preset"]
+
+QueueOrder = Literal["deadline", "arrival"]
+#: what AIMD judges: the requests' response times (MLProxy), or the batches' own service times
+AIMDSignal = Literal["response", "service"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModePreset:
+    """One serving mode: queue order, batching rule and AIMD settings."""
+
+    name: str
+    order: QueueOrder
+    deadline_aware: bool
+    aimd_period_s: float = 30.0
+    aimd_add: float = 1.0
+    aimd_mult: float = 0.8
+    miss_threshold: float | None = None
+    p95_fraction: float = 0.8
+    timeout_ratio_threshold: float | None = 0.9
+    cold_aware: bool = False
+    cold_dominated: float = 0.5
+    aimd_signal: AIMDSignal = "response"
+    #: wait for company only when it pays (adapter.policies.batching rule 6); MLProxy waits until
+    #: its
+    #: dispatch timeout whatever the rate
+    wait_pays: bool = False
+
+    def aimd(self, *, initial: float, maximum: int, minimum: int = 1) -> AIMD:
+        """A fresh :class:`AIMD` with this mode's settings."""
+        return AIMD(
+            initial=initial,
+            minimum=minimum,
+            maximum=maximum,
+            add=self.aimd_add,
+            mult=self.aimd_mult,
+            period_s=self.aimd_period_s,
+            miss_threshold=self.miss_threshold,
+            p95_fraction=self.p95_fraction,
+            timeout_ratio_threshold=self.timeout_ratio_threshold,
+            cold_aware=self.cold_aware,
+            cold_dominated=self.cold_dominated,
+        )
+
+
+SLACKWISE = ModePreset(
+    name="slackwise",
+    order="deadline",
+    deadline_aware=True,
+    miss_threshold=0.05,
+    cold_aware=True,
+    aimd_signal="service",
+    wait_pays=True,
+)
+MLPROXY = ModePreset(name="mlproxy", order="arrival", deadline_aware=False)
+PRESETS: Mapping[str, ModePreset] = MappingProxyType({p.name: p for p in (SLACKWISE, MLPROXY)})
+
+
+def preset(name: str) -> ModePreset:
+    """The preset called ``name``; a ValueError names the known ones otherwise."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"mode must be one of {sorted(PRESETS)}, got {name!r}") from None

@@ -1,0 +1,96 @@
+"""One scheduling step of a function's queue: what to send now, given what the platform can take.
+
+:func:`next_batch` is the step the adapter's dispatch loop and the simulator both take whenever
+something changes (an arrival, a finished batch, a timer): it demotes the requests that can no
+longer make their deadline, applies the stage policy's batching (dynamic, none or static) and the
+platform's capacity, and returns a :class:`adapter.policies.batching.BatchDecision`. It mutates
+only the
+queue's order (demotion), never pops: the caller pops ``decision.take`` entries and sends them.
+
+Capacity: ``free_slots`` is how many more batches the platform can take now (ready replicas ×
+containerConcurrency − in flight; callers count one slot while no replica is ready, for the batch
+that wakes the function). With no ready replica and nothing in flight, a batch that would wait
+goes anyway with just its head (``"activate"``): at scale zero the platform's activator holds it
+and starts a replica, as it does for any request; the rest keep queueing and leave together once
+a replica is ready.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from adapter.policies.batching import BatchDecision, LatencyEstimator, decide
+from adapter.policies.queue import Queued, RequestQueue
+from adapter.policies.slack import Batching
+
+__all__ = ["next_batch"]
+
+T = TypeVar("T", bound=Queued)
+
+_EMPTY = BatchDecision(take=0, instances=0, wake_at=None, reason="empty")
+#: every slot is taken: look again when a batch finishes or a replica becomes ready
+_BUSY = BatchDecision(take=0, instances=0, wake_at=None, reason="busy")
+
+
+def next_batch(
+    now: float,
+    queue: RequestQueue[T],
+    model: LatencyEstimator,
+    *,
+    batching: Batching,
+    deadline_aware: bool,
+    limit: int,
+    late_limit: int,
+    free_slots: int,
+    cold: bool,
+    inflight: int,
+    max_wait_s: float | None = None,
+    arrival_rate: float | None = None,
+    slots: int = 1,
+    target_utilization: float = 0.7,
+    margin_s: float = 0.0,
+) -> BatchDecision:
+    """The batch to send from ``queue`` at ``now`` (see the module docstring).
+
+    ``limit`` is the batch cap in instances for dynamic batching (AIMD's limit within the
+    function's maximum), the fixed size for static batching, ignored without batching.
+    ``late_limit`` caps a batch of late requests (dynamic, deadline-aware only).
+    ``arrival_rate``, ``slots`` (ready replicas × containerConcurrency), ``target_utilization``
+    and ``margin_s`` go to :func:`adapter.policies.batching.decide` (whether waiting for company
+    pays).
+    """
+    if not queue:
+        return _EMPTY
+    if free_slots <= 0:
+        return _BUSY
+    if deadline_aware:
+        estimate = model.estimate_ms
+        queue.demote(lambda p: now > p.deadline - estimate(p.size) / 1000.0)
+    items = queue.items
+    if batching == "dynamic":
+        decision = decide(
+            now,
+            items,
+            model,
+            limit=limit,
+            deadline_aware=deadline_aware,
+            late_limit=late_limit,
+            max_wait_s=max_wait_s,
+            arrival_rate=arrival_rate,
+            slots=slots,
+            target_utilization=target_utilization,
+            margin_s=margin_s,
+        )
+    else:
+        cap = 1 if batching == "none" else limit
+        take, total = 1, items[0].size
+        for i in range(1, len(items)):
+            item = items[i]
+            if total + item.size > cap:
+                break
+            take, total = take + 1, total + item.size
+        decision = BatchDecision(take=take, instances=total, wake_at=None, reason="static")
+    if decision.take == 0 and inflight == 0 and cold:
+        head = items[0]
+        return BatchDecision(take=1, instances=head.size, wake_at=None, reason="activate")
+    return decision

@@ -1,0 +1,204 @@
+"""Stage slack: how a chain's end-to-end deadline becomes one deadline per stage.
+
+An app is a chain of functions with one end-to-end SLO. Every stage's queue orders its requests by
+their *stage* deadline and batches as far as every member's stage deadline allows
+(:func:`adapter.policies.batching.decide`), so how the SLO is split decides how greedily each stage
+may
+batch. A :class:`StagePolicy` names one way of splitting and batching; :data:`POLICIES` holds
+GrandSLAM's (seed 000, §4.2–4.4) and the baselines it is compared with in §6 (Figs. 11–13):
+
+* **GS** (GrandSLAM): the budget of stage ``m`` is proportional to its estimated latency ``L_m``
+  at the batch sizes in use (Eq. 4): ``slack_m = L_m / (L_a + … + L_m + …) × SLA``. With slack
+  forwarding (§4.4), when a stage finishes the time left to the end-to-end deadline is split again,
+  in the same proportions, over the stages still to run, so what one stage leaves unused goes to
+  the rest instead of being lost.
+* **ED-*** (equal division): each of ``k`` stages may spend ``SLA / k`` from when it enters it
+  (no forwarding, as in the paper's baseline).
+* **EDF-*** (earliest deadline first): every stage's deadline is the end-to-end deadline; the
+  slack of a request at a stage is all the time it has left (the greedy policy).
+* **FIFO-NB**: arrival order, no batching; deadlines play no part.
+
+The suffix names the batching: ``NB`` no batching (one request per batch), ``30``/``50`` a static
+batch size (whatever is queued, up to that many, leaves when a slot is free: Djinn&Tonic's fixed
+batch), ``DYN`` (the paper's ED-DNB/EDF-DNB) the same dynamic, deadline-driven batching GS uses,
+only with that policy's stage deadlines. GS, ED-DYN and EDF-DYN therefore differ in one thing,
+the stage deadlines, which is what the paper compares.
+
+Everything here is pure: times are seconds on the caller's clock, latencies milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+__all__ = [
+    "POLICIES",
+    "Batching",
+    "Division",
+    "StagePolicy",
+    "proportional_budgets",
+    "stage_deadline",
+    "stage_policy",
+]
+
+#: how the end-to-end budget is split over stages
+Division = Literal["proportional", "equal", "end_to_end"]
+#: how a stage forms batches: by deadlines (dynamic), one request each, or a fixed size
+Batching = Literal["dynamic", "none", "static"]
+
+
+def proportional_budgets(remaining_s: float, estimates_ms: Sequence[float]) -> list[float]:
+    """Split ``remaining_s`` over stages in proportion to their estimated latencies (Eq. 4).
+
+    The budgets sum to ``remaining_s`` (the last one takes the rounding). A stage estimated at
+    zero gets nothing; when every estimate is zero the time is split equally. A negative
+    remainder (the deadline has passed) is split the same way, so every stage deadline is past.
+    """
+    if not estimates_ms:
+        raise ValueError("a chain has at least one stage")
+    if any(not e >= 0.0 for e in estimates_ms):
+        raise ValueError(f"latency estimates must be >= 0, got {list(estimates_ms)!r}")
+    total = float(sum(estimates_ms))
+    count = len(estimates_ms)
+    shares = [1.0 / count] * count if total <= 0.0 else [e / total for e in estimates_ms]
+    budgets = [remaining_s * s for s in shares[:-1]]
+    budgets.append(remaining_s - sum(budgets))
+    return budgets
+
+
+def stage_deadline(
+    division: Division,
+    *,
+    stage: int,
+    now: float,
+    arrival: float,
+    deadline: float,
+    estimates_ms: Sequence[float],
+    forward: bool,
+) -> float:
+    """The deadline of ``stage`` (0-based) for a request entering it at ``now``.
+
+    ``estimates_ms`` holds the estimated latency of every stage of the chain, in order, at the
+    batch sizes in use; ``arrival`` and ``deadline`` are the request's end-to-end times.
+
+    * Without ``forward`` a stage's slack is what the paper calls it (§4.2): "the maximum amount
+      of time a request can spend at a particular stage", its share of the whole SLA counted
+      from when it enters the stage. Time an earlier stage left unused is lost.
+    * With ``forward`` (§4.4) the time left to the end-to-end deadline is split at ``now`` over
+      the stages from ``stage`` on, in the same proportions, so unused time is carried forward
+      and a deficit is shared by the stages still to run. The last stage then always gets the
+      end-to-end deadline.
+
+    Either way a stage deadline is never later than the end-to-end one, and entering a stage
+    later never makes its deadline earlier.
+    """
+    count = len(estimates_ms)
+    if not 0 <= stage < count:
+        raise ValueError(f"stage must be in [0, {count}), got {stage!r}")
+    if division == "end_to_end":
+        return deadline
+    if forward:
+        rest = count - stage
+        if rest == 1:
+            return deadline  # exactly: now + (deadline - now) may round off by an ulp
+        if division == "equal":
+            return min(deadline, now + (deadline - now) / rest)
+        return min(deadline, now + proportional_budgets(deadline - now, estimates_ms[stage:])[0])
+    sla = deadline - arrival
+    shares = [1.0] * count if division == "equal" else estimates_ms
+    return min(deadline, now + proportional_budgets(sla, shares)[stage])
+
+
+@dataclass(frozen=True, kw_only=True)
+class StagePolicy:
+    """One way to order, budget and batch the stages of a chain (see the module docstring)."""
+
+    name: str
+    order: Literal["deadline", "arrival"]
+    division: Division
+    forward: bool
+    batching: Batching
+    static_batch: int = 0
+
+    def __post_init__(self) -> None:
+        if self.batching == "static" and self.static_batch < 1:
+            raise ValueError(f"{self.name}: a static batch size must be >= 1")
+
+    @property
+    def deadline_aware(self) -> bool:
+        """Whether batches are formed by the members' stage deadlines."""
+        return self.batching == "dynamic"
+
+    def stage_deadline(
+        self,
+        *,
+        stage: int,
+        now: float,
+        arrival: float,
+        deadline: float,
+        estimates_ms: Sequence[float],
+    ) -> float:
+        """The deadline this policy gives ``stage`` for a request entering it at ``now``."""
+        return stage_deadline(
+            self.division,
+            stage=stage,
+            now=now,
+            arrival=arrival,
+            deadline=deadline,
+            estimates_ms=estimates_ms,
+            forward=self.forward,
+        )
+
+    def batch_limit(self, dynamic_limit: int) -> int:
+        """The batch cap at a stage whose AIMD/configured limit is ``dynamic_limit``."""
+        if self.batching == "none":
+            return 1
+        if self.batching == "static":
+            return self.static_batch
+        return dynamic_limit
+
+
+def _family(
+    prefix: str, division: Division, order: Literal["deadline", "arrival"]
+) -> list[StagePolicy]:
+    return [
+        StagePolicy(name=f"{prefix}-NB", order=order, division=division, forward=False,
+                    batching="none"),
+        StagePolicy(name=f"{prefix}-30", order=order, division=division, forward=False,
+                    batching="static", static_batch=30),
+        StagePolicy(name=f"{prefix}-50", order=order, division=division, forward=False,
+                    batching="static", static_batch=50),
+        StagePolicy(name=f"{prefix}-DYN", order=order, division=division, forward=False,
+                    batching="dynamic"),
+    ]  # fmt: skip
+
+
+GS = StagePolicy(
+    name="GS", order="deadline", division="proportional", forward=True, batching="dynamic"
+)
+FIFO_NB = StagePolicy(
+    name="FIFO-NB", order="arrival", division="end_to_end", forward=False, batching="none"
+)
+#: every policy by name, in the order of the paper's figures
+POLICIES: Mapping[str, StagePolicy] = MappingProxyType(
+    {
+        p.name: p
+        for p in (
+            FIFO_NB,
+            *_family("ED", "equal", "deadline"),
+            *_family("EDF", "end_to_end", "deadline"),
+            GS,
+        )
+    }
+)
+
+
+def stage_policy(name: str) -> StagePolicy:
+    """The policy called ``name`` (case-insensitive); a ValueError lists the known ones."""
+    for key, policy in POLICIES.items():
+        if key.lower() == name.strip().lower():
+            return policy
+    raise ValueError(f"stage policy must be one of {', '.join(POLICIES)}, got {name!r}")

@@ -1,0 +1,259 @@
+"""The advisor at work: feeds each function's :class:`adapter.policies.advisor.Advisor` from the
+request
+path and pins the platform's minimum replicas from its decisions.
+
+What the live adapter sees and hands over (the policies themselves are pure and clock-injected):
+
+* **Arrivals**: every admitted request's instances (:meth:`Autoscaling.arrived`), for the rate
+  regression, and the idle gaps between them for the hybrid keep-alive histogram
+  (:class:`adapter.policies.keepalive.KeepAlive`).
+* **Setup time**: a batch sent while no replica was ready waited for a cold start; the time the
+  platform held it (``x-platform-wait-ms`` from the local platform, otherwise the round trip
+  minus the batch's estimated service time) is one sample of ``t_setup``
+  (:meth:`Autoscaling.cold_start`).
+* **Frontends**: the count the functions gossip in ``x-frontends`` (:meth:`Autoscaling.frontends`).
+* **The service model**: the function's latency model and batch limit at the tick.
+
+Every ``tick_s`` each function gets a decision; the pin is ``max(advisor floor, 1 if the keep-alive
+policy wants a warm replica)`` capped by the function's max-scale, and it is written only when it
+changes: ``set_min_scale(fn, n)``, or ``None`` (back to the configured min-scale) when it falls to
+zero. The platform's KPA keeps deciding above the pin, so the pin never lowers the count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from adapter.policies.advisor import Advisor, AdvisorConfig, AdvisorDecision
+from adapter.policies.keepalive import KeepAlive, KeepAliveConfig
+from adapter.policies.latency import LatencyModel
+from adapter.policies.percentile import ServiceModel
+from adapter.serving.platform_view import PinUnsupported, PlatformView
+from core.clock import Clock
+from core.config import AdvisorSettings, FunctionConfig
+
+__all__ = ["Autoscaling", "FunctionAutoscaler", "function_autoscaler"]
+
+logger = logging.getLogger("slackwise.advisor")
+
+
+@dataclass
+class FunctionAutoscaler:
+    """One function's advisor, keep-alive histogram and the pin last written."""
+
+    name: str
+    advisor: Advisor
+    keep_alive: KeepAlive | None
+    model: LatencyModel
+    limit: Callable[[], int]
+    container_concurrency: int
+    max_scale: int
+    last_arrival: float | None = None
+    pinned: int | None = None
+    last: AdvisorDecision | None = None
+    keep_warm: bool = False
+
+    def service(self, now: float) -> ServiceModel:
+        return ServiceModel.from_latency_model(
+            self.model,
+            now,
+            batch_limit=max(1, self.limit()),
+            container_concurrency=self.container_concurrency,
+        )
+
+    def arrived(self, now: float, instances: int) -> None:
+        """``instances`` arrived at ``now``: the rate history and, for the idle gap before
+        them, the keep-alive histogram (gaps under a second are the same burst)."""
+        self.advisor.record(now, instances)
+        if self.keep_alive is not None and self.last_arrival is not None:
+            gap = now - self.last_arrival
+            if gap >= 1.0:
+                self.keep_alive.observe_gap(gap)
+        self.last_arrival = now
+
+    def cold_start(self, now: float, seconds: float) -> None:
+        """A batch waited ``seconds`` for a replica to start: one sample of ``t_setup``."""
+        if seconds > 0:
+            self.advisor.observe_cold_start(now, seconds)
+
+    def decide(self, now: float, kpa_wants: int) -> int:
+        """One advisor decision at ``now`` and the pin it implies (see :meth:`pin_for`); the
+        simulator's advisor scaler calls exactly this, as :meth:`Autoscaling.tick` does."""
+        decision = self.advisor.decide(now, kpa_wants=kpa_wants, service=self.service(now))
+        self.last = decision
+        return self.pin_for(decision, now)
+
+    def pin_for(self, decision: AdvisorDecision, now: float) -> int:
+        """The floor to write: the advisor's, one warm replica across short idle gaps."""
+        pin = decision.min_scale
+        self.keep_warm = False
+        if self.keep_alive is not None and self.last_arrival is not None:
+            self.keep_warm = self.keep_alive.should_keep_warm(now, self.last_arrival)
+            if self.keep_warm:
+                pin = max(pin, 1)
+        if self.max_scale > 0:
+            pin = min(pin, self.max_scale)
+        return pin
+
+    def status(self) -> dict[str, Any]:
+        d = self.last
+        out: dict[str, Any] = {"pinned": self.pinned, "keep_warm": self.keep_warm}
+        if d is not None:
+            out.update(
+                reason=d.reason,
+                needed=d.needed,
+                kpa_wants=d.kpa_wants,
+                feasible=d.feasible,
+                model_rate=round(d.model_rate, 3),
+                frontends=d.frontends,
+                setup_s=round(d.setup_s, 3),
+            )
+        return out
+
+
+def function_autoscaler(
+    name: str,
+    settings: AdvisorSettings,
+    *,
+    slo_ms: float,
+    percentile: float,
+    model: LatencyModel,
+    limit: Callable[[], int],
+    container_concurrency: int,
+    max_scale: int,
+    now: float,
+) -> FunctionAutoscaler:
+    """One function's advisor and keep-alive built from the adapter's advisor settings (shared
+    by :class:`Autoscaling` and the simulator's advisor scaler, so both run the same policy)."""
+    config = AdvisorConfig(
+        slo_ms=slo_ms,
+        percentile=percentile,
+        history_s=settings.history_s,
+        burst_u=settings.burst_u,
+        min_scale_in_gap_s=settings.min_scale_in_gap_s,
+        default_setup_s=settings.default_setup_s,
+        max_replicas=max_scale or 100,
+        floor_at_current=settings.floor_at_current,
+    )
+    service = ServiceModel.from_latency_model(
+        model, now, batch_limit=max(1, limit()), container_concurrency=container_concurrency
+    )
+    return FunctionAutoscaler(
+        name=name,
+        advisor=Advisor(config, service, start=now),
+        keep_alive=KeepAlive(KeepAliveConfig()) if settings.keep_alive else None,
+        model=model,
+        limit=limit,
+        container_concurrency=container_concurrency,
+        max_scale=max_scale,
+    )
+
+
+class Autoscaling:
+    """The advisors of every function of one adapter, and the loop that applies them."""
+
+    def __init__(
+        self,
+        *,
+        settings: AdvisorSettings,
+        functions: Mapping[str, FunctionConfig],
+        slos: Mapping[str, float],
+        models: Mapping[str, LatencyModel],
+        limits: Mapping[str, Callable[[], int]],
+        view: PlatformView,
+        clock: Clock,
+        percentiles: Mapping[str, float] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.view = view
+        self.clock = clock
+        self.functions: dict[str, FunctionAutoscaler] = {}
+        now = clock.now()
+        for name, fn in functions.items():
+            self.functions[name] = function_autoscaler(
+                name,
+                settings,
+                slo_ms=slos[name],
+                percentile=(percentiles or {}).get(name, 95.0),
+                model=models[name],
+                limit=limits[name],
+                container_concurrency=fn.container_concurrency,
+                max_scale=fn.scaling.max_scale,
+                now=now,
+            )
+        self._task: asyncio.Task[None] | None = None
+        self._unsupported = False
+
+    # -- what the request path reports ---------------------------------------------------------
+
+    def arrived(self, function: str, now: float, instances: int) -> None:
+        self.functions[function].arrived(now, instances)
+
+    def cold_start(self, function: str, now: float, seconds: float) -> None:
+        self.functions[function].cold_start(now, seconds)
+
+    def frontends(self, function: str, now: float, count: int) -> None:
+        if count >= 1:
+            self.functions[function].advisor.observe_frontends(now, count)
+
+    def window_s(self, function: str) -> float:
+        """The window the functions should count frontends over: the current ``t_setup``."""
+        return self.functions[function].advisor.setup_s
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def tick(self) -> None:
+        """One decision per function, and the pins that changed written to the platform."""
+        now = self.clock.now()
+        for name, auto in self.functions.items():
+            pin = auto.decide(now, self.view.replicas(name).desired)
+            decision = auto.last
+            assert decision is not None
+            if pin == (auto.pinned or 0):
+                continue
+            target = pin if pin > 0 else None
+            try:
+                await self.view.set_min_scale(name, target)
+            except PinUnsupported as exc:
+                if not self._unsupported:
+                    logger.warning("advisor off: %s", exc)
+                self._unsupported = True
+                return
+            except (RuntimeError, ValueError, OSError) as exc:
+                logger.warning("advisor: pinning %s to %s failed: %s", name, target, exc)
+                continue
+            logger.info(
+                "%s: min-scale %s -> %s (%s; needed %d, kpa %d, rate %.2f/s x U, n_F %d, "
+                "setup %.2f s%s)",
+                name, auto.pinned, target, decision.reason, decision.needed, decision.kpa_wants,
+                decision.model_rate, decision.frontends, decision.setup_s,
+                ", keep-alive" if auto.keep_warm and pin > decision.min_scale else "",
+            )  # fmt: skip
+            auto.pinned = target
+
+    async def _run(self) -> None:
+        while not self._unsupported:
+            await asyncio.sleep(self.settings.tick_s)
+            try:
+                await self.tick()
+            except Exception:  # the advisor must never take the request path down with it
+                logger.exception("advisor tick failed")
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="advisor")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for name, auto in self.functions.items():
+            if auto.pinned is not None and not self._unsupported:
+                with contextlib.suppress(Exception):
+                    await self.view.set_min_scale(name, None)
+                auto.pinned = None

@@ -1,0 +1,201 @@
+"""A chain of functions (an app) walked for one request: GrandSLAM's stage slack, live.
+
+:class:`Chain` holds what one app needs to run a request through its stages: the stage policy
+(:mod:`adapter.policies.slack`), the edge adapter between each pair of stages
+(:mod:`adapter.serving.edges`) and
+the dispatchers of its functions (shared with every other app that uses them). At each stage the
+request gets the deadline the policy gives it from the stages' latency estimates at the batch
+sizes in use (:func:`adapter.policies.estimates.stage_estimates`), joins that function's queue as a
+:class:`adapter.policies.queue.Pending` carrying the chain's end-to-end deadline too, and waits for
+its
+share of a batch; its predictions then become the next stage's instances through the edge.
+
+Every request leaves one record with its per-stage queue, round trip and compute, whatever
+happened to it; :meth:`ChainResult.headers` turns the same timings into ``Server-Timing``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from adapter.policies.estimates import stage_estimates
+from adapter.policies.queue import Answer, Pending
+from adapter.policies.slack import StagePolicy
+from adapter.serving.dispatcher import Dispatcher
+from adapter.serving.edges import Edge, EdgeError, edge_for
+from adapter.serving.errors import AdapterError, StageOutputUnusable
+from adapter.serving.records import RecordWriter
+from core.clock import Clock
+from core.config import AppConfig, FunctionConfig
+from knative.local.platform import ARRIVED_COLD
+
+__all__ = ["Chain", "ChainResult"]
+
+#: how a chain waits for a stage's answer: None when the client went away meanwhile
+AwaitAnswer = Callable[[Pending], Awaitable[Answer | None]]
+
+
+@dataclass(frozen=True)
+class ChainResult:
+    """A request that went through every stage: the last stage's predictions and the timings."""
+
+    predictions: list[Any]
+    timings: list[tuple[str, Answer]]
+    arrival: float
+    arrived_cold: bool
+
+    def headers(self, total_ms: float) -> dict[str, str]:
+        """``Server-Timing`` (queue, round trip and compute per stage), batch sizes, cold flags."""
+        parts = [
+            f"{fn}-queue;dur={a.queue_ms:.2f}, {fn}-upstream;dur={a.round_trip_ms:.2f}, "
+            f"{fn}-compute;dur={a.compute_ms:.2f}"
+            for fn, a in self.timings
+        ]
+        return {
+            "server-timing": ", ".join([*parts, f"total;dur={total_ms:.2f}"]),
+            "x-batch-size": ",".join(str(a.batch_size) for _, a in self.timings),
+            "x-cold-start": "1" if any(a.cold for _, a in self.timings) else "0",
+            ARRIVED_COLD: "1" if self.arrived_cold else "0",
+        }
+
+
+class Chain:
+    """One app's stages, their edges and the policy that gives each stage its deadline."""
+
+    def __init__(
+        self,
+        app: AppConfig,
+        functions: Mapping[str, FunctionConfig],
+        policy: StagePolicy,
+    ) -> None:
+        self.app = app
+        self.policy = policy
+        self.edges: list[Edge] = [
+            edge_for(functions[a].model, functions[b].model)
+            for a, b in itertools.pairwise(app.stages)
+        ]
+
+    def estimates(self, dispatchers: Mapping[str, Dispatcher]) -> list[float]:
+        """Each stage's estimated batch latency (ms) at the batch sizes its function uses now."""
+        stages = [dispatchers[fn] for fn in self.app.stages]
+        return stage_estimates([d.model for d in stages], [d.batch_sizes.mean for d in stages])
+
+    def budgets_ms(self, dispatchers: Mapping[str, Dispatcher], now: float) -> list[float]:
+        """The plan for a request arriving at ``now`` whose every stage takes all its budget."""
+        estimates = self.estimates(dispatchers)
+        deadline = now + self.app.slo_ms / 1000.0
+        arrival, budgets = now, []
+        for k in range(len(self.app.stages)):
+            due = self.policy.stage_deadline(
+                stage=k, now=now, arrival=arrival, deadline=deadline, estimates_ms=estimates
+            )
+            budgets.append(round((due - now) * 1000.0, 2))
+            now = due
+        return budgets
+
+    async def run(
+        self,
+        instances: list[Any],
+        slo_ms: float,
+        *,
+        dispatchers: Mapping[str, Dispatcher],
+        await_answer: AwaitAnswer,
+        clock: Clock,
+        ids: Iterator[int],
+        records: RecordWriter,
+        epoch: float,
+    ) -> ChainResult | None:
+        """Walk the stages; None if the client went away. Raises AdapterError on a failure."""
+        app = self.app
+        arrival = clock.now()
+        deadline = arrival + slo_ms / 1000.0
+        seq = next(ids)
+        timings: list[tuple[str, Answer]] = []
+        current = instances
+        arrived_cold = False
+        status, failure = 200, ""
+        try:
+            for k, fn in enumerate(app.stages):
+                now = clock.now()
+                item = Pending(
+                    id=f"r{seq}.{k}",
+                    function=fn,
+                    instances=current,
+                    arrival=now,
+                    deadline=self.policy.stage_deadline(
+                        stage=k, now=now, arrival=arrival, deadline=deadline,
+                        estimates_ms=self.estimates(dispatchers),
+                    ),
+                    seq=next(ids),
+                    future=asyncio.get_running_loop().create_future(),
+                    app=app.name,
+                    stage=k,
+                    final_deadline=deadline,
+                )  # fmt: skip
+                dispatchers[fn].submit(item)
+                arrived_cold = arrived_cold or item.arrived_cold
+                answer = await await_answer(item)
+                if answer is None:
+                    status, failure = 499, f"the client went away during stage {fn}"
+                    return None
+                timings.append((fn, answer))
+                if k + 1 < len(app.stages):
+                    current = self._next_instances(k, answer.predictions, current, instances)
+            return ChainResult(timings[-1][1].predictions, timings, arrival, arrived_cold)
+        except AdapterError as exc:
+            status, failure = exc.status, exc.reason
+            raise
+        finally:
+            records.add(_record(app.name, seq, arrival, deadline, clock.now(), epoch, timings,
+                                status, failure))  # fmt: skip
+
+    def _next_instances(
+        self, k: int, predictions: list[Any], inputs: list[Any], originals: list[Any]
+    ) -> list[Any]:
+        """Stage ``k``'s predictions through its edge, 1:1, as stage ``k + 1``'s instances."""
+        pair = f"{self.app.stages[k]} -> {self.app.stages[k + 1]}"
+        edge = self.edges[k]
+        try:
+            return [edge(p, x, o) for p, x, o in zip(predictions, inputs, originals, strict=True)]
+        except EdgeError as exc:
+            raise StageOutputUnusable(f"{pair}: {exc}") from None
+        except ValueError as exc:  # strict zip: the upstream answered the wrong number of items
+            raise StageOutputUnusable(f"{pair}: {exc}") from None
+
+
+def _record(
+    app: str,
+    seq: int,
+    arrival: float,
+    deadline: float,
+    done: float,
+    epoch: float,
+    timings: list[tuple[str, Answer]],
+    status: int,
+    failure: str,
+) -> dict[str, Any]:
+    return {
+        "id": f"r{seq}",
+        "app": app,
+        "arrival": round(arrival - epoch, 6),
+        "done": round(done - epoch, 6),
+        "deadline": round(deadline - epoch, 6),
+        "status": status,
+        "missed": status != 200 or done > deadline,
+        "error": failure or None,
+        "stages": [
+            {
+                "function": fn,
+                "queue_ms": round(a.queue_ms, 3),
+                "compute_ms": round(a.compute_ms, 3),
+                "round_trip_ms": round(a.round_trip_ms, 3),
+                "batch_size": a.batch_size,
+                "cold": a.cold,
+            }
+            for fn, a in timings
+        ],
+    }

@@ -1,0 +1,323 @@
+"""The adapter's own HTTP/1.1 server: predicts answered from callbacks, the rest through ASGI.
+
+``slackwise serve`` runs this instead of uvicorn. Every client request is parsed by ``httptools``
+(the parser uvicorn uses) in an ``asyncio.Protocol``. A function predict
+(``POST /v1/models/{fn}:predict``) is admitted into its function's queue straight from the
+parser's callback and answered from the request future's done-callback: no task, no coroutine and
+no ASGI messages per request, which is where uvicorn and Starlette spent most of the adapter's
+CPU at high load. Every other request (apps, status, metrics, health) goes to the Starlette app
+through a minimal ASGI bridge, in a task, as uvicorn would run it.
+
+HTTP/1.1 keep-alive and pipelining are honoured (answers leave in request order); a client that
+disconnects withdraws its queued requests; bodies over ``adapter.max_body_bytes`` are refused
+with 413 as soon as they are seen; a malformed request gets 400 and the connection is closed.
+The app's lifespan (dispatchers, platform, records) runs around the server's life.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import logging
+import signal
+import socket
+import threading
+from collections import deque
+from collections.abc import Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+import httptools
+import orjson
+
+from adapter.serving.errors import AdapterError, PayloadTooLarge
+from adapter.serving.predict_endpoint import PredictEndpoint
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from adapter.policies.queue import Pending
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["serve"]
+
+_REASONS = {s.value: s.phrase.encode("latin-1") for s in http.HTTPStatus}
+_REASONS[499] = b"Client Closed Request"
+
+
+def _head(status: int, headers: list[tuple[bytes, bytes]], length: int, close: bool) -> bytes:
+    lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))]
+    for name, value in headers:
+        if name.lower() not in (b"content-length", b"connection"):
+            lines.append(b"%s: %s\r\n" % (name, value))
+    lines.append(b"content-length: %d\r\n" % length)
+    if close:
+        lines.append(b"connection: close\r\n")
+    lines.append(b"\r\n")
+    return b"".join(lines)
+
+
+class _Exchange:
+    """One request's place in its connection's answer order."""
+
+    __slots__ = ("close", "data", "item", "task")
+
+    def __init__(self, close: bool) -> None:
+        self.close = close
+        self.data: bytes | None = None
+        self.item: Pending | None = None
+        self.task: asyncio.Task[None] | None = None
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: _Server) -> None:
+        self.server = server
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.exchanges: deque[_Exchange] = deque()
+        self.closing = False
+        self.gone: asyncio.Future[None] = server.loop.create_future()
+        self._url = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._body: list[bytes] = []
+        self._size = 0
+        self._too_large = False
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(400, "protocol upgrades are not supported")
+        except httptools.HttpParserError as exc:
+            self._fail(400, f"malformed HTTP request: {exc}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        self.server.connections.discard(self)
+        if not self.gone.done():
+            self.gone.set_result(None)
+        for exchange in self.exchanges:
+            if exchange.item is not None:
+                self.server.endpoint.withdraw(exchange.item)
+        self.exchanges.clear()
+
+    # -- httptools callbacks -------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._headers = []
+        self._body = []
+        self._size = 0
+        self._too_large = False
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        self._headers.append((name, value))
+        limit = self.server.max_body_bytes
+        if name == b"content-length" and value.isdigit() and int(value) > limit:
+            self._too_large = True
+
+    def on_body(self, body: bytes) -> None:
+        if self._too_large:
+            return
+        self._size += len(body)
+        if self._size > self.server.max_body_bytes:
+            self._too_large = True
+            self._body = []
+        else:
+            self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        keep_alive = self.parser.should_keep_alive()
+        exchange = _Exchange(close=not keep_alive)
+        self.exchanges.append(exchange)
+        if self._too_large:
+            limit = self.server.max_body_bytes
+            exchange.close = True
+            self._answer(exchange, *_error(PayloadTooLarge(f"body exceeds the limit of {limit}")))
+            return
+        method = self.parser.get_method().decode("latin-1")
+        url = httptools.parse_url(self._url)
+        path = url.path.decode("latin-1")
+        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        name = PredictEndpoint.function_of(method, path)
+        if name is not None:
+            self._predict(exchange, name, body)
+        else:
+            query = url.query or b""
+            exchange.task = self.server.loop.create_task(
+                self._asgi(exchange, method, path, query, body)
+            )
+
+    # -- predicts, from callbacks --------------------------------------------------------------
+
+    def _predict(self, exchange: _Exchange, name: str, body: bytes) -> None:
+        endpoint = self.server.endpoint
+        slo = None
+        for key, value in self._headers:
+            if key == b"x-slo-ms":
+                slo = value.decode("latin-1")
+        try:
+            item = endpoint.admit(name, body, slo, endpoint.state.clock.now())
+        except AdapterError as exc:
+            self._answer(exchange, *_error(exc))
+            return
+        exchange.item = item
+        item.future.add_done_callback(lambda f: self._predicted(exchange, f))
+
+    def _predicted(self, exchange: _Exchange, future: asyncio.Future[Any]) -> None:
+        item, exchange.item = exchange.item, None
+        if future.cancelled() or item is None or self.closing:
+            return  # the client went away and withdrew it
+        exc = future.exception()
+        if isinstance(exc, AdapterError):
+            self._answer(exchange, *_error(exc))
+        elif exc is not None:
+            logger.error("predict failed in the adapter: %r", exc)
+            self._answer(exchange, 500, [], orjson.dumps({"error": f"adapter error: {exc!r}"}))
+        else:
+            status, headers, payload = self.server.endpoint.answer(item, future.result())
+            self._answer(exchange, status, headers, payload)
+
+    # -- everything else, through the app ------------------------------------------------------
+
+    async def _asgi(
+        self, exchange: _Exchange, method: str, path: str, query: bytes, body: bytes
+    ) -> None:
+        assert self.transport is not None
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode("latin-1"),
+            "query_string": query,
+            "root_path": "",
+            "headers": self._headers,
+            "client": self.transport.get_extra_info("peername"),
+            "server": self.transport.get_extra_info("sockname"),
+        }
+        sent_body = False
+        status = 500
+        headers: list[tuple[bytes, bytes]] = []
+        chunks: list[bytes] = []
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent_body
+            if not sent_body:
+                sent_body = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            # shielded: a route that stops listening cancels its receive(), and cancelling an
+            # await on the shared future would cancel the future itself for every later call
+            await asyncio.shield(self.gone)
+            return {"type": "http.disconnect"}
+
+        async def send(message: MutableMapping[str, Any]) -> None:
+            nonlocal status, headers
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                headers = list(message.get("headers", []))
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    self._answer(exchange, status, headers, b"".join(chunks))
+
+        try:
+            await self.server.app(scope, receive, send)
+        except Exception:
+            logger.exception("%s %s failed in the adapter", method, path)
+            if exchange.data is None:
+                self._answer(exchange, 500, [], orjson.dumps({"error": "adapter error"}))
+
+    # -- answers, in request order -------------------------------------------------------------
+
+    def _answer(
+        self, exchange: _Exchange, status: int, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> None:
+        if exchange.data is not None:
+            return
+        exchange.data = _head(status, headers, len(body), exchange.close) + body
+        transport = self.transport
+        if transport is None or self.closing:
+            return
+        while self.exchanges and self.exchanges[0].data is not None:
+            done = self.exchanges.popleft()
+            assert done.data is not None
+            transport.write(done.data)
+            if done.close:
+                self.closing = True
+                transport.close()
+                return
+
+    def _fail(self, status: int, reason: str) -> None:
+        exchange = _Exchange(close=True)
+        self.exchanges.append(exchange)
+        self._answer(exchange, status, [], orjson.dumps({"error": reason}))
+
+
+def _error(exc: AdapterError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    return exc.status, [(b"content-type", b"application/json")], orjson.dumps({"error": exc.reason})
+
+
+class _Server:
+    def __init__(self, app: Starlette, loop: asyncio.AbstractEventLoop) -> None:
+        self.app = app
+        self.loop = loop
+        self.endpoint: PredictEndpoint = app.state.predict_endpoint
+        self.max_body_bytes = self.endpoint.max_body_bytes
+        self.connections: set[_Connection] = set()
+
+
+async def serve(
+    app: Starlette,
+    host: str,
+    port: int,
+    *,
+    ready: Callable[[int], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run the app's lifespan and serve it on ``host:port`` until SIGINT/SIGTERM or ``stop``.
+
+    ``ready`` is called with the bound port once the server listens."""
+    loop = asyncio.get_running_loop()
+    stop = stop or asyncio.Event()
+    async with app.router.lifespan_context(app):
+        server = _Server(app, loop)
+        listener = await loop.create_server(lambda: _Connection(server), host, port, backlog=2048)
+        # signal handlers belong to the main thread; a server run elsewhere stops by ``stop``
+        signals = (
+            (signal.SIGINT, signal.SIGTERM)
+            if threading.current_thread() is threading.main_thread()
+            else ()
+        )
+        for sig in signals:
+            loop.add_signal_handler(sig, stop.set)
+        bound = int(listener.sockets[0].getsockname()[1])
+        if ready is not None:
+            ready(bound)
+        try:
+            await stop.wait()
+        finally:
+            listener.close()
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+    # the lifespan's exit answered every queued request; let the answers leave, then close
+    await asyncio.sleep(0)
+    for conn in list(server.connections):
+        if conn.transport is not None:
+            conn.transport.close()
+    await listener.wait_closed()

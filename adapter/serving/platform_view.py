@@ -1,0 +1,144 @@
+"""What the adapter needs from the platform: where a function is, how many replicas serve it,
+and (for the autoscaling advisor) a way to pin its minimum replicas.
+
+:class:`LocalView` reads an in-process :class:`knative.local.platform.LocalPlatform` directly.
+:class:`RemoteView` polls a local platform's admin API (``GET /platform/functions``) in the
+background and answers from the last poll, so the request path never waits on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Protocol
+
+import httpx
+
+from knative.local.events import ReplicaCounts
+from knative.local.platform import LocalPlatform
+
+logger = logging.getLogger(__name__)
+
+
+class PlatformView(Protocol):
+    def url(self, function: str) -> str: ...
+
+    def replicas(self, function: str) -> ReplicaCounts: ...
+
+    def request_headers(self, function: str) -> dict[str, str]:
+        """Extra headers for calls to ``function`` (Knative through an ingress: ``Host``)."""
+        ...
+
+    async def set_min_scale(self, function: str, replicas: int | None) -> None:
+        """Pin ``function``'s minimum replicas (None: back to its configured min-scale).
+        Raises :class:`PinUnsupported` where the platform cannot be told."""
+        ...
+
+
+class PinUnsupported(RuntimeError):
+    """The platform behind this view takes no minimum-replica pin."""
+
+
+class LocalView:
+    def __init__(self, platform: LocalPlatform) -> None:
+        self._platform = platform
+
+    @property
+    def platform(self) -> LocalPlatform:
+        """The in-process platform (the adapter hands it batches directly)."""
+        return self._platform
+
+    def url(self, function: str) -> str:
+        return self._platform.url(function)
+
+    def replicas(self, function: str) -> ReplicaCounts:
+        return self._platform.replicas(function)
+
+    def request_headers(self, function: str) -> dict[str, str]:
+        return {}
+
+    async def set_min_scale(self, function: str, replicas: int | None) -> None:
+        await self._platform.set_min_scale(function, replicas)
+
+
+class RemoteView:
+    """A platform reached over HTTP; :meth:`start` polls every ``poll_s``."""
+
+    def __init__(self, base_url: str, client: httpx.AsyncClient, *, poll_s: float = 0.2) -> None:
+        self._base = base_url.rstrip("/")
+        self._client = client
+        self._poll_s = poll_s
+        self._counts: dict[str, ReplicaCounts] = {}
+        self._urls: dict[str, str] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def refresh(self) -> None:
+        response = await self._client.get(f"{self._base}/platform/functions", timeout=5.0)
+        response.raise_for_status()
+        for item in response.json()["functions"]:
+            self._counts[item["name"]] = ReplicaCounts(**item["replicas"])
+            self._urls[item["name"]] = item["url"]
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._poll_s)
+            try:
+                await self.refresh()
+            except (httpx.HTTPError, KeyError, ValueError) as exc:
+                logger.warning("platform poll failed: %s", exc)
+
+    async def start(self) -> None:
+        await self.refresh()
+        self._task = asyncio.create_task(self._loop(), name="platform-poll")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def url(self, function: str) -> str:
+        return self._urls.get(function, self._base)
+
+    def replicas(self, function: str) -> ReplicaCounts:
+        return self._counts.get(function, ReplicaCounts(0, 0, 0, 0, 0))
+
+    def request_headers(self, function: str) -> dict[str, str]:
+        return {}
+
+    async def set_min_scale(self, function: str, replicas: int | None) -> None:
+        """``PUT /platform/functions/{function}/min-scale`` on the platform's admin API."""
+        response = await self._client.put(
+            f"{self._base}/platform/functions/{function}/min-scale",
+            json={"min_scale": replicas},
+            timeout=5.0,
+        )
+        if response.status_code != 200:
+            raise RuntimeError(
+                f"pinning {function} to {replicas}: the platform answered "
+                f"{response.status_code}: {response.text[:200]}"
+            )
+
+
+class StaticView:
+    """Fixed endpoints, e.g. a KServe or TF Serving model already running, or a bare process.
+
+    Every function is taken as served by ``replicas`` ready replicas at its URL.
+    """
+
+    def __init__(self, urls: dict[str, str], *, replicas: int = 1) -> None:
+        self._urls = dict(urls)
+        self._counts = ReplicaCounts(replicas, 0, 0, replicas, replicas)
+
+    def url(self, function: str) -> str:
+        return self._urls[function]
+
+    def replicas(self, function: str) -> ReplicaCounts:
+        return self._counts
+
+    def request_headers(self, function: str) -> dict[str, str]:
+        return {}
+
+    async def set_min_scale(self, function: str, replicas: int | None) -> None:
+        raise PinUnsupported(f"{function} runs at a fixed endpoint: there is no scale to pin")

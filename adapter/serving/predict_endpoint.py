@@ -1,0 +1,231 @@
+"""``POST /v1/models/{fn}:predict``, ahead of the Starlette router.
+
+It is the adapter's hottest route: every client request passes here once, and at high load the
+per-request framework work (Starlette's router, exception middleware, ``Request`` and
+``JSONResponse`` objects, a watcher task awaited with ``asyncio.wait``) was a large share of the
+adapter's CPU. This endpoint reads the body, admits the request into its function's queue, waits
+for the answer (leaving the queue if the client disconnects first) and writes the response with
+one ``http.response.start`` and one ``http.response.body`` (:class:`PredictMiddleware`, under
+uvicorn and in tests), or from callbacks in the adapter's own server
+(:mod:`adapter.serving.http_server`,
+``slackwise serve``). Everything else (other routes, a path this does not recognise) goes to the
+wrapped app. Behaviour and answers are the same as
+the Starlette route had: statuses from :mod:`adapter.serving.errors`, ``Server-Timing``,
+``X-Batch-Size``, ``X-Cold-Start``, ``x-arrived-cold``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from adapter.policies.queue import Answer, Pending
+from adapter.serving.errors import AdapterError, BadRequest, PayloadTooLarge, UnknownTarget
+from functions.model import InvalidInput
+from functions.runtime import v1_instances
+from knative.local.platform import ARRIVED_COLD
+
+if TYPE_CHECKING:
+    from adapter.serving.app import AdapterState
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+SLO_HEADER = "x-slo-ms"
+_PREFIX = "/v1/models/"
+_SUFFIX = ":predict"
+_JSON = (b"content-type", b"application/json")
+_ARRIVED_COLD = ARRIVED_COLD.encode("latin-1")
+
+
+def slo_ms(raw: str | None, configured: float) -> float:
+    """The request's SLO: the configured one, tightened by an ``X-SLO-Ms`` header."""
+    if raw is None:
+        return configured
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadRequest(f"X-SLO-Ms must be a number of milliseconds, got {raw!r}") from None
+    if not value > 0 or value != value:
+        raise BadRequest(f"X-SLO-Ms must be positive, got {raw!r}")
+    return min(configured, value)
+
+
+def parse_body(body: bytes) -> list[Any]:
+    try:
+        return v1_instances(body)
+    except InvalidInput as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+class PredictEndpoint:
+    """Admission and answers of function predicts, for the ASGI middleware below and for the
+    adapter's own server (:mod:`adapter.serving.http_server`), which calls it from callbacks."""
+
+    def __init__(
+        self,
+        *,
+        state: AdapterState,
+        slos: dict[str, float],
+        ids: itertools.count[int],
+        max_body_bytes: int,
+    ) -> None:
+        self.state = state
+        self.slos = slos
+        self.ids = ids
+        self.max_body_bytes = max_body_bytes
+
+    @staticmethod
+    def function_of(method: str, path: str) -> str | None:
+        """The function a ``POST /v1/models/{fn}:predict`` is for; None for any other request."""
+        if method == "POST" and path.startswith(_PREFIX) and path.endswith(_SUFFIX):
+            name = path[len(_PREFIX) : -len(_SUFFIX)]
+            if name and "/" not in name:
+                return name
+        return None
+
+    def admit(self, name: str, body: bytes, slo_header: str | None, now: float) -> Pending:
+        """Queue the request (its SLO runs from ``now``, when the adapter took it); raises
+        :class:`adapter.serving.errors.AdapterError` for a request that cannot be admitted."""
+        dispatcher = self.state.dispatchers.get(name)
+        if dispatcher is None:
+            raise UnknownTarget(f"no function named {name!r}")
+        instances = parse_body(body)
+        slo = slo_ms(slo_header, self.slos[name])
+        seq = next(self.ids)
+        item = Pending(
+            id=f"r{seq}",
+            function=name,
+            instances=instances,
+            arrival=now,
+            deadline=now + slo / 1000.0,
+            seq=seq,
+            future=asyncio.get_running_loop().create_future(),
+        )
+        dispatcher.submit(item)
+        return item
+
+    def withdraw(self, item: Pending) -> None:
+        """The client went away: the request leaves its queue."""
+        dispatcher = self.state.dispatchers.get(item.function)
+        if dispatcher is not None:
+            dispatcher.withdraw(item)
+
+    def answer(self, item: Pending, answer: Answer) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Status, headers and body of a request's answer."""
+        total_ms = (self.state.clock.now() - item.arrival) * 1000.0
+        # what the path spent outside the queue and the batch's round trip (reading the body,
+        # resuming the handler): the margin the next batches keep off their dispatch timeout
+        dispatcher = self.state.dispatchers[item.function]
+        dispatcher.path_margin.observe(total_ms - answer.queue_ms - answer.round_trip_ms)
+        timing = (
+            f"queue;dur={answer.queue_ms:.2f}, upstream;dur={answer.round_trip_ms:.2f}, "
+            f"compute;dur={answer.compute_ms:.2f}, total;dur={total_ms:.2f}"
+        )
+        headers = [
+            _JSON,
+            (b"server-timing", timing.encode("latin-1")),
+            (b"x-batch-size", str(answer.batch_size).encode("latin-1")),
+            (b"x-cold-start", b"1" if answer.cold else b"0"),
+            (_ARRIVED_COLD, b"1" if item.arrived_cold else b"0"),
+        ]
+        return 200, headers, orjson.dumps({"predictions": answer.predictions})
+
+
+class PredictMiddleware:
+    """ASGI middleware answering function predicts through ``endpoint``; ``app`` gets the rest
+    (this is the path under uvicorn and in-process tests; ``slackwise serve`` uses
+    :mod:`adapter.serving.http_server`)."""
+
+    def __init__(self, app: ASGIApp, *, endpoint: PredictEndpoint) -> None:
+        self.app = app
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            name = PredictEndpoint.function_of(scope["method"], scope["path"])
+            if name is not None:
+                await self._predict(name, scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    async def _predict(self, name: str, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = self.endpoint
+        now = endpoint.state.clock.now()
+        try:
+            body = await self._read_body(scope, receive)
+            item = endpoint.admit(name, body, _header(scope, b"x-slo-ms"), now)
+            answer = await self._await_answer(receive, item)
+        except AdapterError as exc:
+            await _respond(send, exc.status, [_JSON], orjson.dumps({"error": exc.reason}))
+            return
+        if answer is None:
+            await send({"type": "http.response.start", "status": 499, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await _respond(send, *endpoint.answer(item, answer))
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
+        limit = self.endpoint.max_body_bytes
+        declared = _header(scope, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit}")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise BadRequest("the client went away while sending its body")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def _await_answer(self, receive: Receive, item: Pending) -> Answer | None:
+        """The request's answer, or None if the client went away first (it leaves the queue).
+
+        One watcher task waits for the disconnect and withdraws the request; the answer cancels
+        the watcher. No ``asyncio.wait`` and its per-call futures and callbacks."""
+        future = item.future
+
+        async def watch() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    self.endpoint.withdraw(item)
+                    return
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if watcher.done() and future.cancelled():
+                return None  # the client left; the queue drops the cancelled request
+            raise
+        finally:
+            watcher.cancel()
+
+
+async def _respond(
+    send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes
+) -> None:
+    length = (b"content-length", str(len(body)).encode("latin-1"))
+    await send({"type": "http.response.start", "status": status, "headers": [*headers, length]})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,495 @@
+"""Knative Services on a real cluster, through the official ``kubernetes`` client.
+
+:class:`KnativeClient` creates, updates, waits for and deletes Knative Services in one namespace,
+reads their URLs and replica counts, and raises a function's minimum replicas ahead of demand by
+patching its latest ready Revision's own ``autoscaling.knative.dev/min-scale`` annotation. The
+Revision is the source of truth for its PodAutoscaler from Knative Serving 1.21 on
+(knative/serving#16186), so no new revision is made; on older clusters the hook is refused.
+:class:`KnativeView` is the adapter's :class:`~adapter.serving.platform_view.PlatformView` over a
+client.
+
+Exceptions (all carry the values they name)::
+
+    KnativeError
+    ├── KubernetesApiError          the API refused a request: status, resource, the API's message
+    │   ├── AccessDeniedError       403 Forbidden
+    │   ├── ResourceNotFoundError   404 NotFound
+    │   ├── ResourceConflictError   409 AlreadyExists / Conflict
+    │   └── InvalidResourceError    422 Invalid
+    ├── ServiceNotReadyError        Ready=False, or no ready revision / URL yet: reason, message
+    │   └── ReadyTimeoutError       not Ready within the timeout: the last reason and message
+    └── HookUnavailableError        min-scale on the Revision needs Knative Serving >= 1.21
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from knative.local.events import ReplicaCounts
+
+logger = logging.getLogger(__name__)
+
+SERVING_GROUP = "serving.knative.dev"
+SERVING_VERSION = "v1"
+AUTOSCALING_GROUP = "autoscaling.internal.knative.dev"
+AUTOSCALING_VERSION = "v1alpha1"
+MIN_SCALE = "autoscaling.knative.dev/min-scale"
+MAX_SCALE = "autoscaling.knative.dev/max-scale"
+SERVING_NAMESPACE = "knative-serving"
+HOOK_SINCE = (1, 21)
+_VERSION_LABELS = ("app.kubernetes.io/version", "serving.knative.dev/release")
+
+Obj = dict[str, Any]
+
+
+class KnativeError(Exception):
+    """Base of every error this module raises."""
+
+
+class KubernetesApiError(KnativeError):
+    def __init__(self, status: int, resource: str, reason: str, message: str) -> None:
+        self.status = status
+        self.resource = resource
+        self.reason = reason
+        self.message = message
+        super().__init__(f"{resource}: {status} {reason}: {message}")
+
+
+class AccessDeniedError(KubernetesApiError):
+    pass
+
+
+class ResourceNotFoundError(KubernetesApiError):
+    pass
+
+
+class ResourceConflictError(KubernetesApiError):
+    pass
+
+
+class InvalidResourceError(KubernetesApiError):
+    pass
+
+
+_API_ERRORS: dict[int, type[KubernetesApiError]] = {
+    403: AccessDeniedError,
+    404: ResourceNotFoundError,
+    409: ResourceConflictError,
+    422: InvalidResourceError,
+}
+
+
+class ServiceNotReadyError(KnativeError):
+    def __init__(self, service: str, reason: str, message: str) -> None:
+        self.service = service
+        self.reason = reason
+        self.message = message
+        super().__init__(f"service {service} is not ready: {reason or 'no reason'}: {message}")
+
+
+class ReadyTimeoutError(ServiceNotReadyError):
+    def __init__(self, service: str, timeout_s: float, reason: str, message: str) -> None:
+        super().__init__(service, reason, message)
+        self.timeout_s = timeout_s
+        self.args = (
+            f"service {service} not ready after {timeout_s:g} s: "
+            f"{reason or 'no reason'}: {message or 'no message'}",
+        )
+
+
+class HookUnavailableError(KnativeError):
+    def __init__(self, version: str, detail: str = "") -> None:
+        self.version = version
+        need = ".".join(map(str, HOOK_SINCE))
+        text = f"min-scale hook unavailable on Knative {version} (needs >= {need})"
+        super().__init__(f"{text}: {detail}" if detail else text)
+
+
+def _api_error(exc: ApiException, resource: str) -> KubernetesApiError:
+    status = int(exc.status or 0)
+    reason, message = str(exc.reason or ""), str(exc.body or "")
+    with contextlib.suppress(ValueError, TypeError):
+        body = json.loads(exc.body or "")
+        if isinstance(body, dict):
+            reason = str(body.get("reason") or reason)
+            message = str(body.get("message") or message)
+    return _API_ERRORS.get(status, KubernetesApiError)(status, resource, reason, message)
+
+
+def parse_version(text: str) -> tuple[int, int] | None:
+    """``v1.21.0`` or ``1.21`` → (1, 21); anything else (``devel``) → None."""
+    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?", text.strip())
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def ready_condition(obj: Obj) -> Obj:
+    """The ``Ready`` condition of a Knative object, empty if none."""
+    for condition in obj.get("status", {}).get("conditions", []) or []:
+        if condition.get("type") == "Ready":
+            return dict(condition)
+    return {}
+
+
+def _covers(actual: Any, desired: Any) -> bool:
+    """Whether ``actual`` already holds everything ``desired`` sets (server defaults aside)."""
+    if isinstance(desired, dict):
+        return isinstance(actual, dict) and all(
+            _covers(actual.get(k), v) for k, v in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(desired)
+            and all(_covers(a, d) for a, d in zip(actual, desired, strict=True))
+        )
+    return bool(actual == desired)
+
+
+def _as_obj(value: object) -> Obj:
+    if not isinstance(value, dict):
+        raise KnativeError(f"unexpected API answer: {type(value).__name__}")
+    return value
+
+
+class KnativeClient:
+    """Knative Services in ``namespace``; ``serving_version`` states the cluster's version."""
+
+    def __init__(
+        self,
+        api_client: k8s.ApiClient,
+        namespace: str = "default",
+        *,
+        serving_version: str | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self._api = api_client
+        self._objects = k8s.CustomObjectsApi(api_client)
+        self._serving_version = serving_version
+
+    def _call(self, resource: str, method: Callable[..., object], *args: Any, **kw: Any) -> Obj:
+        try:
+            return _as_obj(method(*args, **kw))
+        except ApiException as exc:
+            raise _api_error(exc, resource) from None
+
+    def _serving(self, verb: str, plural: str, name: str = "", **kw: Any) -> Obj:
+        resource = f"{plural}.{SERVING_GROUP}/{name}" if name else f"{plural}.{SERVING_GROUP}"
+        resource += f" in namespace {self.namespace}"
+        method = getattr(self._objects, f"{verb}_namespaced_custom_object")
+        args: list[Any] = [SERVING_GROUP, SERVING_VERSION, self.namespace, plural]
+        if name:
+            args.append(name)
+        return self._call(resource, method, *args, **kw)
+
+    # -- services ------------------------------------------------------------------------------
+
+    def get(self, name: str) -> Obj:
+        return self._serving("get", "services", name)
+
+    def create(self, service: Mapping[str, Any]) -> Obj:
+        return self._serving("create", "services", body=self._own(service))
+
+    def apply(self, service: Mapping[str, Any]) -> tuple[Obj, bool]:
+        """Create or update ``service``; returns it and whether anything changed.
+
+        An existing Service is merge-patched only when its labels, annotations or spec lack
+        something ``service`` sets, so re-applying an unchanged spec makes no new revision.
+        """
+        body = self._own(service)
+        name = body["metadata"]["name"]
+        try:
+            current = self.get(name)
+        except ResourceNotFoundError:
+            try:
+                return self.create(body), True
+            except ResourceConflictError:
+                current = self.get(name)
+        metadata = body["metadata"]
+        patch: Obj = {"spec": body.get("spec", {}), "metadata": {}}
+        for key in ("labels", "annotations"):
+            if key in metadata:
+                patch["metadata"][key] = metadata[key]
+        if _covers(current, patch):
+            return current, False
+        logger.info("updating service %s in %s", name, self.namespace)
+        return self._serving("patch", "services", name, body=patch), True
+
+    def delete(self, name: str) -> None:
+        self._serving("delete", "services", name)
+
+    def wait_ready(
+        self,
+        name: str,
+        timeout_s: float = 300.0,
+        progress: Callable[[str], None] | None = None,
+        *,
+        poll_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Obj:
+        """Poll until the Service's current generation is Ready=True; returns the Service.
+
+        Raises :class:`ServiceNotReadyError` on Ready=False and :class:`ReadyTimeoutError`
+        after ``timeout_s``, each with the Ready condition's reason and message.
+        """
+        deadline = clock() + timeout_s
+        last = ""
+        reason = message = ""
+        while True:
+            service = self.get(name)
+            status = service.get("status", {})
+            current = status.get("observedGeneration") == service["metadata"].get("generation")
+            condition = ready_condition(service) if current else {}
+            state = condition.get("status", "Unknown")
+            reason = condition.get("reason", "" if current else "NotObserved")
+            message = condition.get("message", "")
+            line = f"{name}: Ready={state}" + (f" ({reason}: {message})" if reason else "")
+            if progress is not None and line != last:
+                progress(line)
+            last = line
+            if state == "True":
+                return service
+            if state == "False":
+                raise ServiceNotReadyError(name, reason, message)
+            if clock() >= deadline:
+                raise ReadyTimeoutError(name, timeout_s, reason, message)
+            sleep(min(poll_s, max(0.0, deadline - clock())))
+
+    def url(self, name: str, *, cluster_local: bool = False) -> str:
+        """``status.url``; ``status.address.url`` when ``cluster_local`` or no public URL."""
+        status = self.get(name).get("status", {})
+        public = status.get("url", "")
+        local = status.get("address", {}).get("url", "")
+        found = (local or public) if cluster_local else (public or local)
+        if not found:
+            raise ServiceNotReadyError(name, "NoURL", "the service has no URL yet")
+        return str(found)
+
+    # -- revisions and replicas ----------------------------------------------------------------
+
+    def revisions(self, name: str) -> list[Obj]:
+        selector = f"{SERVING_GROUP}/service={name}"
+        answer = self._serving("list", "revisions", label_selector=selector)
+        return [_as_obj(item) for item in answer.get("items", [])]
+
+    def latest_ready_revision(self, name: str) -> Obj:
+        service = self.get(name)
+        revision = service.get("status", {}).get("latestReadyRevisionName")
+        if not revision:
+            condition = ready_condition(service)
+            reason = condition.get("reason", "NoReadyRevision")
+            raise ServiceNotReadyError(name, reason, condition.get("message", "no ready revision"))
+        return self._serving("get", "revisions", revision)
+
+    def ready_replicas(self, name: str) -> ReplicaCounts:
+        """Counts from the latest ready revision's PodAutoscaler, else the revision's status."""
+        revision = self.latest_ready_revision(name)
+        revision_status = revision.get("status", {})
+        ready = int(revision_status.get("actualReplicas", 0) or 0)
+        desired = int(revision_status.get("desiredReplicas", ready) or 0)
+        with contextlib.suppress(AccessDeniedError, ResourceNotFoundError):
+            autoscaler = self._autoscaler(revision["metadata"]["name"]).get("status", {})
+            ready = int(autoscaler.get("actualScale", ready) or 0)
+            desired = int(autoscaler.get("desiredScale", desired) or 0)
+        annotations = revision["metadata"].get("annotations", {}) or {}
+        min_scale = int(annotations.get(MIN_SCALE, "0") or 0)
+        return ReplicaCounts(
+            ready=ready,
+            starting=max(0, desired - ready),
+            draining=max(0, ready - desired),
+            desired=desired,
+            min_scale=min_scale,
+        )
+
+    def _autoscaler(self, revision: str) -> Obj:
+        resource = f"podautoscalers.{AUTOSCALING_GROUP}/{revision} in namespace {self.namespace}"
+        return self._call(
+            resource,
+            self._objects.get_namespaced_custom_object,
+            AUTOSCALING_GROUP,
+            AUTOSCALING_VERSION,
+            self.namespace,
+            "podautoscalers",
+            revision,
+        )
+
+    # -- proactive scaling ---------------------------------------------------------------------
+
+    def serving_version(self) -> str:
+        """Knative Serving's version: as stated, else the knative-serving namespace's label."""
+        if self._serving_version is None:
+            self._serving_version = self._detect_version()
+        return self._serving_version
+
+    def _detect_version(self) -> str:
+        core = k8s.CoreV1Api(self._api)
+        try:
+            namespace = core.read_namespace(SERVING_NAMESPACE)
+        except ApiException as exc:
+            error = _api_error(exc, f"namespaces/{SERVING_NAMESPACE}")
+            raise HookUnavailableError(
+                "unknown", f"cannot read the version ({error}); state it with --serving-version"
+            ) from None
+        labels = (namespace.metadata.labels or {}) if namespace.metadata else {}
+        for label in _VERSION_LABELS:
+            if labels.get(label):
+                return str(labels[label])
+        raise HookUnavailableError(
+            "unknown", f"namespace {SERVING_NAMESPACE} has no version label; use --serving-version"
+        )
+
+    def check_hook(self) -> None:
+        """Raise :class:`HookUnavailableError` unless the cluster runs Knative >= 1.21."""
+        version = self.serving_version()
+        parsed = parse_version(version)
+        if parsed is None:
+            raise HookUnavailableError(version, "cannot parse it; use --serving-version")
+        if parsed < HOOK_SINCE:
+            raise HookUnavailableError(version)
+
+    def set_min_scale(self, name: str, replicas: int | None) -> Obj:
+        """Pin the latest ready Revision's min-scale (None returns to the template's).
+
+        Patches only that Revision's metadata: no new revision is made.
+        """
+        if replicas is not None and replicas < 0:
+            raise ValueError(f"min-scale must be non-negative, got {replicas}")
+        self.check_hook()
+        revision = self.latest_ready_revision(name)
+        revision_name = revision["metadata"]["name"]
+        annotations = revision["metadata"].get("annotations", {}) or {}
+        max_scale = int(annotations.get(MAX_SCALE, "0") or 0)
+        if replicas is not None and max_scale > 0 and replicas > max_scale:
+            raise ValueError(f"min-scale {replicas} exceeds {name}'s max-scale {max_scale}")
+        value = str(replicas) if replicas is not None else self._template_min_scale(name)
+        patch = {"metadata": {"annotations": {MIN_SCALE: value}}}
+        logger.info("min-scale of %s (%s) -> %s", name, revision_name, value)
+        return self._serving("patch", "revisions", revision_name, body=patch)
+
+    def _template_min_scale(self, name: str) -> str | None:
+        template = self.get(name).get("spec", {}).get("template", {})
+        value = template.get("metadata", {}).get("annotations", {}).get(MIN_SCALE)
+        return str(value) if value is not None else None
+
+    def _own(self, service: Mapping[str, Any]) -> Obj:
+        body = json.loads(json.dumps(service))
+        if not isinstance(body, dict) or not body.get("metadata", {}).get("name"):
+            raise ValueError("a Knative Service needs metadata.name")
+        body.setdefault("apiVersion", f"{SERVING_GROUP}/{SERVING_VERSION}")
+        body.setdefault("kind", "Service")
+        body["metadata"]["namespace"] = self.namespace
+        return body
+
+
+class KnativeView:
+    """The adapter's view of Knative Services, answered from the last poll.
+
+    With ``ingress`` (an address such as ``192.0.2.10`` or ``192.0.2.10:8080``), :meth:`url`
+    is ``http://INGRESS`` for every function and callers send :meth:`host_header` as ``Host``.
+    """
+
+    def __init__(
+        self,
+        client: KnativeClient,
+        functions: Sequence[str],
+        *,
+        ingress: str | None = None,
+        domain: str = "svc.cluster.local",
+        poll_s: float = 2.0,
+    ) -> None:
+        self._client = client
+        self._functions = list(functions)
+        self._ingress = ingress
+        self._domain = domain
+        self._poll_s = poll_s
+        self._urls: dict[str, str] = {}
+        self._counts: dict[str, ReplicaCounts] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def refresh(self) -> None:
+        """Read every function's URL and replicas (blocking)."""
+        for name in self._functions:
+            try:
+                self._urls[name] = self._client.url(name)
+                self._counts[name] = self._client.ready_replicas(name)
+            except KnativeError as exc:
+                logger.warning("knative poll of %s failed: %s", name, exc)
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._poll_s)
+            await asyncio.to_thread(self.refresh)
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.refresh)
+        self._task = asyncio.create_task(self._loop(), name="knative-poll")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def url(self, function: str) -> str:
+        if self._ingress is not None:
+            return f"http://{self._ingress}"
+        if function not in self._urls:
+            self._urls[function] = self._client.url(function)
+        return self._urls[function]
+
+    def host_header(self, function: str) -> str:
+        """``<svc>.<ns>.<domain>``: the Service URL's host, else built from ``domain``."""
+        known = self._urls.get(function)
+        if known is None:
+            with contextlib.suppress(KnativeError):
+                known = self._urls[function] = self._client.url(function)
+        host = urlsplit(known).netloc if known else ""
+        return host or f"{function}.{self._client.namespace}.{self._domain}"
+
+    def replicas(self, function: str) -> ReplicaCounts:
+        return self._counts.get(function, ReplicaCounts(0, 0, 0, 0, 0))
+
+    def request_headers(self, function: str) -> dict[str, str]:
+        """``Host`` for the ingress when calling by its address (Knative's documented way)."""
+        return {"host": self.host_header(function)} if self._ingress is not None else {}
+
+    async def set_min_scale(self, function: str, replicas: int | None) -> None:
+        """Pin the function's minimum replicas through the Revision's min-scale (the hook)."""
+        await asyncio.to_thread(self._client.set_min_scale, function, replicas)
+
+
+def connect(
+    namespace: str = "default",
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    serving_version: str | None = None,
+) -> KnativeClient:
+    """A client from a kubeconfig file (default: ``KUBECONFIG``, else ``~/.kube/config``)."""
+    from kubernetes import config as kube_config
+
+    new_client: Callable[..., k8s.ApiClient] = kube_config.new_client_from_config
+    api_client = new_client(config_file=kubeconfig, context=context)
+    return KnativeClient(api_client, namespace, serving_version=serving_version)
+
+
+def connect_in_cluster(
+    namespace: str = "default", *, serving_version: str | None = None
+) -> KnativeClient:
+    """A client from the pod's service account (the adapter running inside the cluster)."""
+    from kubernetes import config as kube_config
+
+    load: Callable[[], None] = kube_config.load_incluster_config
+    load()
+    return KnativeClient(k8s.ApiClient(), namespace, serving_version=serving_version)

@@ -1,0 +1,371 @@
+"""Kubernetes manifests for a config: one Knative Service per function, plus the adapter.
+
+``slackwise manifests -c CONFIG -o DIR`` writes numbered YAML files so that
+``kubectl apply -f DIR`` deploys everything into the current namespace (or ``--namespace``):
+
+- ``00-rbac.yaml``: the adapter's ServiceAccount, a least-privilege Role (read Knative Services,
+  Revisions and Routes; patch Revisions, where the advisor sets min-scale) and the RoleBinding;
+- ``10-function-NAME.yaml``: a ``serving.knative.dev/v1`` Service per configured function;
+- ``20-adapter.yaml``: a ConfigMap with the config file, the adapter Deployment (non-root) and a
+  ClusterIP Service in front of it.
+
+Every Knative Service is checked with :mod:`knative.cluster.crd_schema` before anything is written,
+and
+the equivalent ``kn service create`` line is printed per function
+(:mod:`knative.cluster.kn_commands`).
+
+A function container runs what the local platform runs, ``python -m functions.serve --model KIND
+--name NAME --host 0.0.0.0``; the port comes from ``$PORT``, which Knative sets to the declared
+containerPort. ``threads`` sets ``--threads`` and the BLAS/OpenMP thread variables, and a CPU
+request of that many cores when the config names none. GPU variants get one
+``nvidia.com/gpu``, a node selector and a toleration, which need config-features flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from core.config import Config, ConfigError, FunctionConfig, load_config
+from core.scaling import AutoscalerConfig
+from knative.cluster.crd_schema import (
+    API_VERSION,
+    KIND,
+    ManifestError,
+    knative_dir,
+    validate_service,
+)
+from knative.cluster.kn_commands import kn_create_line
+
+VERSION = "0.1.0"
+FUNCTION_PORT = 8080
+ADAPTER_NAME = "slackwise-adapter"
+ADAPTER_IMAGE = f"slackwise/adapter:{VERSION}"
+ADAPTER_PORT = 8080
+CONFIG_DIR = "/etc/slackwise"
+CONFIG_FILE = "config.yaml"
+#: the uid of the ``slackwise`` user in adapter/Dockerfile and functions/Dockerfile.base
+RUN_AS_USER = 10001
+GPU_RESOURCE = "nvidia.com/gpu"
+#: the label NVIDIA's GPU feature discovery puts on GPU nodes
+GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
+GPU_TOLERATIONS = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+PART_OF = {"app.kubernetes.io/part-of": "slackwise"}
+
+
+def function_image(fn: FunctionConfig) -> str:
+    """The configured image, else ``slackwise/<model>:<version>``."""
+    return fn.image or f"slackwise/{fn.model}:{VERSION}"
+
+
+def _metadata(name: str, namespace: str | None, labels: Mapping[str, str]) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = dict(labels)
+    return meta
+
+
+def _container_security() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def function_service(fn: FunctionConfig, namespace: str | None = None) -> dict[str, Any]:
+    """The Knative Service for one function (not yet validated)."""
+    labels = {
+        **PART_OF,
+        "app.kubernetes.io/name": fn.name,
+        "app.kubernetes.io/component": "function",
+    }
+    requests = dict(fn.resources.requests)
+    limits = dict(fn.resources.limits)
+    requests.setdefault("cpu", str(fn.threads))
+    if fn.variant == "gpu":
+        limits.setdefault(GPU_RESOURCE, "1")
+    resources: dict[str, Any] = {"requests": requests}
+    if limits:
+        resources["limits"] = limits
+    serve_args = ["--model", fn.model, "--name", fn.name, "--host", "0.0.0.0"]
+    serve_args += ["--threads", str(fn.threads)]
+    container: dict[str, Any] = {
+        "name": "function",
+        "image": function_image(fn),
+        "command": ["python", "-m", "functions.serve"],
+        "args": serve_args,
+        "ports": [{"name": "http1", "containerPort": FUNCTION_PORT}],
+        "env": [{"name": var, "value": str(fn.threads)} for var in THREAD_VARIABLES],
+        "resources": resources,
+        "readinessProbe": {"httpGet": {"path": f"/v1/models/{fn.name}"}},
+        "securityContext": _container_security(),
+    }
+    pod: dict[str, Any] = {
+        "containerConcurrency": fn.container_concurrency,
+        "timeoutSeconds": fn.timeout_s,
+        "containers": [container],
+    }
+    if fn.variant == "gpu":
+        pod["nodeSelector"] = dict(GPU_NODE_SELECTOR)
+        pod["tolerations"] = [dict(t) for t in GPU_TOLERATIONS]
+    template_meta: dict[str, Any] = {"labels": dict(labels)}
+    if fn.annotations:
+        template_meta["annotations"] = {k: str(v) for k, v in fn.annotations.items()}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": _metadata(fn.name, namespace, labels),
+        "spec": {"template": {"metadata": template_meta, "spec": pod}},
+    }
+
+
+def rbac_objects(namespace: str | None = None) -> list[dict[str, Any]]:
+    """ServiceAccount, Role and RoleBinding for the adapter."""
+    labels = {**PART_OF, "app.kubernetes.io/name": ADAPTER_NAME}
+    subject: dict[str, Any] = {"kind": "ServiceAccount", "name": ADAPTER_NAME}
+    if namespace:
+        subject["namespace"] = namespace
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _metadata(ADAPTER_NAME, namespace, labels),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _metadata(ADAPTER_NAME, namespace, labels),
+            "rules": [
+                {
+                    "apiGroups": ["serving.knative.dev"],
+                    "resources": ["services", "revisions", "routes"],
+                    "verbs": ["get", "list", "watch"],
+                },
+                {
+                    "apiGroups": ["serving.knative.dev"],
+                    "resources": ["revisions"],
+                    "verbs": ["patch"],
+                },
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _metadata(ADAPTER_NAME, namespace, labels),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": ADAPTER_NAME,
+            },
+            "subjects": [subject],
+        },
+    ]
+
+
+def adapter_objects(
+    config_text: str, *, image: str = ADAPTER_IMAGE, namespace: str | None = None
+) -> list[dict[str, Any]]:
+    """ConfigMap (the config file), Deployment and ClusterIP Service of the adapter."""
+    labels = {**PART_OF, "app.kubernetes.io/name": ADAPTER_NAME}
+    selector = {"app.kubernetes.io/name": ADAPTER_NAME}
+    container = {
+        "name": "adapter",
+        "image": image,
+        "command": ["slackwise", "serve", "-c", f"{CONFIG_DIR}/{CONFIG_FILE}"],
+        # the functions are Knative Services in this namespace, read with the RBAC below
+        "args": ["--platform", "knative", "--host", "0.0.0.0", "--port", str(ADAPTER_PORT)],
+        "ports": [{"name": "http", "containerPort": ADAPTER_PORT}],
+        "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}},
+        "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
+        "securityContext": _container_security(),
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(ADAPTER_NAME, namespace, labels),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {
+                    "serviceAccountName": ADAPTER_NAME,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": RUN_AS_USER,
+                        "runAsGroup": RUN_AS_USER,
+                    },
+                    "containers": [container],
+                    "volumes": [
+                        {"name": "config", "configMap": {"name": f"{ADAPTER_NAME}-config"}}
+                    ],
+                },
+            },
+        },
+    }
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _metadata(f"{ADAPTER_NAME}-config", namespace, labels),
+            "data": {CONFIG_FILE: config_text},
+        },
+        deployment,
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _metadata(ADAPTER_NAME, namespace, labels),
+            "spec": {
+                "type": "ClusterIP",
+                "selector": selector,
+                "ports": [{"name": "http", "port": 80, "targetPort": "http"}],
+            },
+        },
+    ]
+
+
+@dataclass
+class Bundle:
+    """What ``slackwise manifests`` writes: files of objects, their header comments, and more."""
+
+    files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    comments: dict[str, list[str]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    kn_lines: list[str] = field(default_factory=list)
+
+
+def build(
+    config: Config,
+    config_text: str,
+    *,
+    adapter_image: str = ADAPTER_IMAGE,
+    namespace: str | None = None,
+    knative: Path | None = None,
+) -> Bundle:
+    """All manifests for ``config``; every Knative Service is validated (ManifestError)."""
+    bundle = Bundle()
+    bundle.files["00-rbac.yaml"] = rbac_objects(namespace)
+    errors: list[str] = []
+    if config.platform.autoscaler != AutoscalerConfig():
+        bundle.warnings.append(
+            f"{config.source}: platform.autoscaler sets config-autoscaler keys for the local "
+            "platform; on a cluster they live in the config-autoscaler ConfigMap of the "
+            "knative-serving namespace, which these manifests do not change"
+        )
+    for fn in config.functions.values():
+        service = function_service(fn, namespace)
+        try:
+            warnings = validate_service(
+                service, function=fn.name, autoscaler=config.platform.autoscaler, directory=knative
+            )
+        except ManifestError as exc:
+            errors.append(str(exc))
+            continue
+        name = f"10-function-{fn.name}.yaml"
+        bundle.files[name] = [service]
+        bundle.comments[name] = [f"warning: {w}" for w in warnings]
+        bundle.warnings.extend(warnings)
+        bundle.kn_lines.append(kn_create_line(service))
+    if errors:
+        raise ManifestError("\n".join(errors))
+    bundle.files["20-adapter.yaml"] = adapter_objects(
+        config_text, image=adapter_image, namespace=namespace
+    )
+    return bundle
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the config file in the ConfigMap) as ``|`` blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def render(objects: list[dict[str, Any]], comments: list[str] | None = None) -> str:
+    """One multi-document YAML text, with ``#`` comment lines first."""
+    head = "".join(f"# {line}\n" for line in comments or ())
+    docs = [
+        yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False) for obj in objects
+    ]
+    return head + "---\n".join(docs)
+
+
+def write(bundle: Bundle, out: Path) -> list[Path]:
+    """Write the bundle's files into ``out`` (created if needed); the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, objects in sorted(bundle.files.items()):
+        path = out / name
+        path.write_text(render(objects, bundle.comments.get(name)), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``slackwise manifests``."""
+    parser.add_argument("-c", "--config", required=True, help="YAML config file")
+    parser.add_argument("-o", "--out", required=True, help="directory for the YAML files")
+    parser.add_argument("-n", "--namespace", help="namespace for every object (default: none set)")
+    parser.add_argument(
+        "--adapter-image", default=ADAPTER_IMAGE, help=f"adapter image (default {ADAPTER_IMAGE})"
+    )
+    parser.add_argument(
+        "--knative-dir",
+        help="Knative 1.23 CRDs and config maps (default: $SLACKWISE_KNATIVE_DIR or "
+        "../shared/knative next to the repository)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate, write the files, print the kn lines; 0, or 2 on a config or manifest error."""
+    try:
+        config = load_config(args.config)
+        config_text = Path(args.config).read_text(encoding="utf-8")
+        knative = Path(args.knative_dir) if args.knative_dir else knative_dir()
+        bundle = build(
+            config,
+            config_text,
+            adapter_image=args.adapter_image,
+            namespace=args.namespace,
+            knative=knative,
+        )
+    except (ConfigError, ManifestError) as exc:
+        print(f"slackwise manifests: {exc}", file=sys.stderr)
+        return 2
+    for path in write(bundle, Path(args.out)):
+        print(f"# wrote {path}")
+    for line in bundle.warnings:
+        print(f"# warning: {line}")
+    print(f"# apply with: kubectl apply -f {args.out}")
+    print("# or create the functions with kn:")
+    for line in bundle.kn_lines:
+        print(line)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m knative.cluster.manifests -c CONFIG -o DIR``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m knative.cluster.manifests", description=__doc__
+    )
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

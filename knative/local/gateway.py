@@ -1,0 +1,138 @@
+"""The local platform's HTTP face: function routes and a small admin API.
+
+- ``POST /v1/models/{name}:predict``: relayed to a replica of ``name`` (buffered while none is
+  ready; 503 with a reason when the buffer is full or the wait times out).
+- ``GET /v1/models/{name}``: the function exists and can be served (it scales from zero).
+- ``GET /platform/functions`` and ``GET /platform/functions/{name}``: replica counts and usage.
+- ``PUT /platform/functions/{name}/min-scale`` with ``{"min_scale": N}`` (or null): pin replicas.
+- ``GET /platform/events?since=SEQ``: cold starts, scaling decisions, deaths.
+- ``GET /healthz``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from functions.gossip import PASSED_ON
+
+if TYPE_CHECKING:
+    from knative.local.platform import LocalPlatform
+
+
+def _error(status: int, reason: str) -> JSONResponse:
+    return JSONResponse({"error": reason}, status_code=status)
+
+
+def create_gateway(platform: LocalPlatform) -> Starlette:
+    """The Starlette app in front of ``platform``."""
+
+    async def predict(request: Request) -> Response:
+        name = request.path_params["name"]
+        body = await request.body()
+        content_type = request.headers.get("content-type", "application/json")
+        passed = {h: v for h in PASSED_ON if (v := request.headers.get(h)) is not None}
+        answer = await platform.forward(name, body, content_type, passed)
+        return Response(answer.body, status_code=answer.status, headers=answer.headers)
+
+    async def model_status(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in platform.functions:
+            return _error(404, f"no function named {name!r}")
+        counts = platform.replicas(name)
+        return JSONResponse({"name": name, "ready": True, "replicas": dataclasses.asdict(counts)})
+
+    def _describe(name: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "url": platform.url(name),
+            "replicas": dataclasses.asdict(platform.replicas(name)),
+            "usage": platform.usage(name),
+        }
+
+    async def list_functions(request: Request) -> Response:
+        return JSONResponse({"functions": [_describe(n) for n in platform.functions]})
+
+    async def get_function(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in platform.functions:
+            return _error(404, f"no function named {name!r}")
+        return JSONResponse(_describe(name))
+
+    async def put_min_scale(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in platform.functions:
+            return _error(404, f"no function named {name!r}")
+        try:
+            payload = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return _error(400, f"body is not JSON: {exc}")
+        if not isinstance(payload, dict) or "min_scale" not in payload:
+            return _error(400, 'body must be {"min_scale": N} (or null to unpin)')
+        value = payload["min_scale"]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            return _error(400, f"min_scale must be an integer or null, got {value!r}")
+        try:
+            await platform.set_min_scale(name, value)
+        except ValueError as exc:
+            return _error(400, str(exc))
+        return JSONResponse(_describe(name))
+
+    async def events(request: Request) -> Response:
+        raw = request.query_params.get("since", "0")
+        try:
+            since = int(raw)
+        except ValueError:
+            return _error(400, f"since must be an integer, got {raw!r}")
+        items = [dataclasses.asdict(e) for e in platform.events(since)]
+        return JSONResponse({"events": items})
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    routes = [
+        Route("/v1/models/{name}:predict", predict, methods=["POST"]),
+        Route("/v1/models/{name}", model_status, methods=["GET"]),
+        Route("/platform/functions", list_functions, methods=["GET"]),
+        Route("/platform/functions/{name}", get_function, methods=["GET"]),
+        Route("/platform/functions/{name}/min-scale", put_min_scale, methods=["PUT"]),
+        Route("/platform/events", events, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+    ]
+    return Starlette(routes=routes)
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves signal handling to the program that embeds it."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def serve_in_loop(
+    app: Any, host: str, port: int
+) -> tuple[uvicorn.Server, asyncio.Task[None], int]:
+    """Start ``app`` on the running loop; returns the server, its task and the bound port."""
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, lifespan="on"
+    )
+    server = _Server(config)
+    task = asyncio.create_task(server.serve(), name=f"http-{host}:{port}")
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError(f"server on {host}:{port} stopped before it started")
+        await asyncio.sleep(0.01)
+    bound = server.servers[0].sockets[0].getsockname()[1]
+    return server, task, int(bound)
