@@ -34,9 +34,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
+# fail fast: lint and the import contracts, then the fast tests, then the slow and model ones
 test: $(STAMP) lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -x -m 'not slow and not models' $(PYTEST_ARGS)
+	$(PY) -m pytest -m 'slow or models' $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(PY) -m pytest -m 'not slow and not models' $(PYTEST_ARGS)

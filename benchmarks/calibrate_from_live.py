@@ -31,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapter.cli.experiment import parse_server_timing  # noqa: E402
+from adapter.cli.results import parse_server_timing  # noqa: E402
 
 
 def main() -> int:

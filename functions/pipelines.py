@@ -2,7 +2,7 @@
 
 GrandSLAM (seed 000) evaluates sequential pipelines of shared microservices; four of its apps
 map onto the functions here. Each stage is a model kind (``functions.registry.KINDS``); between
-two stages an edge adapter (``adapter.serving.edges``) turns the upstream prediction for one
+two stages an edge adapter (``functions.edges``) turns the upstream prediction for one
 request into
 exactly one instance for the next stage, or rejects the request (HTTP 422) when it cannot, e.g.
 when no face is found.

@@ -33,8 +33,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
+from adapter.policies.autoscaler import FunctionAutoscaler, function_autoscaler
 from adapter.policies.latency import LatencyModel
-from adapter.serving.autoscaling import FunctionAutoscaler, function_autoscaler
 from core.config import AdvisorSettings
 from simulator.scaling import FunctionState, KpaScaler
 

@@ -56,7 +56,8 @@ from typing import Any, Literal
 import yaml
 
 from adapter.policies.slack import POLICIES, stage_policy
-from core.config import AdvisorSettings, ConfigError, _Reader
+from core.config import AdvisorSettings, ConfigError, Reader
+from core.config.loader import advisor_settings
 from core.scaling import AutoscalerConfig, ScalingConfigError, ScalingSpec, resolve_spec
 
 __all__ = [
@@ -156,7 +157,7 @@ class SimConfig:
     base_dir: Path = field(default_factory=Path.cwd)
 
 
-class _SimReader(_Reader):
+class _SimReader(Reader):
     """The adapter config's reader; a top-level key is named without a leading dot."""
 
     def fail(self, path: str, message: str) -> ConfigError:
@@ -168,17 +169,9 @@ _TOP = {
     "policies", "sla", "search", "trace", "platform", "adapter", "functions", "apps",
     "autoscaling",
 }  # fmt: skip
-_ADVISOR_NUMBERS = {
-    "burst_u": 1.0,
-    "history_s": 2.0,
-    "min_scale_in_gap_s": 0.0,
-    "default_setup_s": 0.0,
-    "tick_s": 1e-3,
-}  # key: lowest value
-_ADVISOR_FLAGS = ("keep_alive", "floor_at_current")
 
 
-def _choice(r: _Reader, data: Mapping[str, Any], key: str, path: str, default: str,
+def _choice(r: Reader, data: Mapping[str, Any], key: str, path: str, default: str,
             allowed: tuple[str, ...]) -> str:  # fmt: skip
     value = r.string(data, key, path, default)
     if value not in allowed:
@@ -205,14 +198,14 @@ def parse_policies(raw: Any, where: str = "policies") -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _policies(r: _Reader, raw: Any) -> tuple[str, ...]:
+def _policies(r: Reader, raw: Any) -> tuple[str, ...]:
     try:
         return parse_policies(raw)
     except ValueError as exc:
         raise ConfigError(f"{r.source}: {exc}") from None
 
 
-def _function(r: _Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> SimFunction:
+def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> SimFunction:
     path = f"functions.{name}"
     data = r.mapping(raw, path)
     r.only(data, path, {"profile", "nodes", "max_batch", "container_concurrency",
@@ -237,7 +230,7 @@ def _function(r: _Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> 
     )
 
 
-def _app(r: _Reader, name: str, raw: Any, functions: Mapping[str, SimFunction]) -> SimApp:
+def _app(r: Reader, name: str, raw: Any, functions: Mapping[str, SimFunction]) -> SimApp:
     path = f"apps.{name}"
     data = r.mapping(raw, path)
     r.only(data, path, {"stages", "weight", "slo_ms", "slo_factor"})
@@ -263,7 +256,7 @@ def _app(r: _Reader, name: str, raw: Any, functions: Mapping[str, SimFunction]) 
     return SimApp(name=name, stages=tuple(stages), weight=weight, slo_ms=slo_ms, slo_factor=factor)
 
 
-def _autoscaling(r: _Reader, raw: Any, apps: Mapping[str, SimApp]) -> AutoscalingConfig:
+def _autoscaling(r: Reader, raw: Any, apps: Mapping[str, SimApp]) -> AutoscalingConfig:
     path = "autoscaling"
     data = r.mapping(raw, path)
     r.only(data, path, {"compare", "policy", "tick_s", "collect_s", "bootstrap", "window",
@@ -291,16 +284,7 @@ def _autoscaling(r: _Reader, raw: Any, apps: Mapping[str, SimApp]) -> Autoscalin
     if bootstrap_raw != "clair":
         bootstrap = r.integer(data, "bootstrap", path, 0, low=0)
     adv = r.mapping(data.get("advisor"), f"{path}.advisor")
-    r.only(adv, f"{path}.advisor", set(_ADVISOR_NUMBERS) | set(_ADVISOR_FLAGS))
-    values: dict[str, Any] = {}
-    for key, low in _ADVISOR_NUMBERS.items():
-        if key in adv:
-            values[key] = r.number(adv, key, f"{path}.advisor", 0.0, low=low)
-    for key in _ADVISOR_FLAGS:
-        if key in adv:
-            if not isinstance(adv[key], bool):
-                raise r.fail(f"{path}.advisor.{key}", f"must be true or false, got {adv[key]!r}")
-            values[key] = adv[key]
+    advisor = advisor_settings(r, adv, f"{path}.advisor", enabled=True)
     return AutoscalingConfig(
         compare=tuple(dict.fromkeys(compare)),
         policy=policy,
@@ -309,7 +293,7 @@ def _autoscaling(r: _Reader, raw: Any, apps: Mapping[str, SimApp]) -> Autoscalin
         bootstrap=bootstrap,
         window=r.integer(data, "window", path, 1000, low=1),
         step=r.integer(data, "step", path, 10, low=1),
-        advisor=AdvisorSettings(enabled=True, **values),
+        advisor=advisor,
     )
 
 

@@ -295,7 +295,7 @@ class _Station:
         self.tracker = BatchSizeTracker(alpha=config.estimate_alpha)
         self.aimd: AIMD | None = None
         if config.aimd:
-            self.aimd = SLACKWISE.aimd(initial=min(4, fn.max_batch), maximum=fn.max_batch)
+            self.aimd = SLACKWISE.aimd_for(fn.max_batch)
         self.limit = policy.batch_limit(fn.max_batch)
         self.meter = ConcurrencyMeter(0.0)
         self.batches = 0

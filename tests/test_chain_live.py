@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from adapter.cli.experiment import parse_server_timing
+from adapter.cli.results import parse_server_timing
 from adapter.serving.app import create_app
 from adapter.serving.platform_view import LocalView
 from core.config import parse_config

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from adapter.cli.experiment import parse_server_timing
+from adapter.cli.results import parse_server_timing
 from adapter.serving.app import create_app
 from core.config import Config, ConfigError, parse_config
 from knative.local.events import ReplicaCounts
@@ -209,8 +209,8 @@ def test_a_request_past_its_deadline_mid_chain_is_still_answered() -> None:
 
 def test_an_app_experiment_draws_its_plots_from_chain_records(tmp_path: Path) -> None:
     # the replayer's records of a chain carry one batch size per stage and per-stage timings
-    from adapter.cli.experiment import ExperimentResult, ModeRun, ModeSummary, StageTime, batch_size
     from adapter.cli.plots import plot_experiment
+    from adapter.cli.results import ExperimentResult, ModeRun, ModeSummary, StageTime, batch_size
 
     headers = {
         "x-batch-size": "1,2,3",

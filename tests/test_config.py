@@ -124,3 +124,27 @@ def test_the_readme_config_reference_is_valid() -> None:
     config = parse_config(yaml.safe_load(block), "README.md")
     assert config.functions["digits"].slo_ms == 100
     assert config.experiment is not None and config.experiment.trace == "twitter"
+
+
+def test_the_config_knows_every_stage_policy_the_adapter_defines() -> None:
+    """core.config checks ``stage_policy`` without importing the adapter; the two lists agree."""
+    from adapter.policies.slack import POLICIES
+    from core.config import STAGE_POLICIES
+
+    assert tuple(POLICIES) == STAGE_POLICIES
+
+
+def test_aimd_overrides_leave_the_rest_to_the_mode() -> None:
+    from adapter.policies.modes import MLPROXY, SLACKWISE
+
+    config = parse_config(
+        {
+            "functions": {"d": {"model": "digits", "slo_ms": 100}},
+            "adapter": {"aimd": {"initial": 2, "period_s": 5}},
+        }
+    )
+    assert config.adapter.aimd.overrides() == {"initial": 2, "period_s": 5.0}
+    tuned = SLACKWISE.with_aimd(config.adapter.aimd.overrides())
+    assert (tuned.aimd_initial, tuned.aimd_period_s) == (2, 5.0)
+    assert tuned.miss_threshold == SLACKWISE.miss_threshold
+    assert MLPROXY.with_aimd({"period_s": 5.0}) is MLPROXY

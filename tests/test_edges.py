@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from adapter.serving.edges import (
+from functions.edges import (
     EDGES,
     EdgeError,
     NoEdge,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from adapter.cli.experiment import ModeRun, summarize
+from adapter.cli.results import ModeRun, summarize
 
 
 def rec(latency_s: float, status: int = 200, batch: int = 1) -> dict[str, object]:

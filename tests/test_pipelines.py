@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from adapter.serving.edges import EdgeError, edge_for
+from functions.edges import EdgeError, edge_for
 from functions.model import Model
 from functions.pipelines import IMG_QUERY_IMAGES, PIPELINES, Pipeline
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from adapter.policies.queue import Pending, RequestQueue
+from adapter.policies.queue import RequestQueue
+from adapter.serving.pending import Pending
 
 
 def pending(loop: asyncio.AbstractEventLoop, seq: int, deadline: float) -> Pending:

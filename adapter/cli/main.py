@@ -113,7 +113,8 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from adapter.cli.experiment import ExperimentResult, run_experiment
+    from adapter.cli.experiment import run_experiment
+    from adapter.cli.results import ExperimentResult
     from core.config import parse_modes
 
     config = _load(args.config)
@@ -220,7 +221,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from simulator import cli as simulator_cli
+    from adapter.cli import simulate as simulator_cli
 
     return simulator_cli.run(args)
 
@@ -309,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
 
     simulate = sub.add_parser("simulate", help="every stage policy on a simulated workload")
-    from simulator import cli as simulator_cli
+    from adapter.cli import simulate as simulator_cli
 
     simulator_cli.add_arguments(simulate)
     simulate.set_defaults(func=_cmd_simulate)

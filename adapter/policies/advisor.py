@@ -75,7 +75,8 @@ class AdvisorConfig:
     window (Swayam: 500 s); ``burst_u`` the burst threshold ``U ≥ 1``; ``frontends`` the default
     ``n_F``; ``min_scale_in_gap_s`` the least time between two scale-ins and the span over which
     a lower count must hold; ``scale_in_step`` the most replicas one scale-in releases (0: no
-    limit); ``default_setup_s`` the cold start assumed before one is measured (Swayam: 10 s);
+    limit); ``default_setup_s`` the cold start assumed before one is measured (Swayam: 10 s;
+    here 5 s, and 60 s between scale-ins: what the deployments run with);
     ``max_replicas`` the largest pin; ``collect_ms`` and ``overhead_ms`` go to the percentile
     model (see :func:`adapter.policies.percentile.response_time_percentile`).
     """
@@ -87,9 +88,9 @@ class AdvisorConfig:
     current_window_s: float = 10.0
     burst_u: float = 2.0
     frontends: int = 1
-    min_scale_in_gap_s: float = 120.0
+    min_scale_in_gap_s: float = 60.0
     scale_in_step: int = 0
-    default_setup_s: float = 10.0
+    default_setup_s: float = 5.0
     setup_samples: int = 20
     setup_percentile: float = 95.0
     max_replicas: int = 100

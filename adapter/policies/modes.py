@@ -20,9 +20,9 @@ a timeout, so the limit is larger than the arrival rate can fill).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from adapter.policies.aimd import AIMD
 
@@ -40,6 +40,9 @@ class ModePreset:
     name: str
     order: QueueOrder
     deadline_aware: bool
+    #: AIMD's starting and smallest batch limit (within the function's maximum)
+    aimd_initial: int = 4
+    aimd_minimum: int = 1
     aimd_period_s: float = 30.0
     aimd_add: float = 1.0
     aimd_mult: float = 0.8
@@ -53,6 +56,27 @@ class ModePreset:
     #: its
     #: dispatch timeout whatever the rate
     wait_pays: bool = False
+
+    def with_aimd(self, overrides: Mapping[str, float]) -> ModePreset:
+        """This mode with a config's AIMD overrides (``initial``, ``mult``, ``period_s``...: the
+        keys of ``adapter.aimd``); MLProxy's baseline keeps its published settings."""
+        if self.name == MLPROXY_NAME:
+            return self
+        unknown = sorted(set(overrides) - set(_AIMD_FIELDS))
+        if unknown:
+            raise ValueError(
+                f"unknown AIMD setting {unknown[0]!r}; known: {', '.join(_AIMD_FIELDS)}"
+            )
+        changes: dict[str, Any] = {_AIMD_FIELDS[k]: v for k, v in overrides.items()}
+        return replace(self, **changes)
+
+    def aimd_for(self, max_batch: int) -> AIMD:
+        """A fresh :class:`AIMD` for a function whose batches hold at most ``max_batch``."""
+        return self.aimd(
+            initial=min(self.aimd_initial, max_batch),
+            minimum=min(self.aimd_minimum, max_batch),
+            maximum=max_batch,
+        )
 
     def aimd(self, *, initial: float, maximum: int, minimum: int = 1) -> AIMD:
         """A fresh :class:`AIMD` with this mode's settings."""
@@ -71,6 +95,21 @@ class ModePreset:
         )
 
 
+MLPROXY_NAME = "mlproxy"
+#: ``adapter.aimd`` keys → preset fields
+_AIMD_FIELDS: Mapping[str, str] = MappingProxyType(
+    {
+        "initial": "aimd_initial",
+        "minimum": "aimd_minimum",
+        "add": "aimd_add",
+        "mult": "aimd_mult",
+        "period_s": "aimd_period_s",
+        "miss_threshold": "miss_threshold",
+        "p95_fraction": "p95_fraction",
+        "timeout_ratio_threshold": "timeout_ratio_threshold",
+    }
+)
+
 SLACKWISE = ModePreset(
     name="slackwise",
     order="deadline",
@@ -80,7 +119,7 @@ SLACKWISE = ModePreset(
     aimd_signal="service",
     wait_pays=True,
 )
-MLPROXY = ModePreset(name="mlproxy", order="arrival", deadline_aware=False)
+MLPROXY = ModePreset(name=MLPROXY_NAME, order="arrival", deadline_aware=False)
 PRESETS: Mapping[str, ModePreset] = MappingProxyType({p.name: p for p in (SLACKWISE, MLPROXY)})
 
 

@@ -1,68 +1,18 @@
 """A function's queue of admitted requests, ordered by deadline or by arrival.
 
-A :class:`Pending` is the record of one admitted request: its instances, its times, and the
-future its HTTP handler waits on. The queue keeps only requests still waiting; cancelled ones (the
-client went away) are dropped lazily when the dispatcher looks, and only after
+An entry is anything :class:`Queued` (the live :class:`adapter.serving.pending.Pending`, or the
+simulator's request). The queue keeps only requests still waiting; cancelled ones (the client
+went away) are dropped lazily when the dispatcher looks, and only after
 :meth:`RequestQueue.note_cancelled` said some were: a scheduling step costs nothing per queued
 request while nobody leaves.
 """
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """A member's share of a batch's result, with the timings it rode with."""
-
-    predictions: list[Any]
-    queue_ms: float
-    compute_ms: float
-    round_trip_ms: float
-    batch_size: int
-    cold: bool
-
-
-@dataclass(eq=False, slots=True)
-class Pending:
-    """One admitted request waiting for, or riding in, a batch."""
-
-    id: str
-    function: str
-    instances: list[Any]
-    arrival: float
-    deadline: float
-    seq: int
-    future: asyncio.Future[Answer]
-    dispatched: float = 0.0
-    #: it could no longer make its deadline when the dispatcher last looked
-    hopeless: bool = False
-    #: a stage of a chain: the app, the stage's index and the chain's end-to-end deadline
-    #: (``deadline`` is then the stage's own, from the stage policy)
-    app: str | None = None
-    stage: int = 0
-    final_deadline: float | None = None
-    #: its function had no ready replica when it arrived: it waits for a cold start
-    arrived_cold: bool = False
-
-    @property
-    def due(self) -> float:
-        """When the request as a whole must be answered (its chain's deadline, if any)."""
-        return self.deadline if self.final_deadline is None else self.final_deadline
-
-    @property
-    def size(self) -> int:
-        return len(self.instances)
-
-    @property
-    def cancelled(self) -> bool:
-        return self.future.done()
 
 
 class Queued(Protocol):

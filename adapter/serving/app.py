@@ -12,7 +12,7 @@ Routes:
   :mod:`adapter.policies.slack`) gives it a stage deadline, it joins that function's queue (shared
   by every
   app that uses the function) and rides a batch; its predictions become the next stage's instances
-  through the edge adapter between the two kinds (:mod:`adapter.serving.edges`). With GS the stage
+  through the edge adapter between the two kinds (:mod:`functions.edges`). With GS the stage
   budgets
   are proportional to the stages' estimated latencies at the batch sizes in use, re-split when a
   stage finishes (slack forwarding). ``Server-Timing`` has queue, round trip and compute per
@@ -28,13 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import itertools
 import logging
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +43,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from adapter.policies.latency import LatencyModel
-from adapter.policies.modes import ModePreset, preset
-from adapter.policies.queue import Answer, Pending
+from adapter.policies.modes import preset
 from adapter.policies.slack import stage_policy
 from adapter.serving.autoscaling import Autoscaling
 from adapter.serving.chains import Chain
@@ -57,7 +53,7 @@ from adapter.serving.errors import (
     PayloadTooLarge,
     UnknownTarget,
 )
-from adapter.serving.metrics import AdapterMetrics
+from adapter.serving.pending import Answer, Pending
 from adapter.serving.platform_view import LocalView, PlatformView, RemoteView
 from adapter.serving.predict_endpoint import (
     SLO_HEADER,
@@ -67,6 +63,7 @@ from adapter.serving.predict_endpoint import (
     slo_ms,
 )
 from adapter.serving.records import RecordWriter
+from adapter.serving.state import AdapterState
 from adapter.serving.upstream import HttpUpstream, PlatformUpstream, Upstream
 from core.clock import Clock, MonotonicClock
 from core.config import Config
@@ -75,22 +72,6 @@ logger = logging.getLogger(__name__)
 
 #: the prior when a model has no profile: 5 ms + 1 ms per instance, refined by the first batches
 _FALLBACK_PRIOR = (5.0, 1.0)
-
-
-@dataclass
-class AdapterState:
-    """What the running app holds; tests and experiments read it through ``app.state``."""
-
-    config: Config
-    clock: Clock
-    metrics: AdapterMetrics = field(default_factory=AdapterMetrics)
-    dispatchers: dict[str, Dispatcher] = field(default_factory=dict)
-    records: RecordWriter | None = None
-    view: PlatformView | None = None
-    epoch: float = 0.0
-    autoscaling: Autoscaling | None = None
-    #: this adapter's name in the functions' frontend gossip (Swayam's n_F)
-    frontend_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
 
 
 def latency_prior(kind: str, profiles_dir: Path | None = None) -> LatencyModel:
@@ -301,16 +282,11 @@ def create_app(
             state.records.start()
             stack.push_async_callback(state.records.stop)
             state.epoch = state.clock.now()
-            aimd_cfg = config.adapter.aimd
-            tuned = _tuned(chosen, config)
+            tuned = chosen.with_aimd(config.adapter.aimd.overrides())
             chained = {fn for app in config.apps.values() if len(app.stages) > 1
                        for fn in app.stages}  # fmt: skip
             for name, fn in config.functions.items():
-                aimd = tuned.aimd(
-                    initial=min(aimd_cfg.initial, fn.max_batch),
-                    minimum=min(aimd_cfg.minimum, fn.max_batch),
-                    maximum=fn.max_batch,
-                )
+                aimd = tuned.aimd_for(fn.max_batch)
                 dispatcher = Dispatcher(
                     function=fn,
                     slo_ms=slos[name],
@@ -411,20 +387,4 @@ def _autoscaling(config: Config, state: AdapterState, slos: dict[str, float]) ->
         view=state.view,
         clock=state.clock,
         percentiles=percentiles,
-    )
-
-
-def _tuned(chosen: ModePreset, config: Config) -> ModePreset:
-    """The mode with the config's AIMD settings; MLProxy's baseline keeps its published ones."""
-    if chosen.name == "mlproxy":
-        return chosen
-    a = config.adapter.aimd
-    return dataclasses.replace(
-        chosen,
-        aimd_period_s=a.period_s,
-        aimd_add=a.add,
-        aimd_mult=a.mult,
-        miss_threshold=a.miss_threshold,
-        p95_fraction=a.p95_fraction,
-        timeout_ratio_threshold=a.timeout_ratio_threshold,
     )

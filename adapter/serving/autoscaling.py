@@ -26,132 +26,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
 
-from adapter.policies.advisor import Advisor, AdvisorConfig, AdvisorDecision
-from adapter.policies.keepalive import KeepAlive, KeepAliveConfig
+from adapter.policies.autoscaler import FunctionAutoscaler, function_autoscaler
 from adapter.policies.latency import LatencyModel
-from adapter.policies.percentile import ServiceModel
 from adapter.serving.platform_view import PinUnsupported, PlatformView
 from core.clock import Clock
 from core.config import AdvisorSettings, FunctionConfig
 
-__all__ = ["Autoscaling", "FunctionAutoscaler", "function_autoscaler"]
+__all__ = ["Autoscaling"]
 
 logger = logging.getLogger("slackwise.advisor")
-
-
-@dataclass
-class FunctionAutoscaler:
-    """One function's advisor, keep-alive histogram and the pin last written."""
-
-    name: str
-    advisor: Advisor
-    keep_alive: KeepAlive | None
-    model: LatencyModel
-    limit: Callable[[], int]
-    container_concurrency: int
-    max_scale: int
-    last_arrival: float | None = None
-    pinned: int | None = None
-    last: AdvisorDecision | None = None
-    keep_warm: bool = False
-
-    def service(self, now: float) -> ServiceModel:
-        return ServiceModel.from_latency_model(
-            self.model,
-            now,
-            batch_limit=max(1, self.limit()),
-            container_concurrency=self.container_concurrency,
-        )
-
-    def arrived(self, now: float, instances: int) -> None:
-        """``instances`` arrived at ``now``: the rate history and, for the idle gap before
-        them, the keep-alive histogram (gaps under a second are the same burst)."""
-        self.advisor.record(now, instances)
-        if self.keep_alive is not None and self.last_arrival is not None:
-            gap = now - self.last_arrival
-            if gap >= 1.0:
-                self.keep_alive.observe_gap(gap)
-        self.last_arrival = now
-
-    def cold_start(self, now: float, seconds: float) -> None:
-        """A batch waited ``seconds`` for a replica to start: one sample of ``t_setup``."""
-        if seconds > 0:
-            self.advisor.observe_cold_start(now, seconds)
-
-    def decide(self, now: float, kpa_wants: int) -> int:
-        """One advisor decision at ``now`` and the pin it implies (see :meth:`pin_for`); the
-        simulator's advisor scaler calls exactly this, as :meth:`Autoscaling.tick` does."""
-        decision = self.advisor.decide(now, kpa_wants=kpa_wants, service=self.service(now))
-        self.last = decision
-        return self.pin_for(decision, now)
-
-    def pin_for(self, decision: AdvisorDecision, now: float) -> int:
-        """The floor to write: the advisor's, one warm replica across short idle gaps."""
-        pin = decision.min_scale
-        self.keep_warm = False
-        if self.keep_alive is not None and self.last_arrival is not None:
-            self.keep_warm = self.keep_alive.should_keep_warm(now, self.last_arrival)
-            if self.keep_warm:
-                pin = max(pin, 1)
-        if self.max_scale > 0:
-            pin = min(pin, self.max_scale)
-        return pin
-
-    def status(self) -> dict[str, Any]:
-        d = self.last
-        out: dict[str, Any] = {"pinned": self.pinned, "keep_warm": self.keep_warm}
-        if d is not None:
-            out.update(
-                reason=d.reason,
-                needed=d.needed,
-                kpa_wants=d.kpa_wants,
-                feasible=d.feasible,
-                model_rate=round(d.model_rate, 3),
-                frontends=d.frontends,
-                setup_s=round(d.setup_s, 3),
-            )
-        return out
-
-
-def function_autoscaler(
-    name: str,
-    settings: AdvisorSettings,
-    *,
-    slo_ms: float,
-    percentile: float,
-    model: LatencyModel,
-    limit: Callable[[], int],
-    container_concurrency: int,
-    max_scale: int,
-    now: float,
-) -> FunctionAutoscaler:
-    """One function's advisor and keep-alive built from the adapter's advisor settings (shared
-    by :class:`Autoscaling` and the simulator's advisor scaler, so both run the same policy)."""
-    config = AdvisorConfig(
-        slo_ms=slo_ms,
-        percentile=percentile,
-        history_s=settings.history_s,
-        burst_u=settings.burst_u,
-        min_scale_in_gap_s=settings.min_scale_in_gap_s,
-        default_setup_s=settings.default_setup_s,
-        max_replicas=max_scale or 100,
-        floor_at_current=settings.floor_at_current,
-    )
-    service = ServiceModel.from_latency_model(
-        model, now, batch_limit=max(1, limit()), container_concurrency=container_concurrency
-    )
-    return FunctionAutoscaler(
-        name=name,
-        advisor=Advisor(config, service, start=now),
-        keep_alive=KeepAlive(KeepAliveConfig()) if settings.keep_alive else None,
-        model=model,
-        limit=limit,
-        container_concurrency=container_concurrency,
-        max_scale=max_scale,
-    )
 
 
 class Autoscaling:

@@ -2,7 +2,7 @@
 
 :class:`Chain` holds what one app needs to run a request through its stages: the stage policy
 (:mod:`adapter.policies.slack`), the edge adapter between each pair of stages
-(:mod:`adapter.serving.edges`) and
+(:mod:`functions.edges`) and
 the dispatchers of its functions (shared with every other app that uses them). At each stage the
 request gets the deadline the policy gives it from the stages' latency estimates at the batch
 sizes in use (:func:`adapter.policies.estimates.stage_estimates`), joins that function's queue as a
@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapter.policies.estimates import stage_estimates
-from adapter.policies.queue import Answer, Pending
 from adapter.policies.slack import StagePolicy
 from adapter.serving.dispatcher import Dispatcher
-from adapter.serving.edges import Edge, EdgeError, edge_for
 from adapter.serving.errors import AdapterError, StageOutputUnusable
+from adapter.serving.pending import Answer, Pending
 from adapter.serving.records import RecordWriter
 from core.clock import Clock
 from core.config import AppConfig, FunctionConfig
+from functions.edges import Edge, EdgeError, edge_for
 from knative.local.platform import ARRIVED_COLD
 
 __all__ = ["Chain", "ChainResult"]

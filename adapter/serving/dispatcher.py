@@ -31,7 +31,7 @@ from adapter.policies.latency import LatencyModel
 from adapter.policies.modes import ModePreset
 from adapter.policies.pruning import PruningConfig
 from adapter.policies.pruning import decide as prune
-from adapter.policies.queue import Answer, Pending, RequestQueue
+from adapter.policies.queue import RequestQueue
 from adapter.policies.scheduling import next_batch
 from adapter.policies.slack import Batching, StagePolicy
 from adapter.policies.waiting import PathMargin, RecentRate
@@ -46,6 +46,7 @@ from adapter.serving.errors import (
     UpstreamTimeout,
 )
 from adapter.serving.metrics import AdapterMetrics
+from adapter.serving.pending import Answer, Pending
 from adapter.serving.platform_view import PlatformView
 from adapter.serving.records import RecordWriter
 from adapter.serving.upstream import SendFailed, SendTimeout, Upstream

@@ -35,7 +35,7 @@ from adapter.serving.predict_endpoint import PredictEndpoint
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from adapter.policies.queue import Pending
+    from adapter.serving.pending import Pending
 
 logger = logging.getLogger(__name__)
 

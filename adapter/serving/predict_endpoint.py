@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from adapter.policies.queue import Answer, Pending
 from adapter.serving.errors import AdapterError, BadRequest, PayloadTooLarge, UnknownTarget
+from adapter.serving.pending import Answer, Pending
 from functions.model import InvalidInput
 from functions.runtime import v1_instances
 from knative.local.platform import ARRIVED_COLD
 
 if TYPE_CHECKING:
-    from adapter.serving.app import AdapterState
+    from adapter.serving.state import AdapterState
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -15,8 +15,8 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
 
 import uvicorn
 from starlette.applications import Starlette
@@ -25,16 +25,48 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from functions.gossip import PASSED_ON
+from knative.local.events import PlatformEvent, ReplicaCounts
 
-if TYPE_CHECKING:
-    from knative.local.platform import LocalPlatform
+
+class Answer(Protocol):
+    """A function's answer as the platform relays it."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def body(self) -> bytes: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
+class Platform(Protocol):
+    """What the gateway serves: :class:`knative.local.platform.LocalPlatform`'s public face."""
+
+    @property
+    def functions(self) -> list[str]: ...
+
+    def url(self, name: str) -> str: ...
+
+    def replicas(self, name: str) -> ReplicaCounts: ...
+
+    def usage(self, name: str) -> dict[str, float | int]: ...
+
+    def events(self, since: int = 0, function: str | None = None) -> list[PlatformEvent]: ...
+
+    async def set_min_scale(self, name: str, replicas: int | None) -> None: ...
+
+    async def forward(
+        self, name: str, body: bytes, content_type: str, headers: Mapping[str, str] | None = None
+    ) -> Answer: ...
 
 
 def _error(status: int, reason: str) -> JSONResponse:
     return JSONResponse({"error": reason}, status_code=status)
 
 
-def create_gateway(platform: LocalPlatform) -> Starlette:
+def create_gateway(platform: Platform) -> Starlette:
     """The Starlette app in front of ``platform``."""
 
     async def predict(request: Request) -> Response:

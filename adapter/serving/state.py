@@ -1,0 +1,33 @@
+"""What a running adapter holds: its config, clock, metrics, dispatchers, records, platform view
+and advisor (``app.state.adapter``; the routes and the predict endpoint read it)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from adapter.serving.autoscaling import Autoscaling
+from adapter.serving.dispatcher import Dispatcher
+from adapter.serving.metrics import AdapterMetrics
+from adapter.serving.platform_view import PlatformView
+from adapter.serving.records import RecordWriter
+from core.clock import Clock
+from core.config import Config
+
+__all__ = ["AdapterState"]
+
+
+@dataclass
+class AdapterState:
+    """What the running app holds; tests and experiments read it through ``app.state``."""
+
+    config: Config
+    clock: Clock
+    metrics: AdapterMetrics = field(default_factory=AdapterMetrics)
+    dispatchers: dict[str, Dispatcher] = field(default_factory=dict)
+    records: RecordWriter | None = None
+    view: PlatformView | None = None
+    epoch: float = 0.0
+    autoscaling: Autoscaling | None = None
+    #: this adapter's name in the functions' frontend gossip (Swayam's n_F)
+    frontend_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])

@@ -1,0 +1,421 @@
+"""Loading the one YAML file that describes a deployment: platform, functions and apps.
+
+Loaded once with :func:`load_config` into frozen objects. Every error is a :class:`ConfigError`
+whose message names the file, the key path and the bad value, e.g.
+``experiments/local.yaml: functions.digits.container_concurrency: must be >= 0, got -1``.
+
+Example::
+
+    platform:
+      port: 8600
+      autoscaler: {stable-window: 60s, scale-to-zero-grace-period: 30s}
+    functions:
+      digits:
+        model: digits
+        container_concurrency: 1
+        annotations: {autoscaling.knative.dev/target: "1"}
+    apps:
+      digits: {stages: [digits], slo_ms: 100, percentile: 95}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from core.config.model import (
+    ADVISOR_MODE,
+    APP_EXPERIMENT_MODES,
+    EXPERIMENT_MODES,
+    LATE,
+    MODES,
+    NAME_PATTERN,
+    PLATFORMS,
+    STAGE_POLICIES,
+    VARIANTS,
+    AdapterConfig,
+    AdvisorSettings,
+    AIMDConfig,
+    AppConfig,
+    Config,
+    ExperimentConfig,
+    FunctionConfig,
+    PlatformConfig,
+    Resources,
+)
+from core.config.reader import ConfigError, Reader, choice, flag, fraction, optional_string
+from core.scaling import AutoscalerConfig, ScalingConfigError, resolve_spec
+
+__all__ = ["advisor_settings", "load_config", "parse_config", "parse_modes"]
+
+
+def _platform(r: Reader, raw: Any) -> PlatformConfig:
+    data = r.mapping(raw, "platform")
+    keys = {
+        "host",
+        "port",
+        "queue_depth",
+        "request_timeout_s",
+        "ready_timeout_s",
+        "drain_timeout_s",
+        "autoscaler",
+    }
+    r.only(data, "platform", keys)
+    port = r.integer(data, "port", "platform", 0)
+    if port > 65535:
+        raise r.fail("platform.port", f"must be a TCP port (0 picks a free one), got {port}")
+    autoscaler_raw = r.strings(data.get("autoscaler"), "platform.autoscaler")
+    try:
+        autoscaler = AutoscalerConfig.from_config_map(autoscaler_raw)
+    except ScalingConfigError as exc:
+        raise r.fail("platform.autoscaler", str(exc)) from None
+    return PlatformConfig(
+        host=r.string(data, "host", "platform", "127.0.0.1"),
+        port=port,
+        queue_depth=r.integer(data, "queue_depth", "platform", 1000, low=1),
+        request_timeout_s=r.number(data, "request_timeout_s", "platform", 60.0, low=0.001),
+        ready_timeout_s=r.number(data, "ready_timeout_s", "platform", 120.0, low=0.001),
+        drain_timeout_s=r.number(data, "drain_timeout_s", "platform", 30.0),
+        autoscaler=autoscaler,
+    )
+
+
+def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> FunctionConfig:
+    path = f"functions.{name}"
+    if not NAME_PATTERN.match(name):
+        raise r.fail(path, "function names must be DNS labels (a-z, 0-9, '-'; at most 63)")
+    data = r.mapping(raw, path)
+    keys = {
+        "model",
+        "variant",
+        "threads",
+        "max_batch",
+        "container_concurrency",
+        "timeout_s",
+        "cold_start_extra_s",
+        "annotations",
+        "resources",
+        "image",
+        "slo_ms",
+        "late",
+    }
+    r.only(data, path, keys)
+    model = r.string(data, "model", path, None)
+    from functions.registry import KINDS
+
+    if model not in KINDS:
+        raise r.fail(f"{path}.model", f"unknown model {model!r}; known: {', '.join(sorted(KINDS))}")
+    variant = r.string(data, "variant", path, "cpu")
+    if variant not in VARIANTS:
+        raise r.fail(f"{path}.variant", f"must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    concurrency = r.integer(data, "container_concurrency", path, 1)
+    if concurrency > 1000:
+        raise r.fail(f"{path}.container_concurrency", f"must be at most 1000, got {concurrency}")
+    timeout = r.integer(data, "timeout_s", path, 300, low=1)
+    if timeout > 600:
+        raise r.fail(f"{path}.timeout_s", f"must be at most 600 (Knative's max), got {timeout}")
+    annotations = r.strings(data.get("annotations"), f"{path}.annotations")
+    try:
+        scaling = resolve_spec(annotations, container_concurrency=concurrency, config=autoscaler)
+    except ScalingConfigError as exc:
+        raise r.fail(f"{path}.annotations", str(exc)) from None
+    res = r.mapping(data.get("resources"), f"{path}.resources")
+    r.only(res, f"{path}.resources", {"requests", "limits"})
+    image = data.get("image")
+    if image is not None and not isinstance(image, str):
+        raise r.fail(f"{path}.image", f"must be a string, got {image!r}")
+    slo_ms = None
+    if "slo_ms" in data:
+        slo_ms = r.number(data, "slo_ms", path, 0.0)
+        if slo_ms <= 0:
+            raise r.fail(f"{path}.slo_ms", f"must be positive, got {slo_ms:g}")
+    late = r.string(data, "late", path, "serve")
+    if late not in LATE:
+        raise r.fail(f"{path}.late", f"must be one of {', '.join(LATE)}, got {late!r}")
+    return FunctionConfig(
+        name=name,
+        model=model,
+        variant=variant,
+        threads=r.integer(data, "threads", path, 1, low=1),
+        max_batch=r.integer(data, "max_batch", path, 64, low=1),
+        container_concurrency=concurrency,
+        timeout_s=timeout,
+        cold_start_extra_s=r.number(data, "cold_start_extra_s", path, 0.0),
+        annotations=annotations,
+        resources=Resources(
+            requests=r.strings(res.get("requests"), f"{path}.resources.requests"),
+            limits=r.strings(res.get("limits"), f"{path}.resources.limits"),
+        ),
+        image=image,
+        slo_ms=slo_ms,
+        late=late,
+        scaling=scaling,
+    )
+
+
+def _app(r: Reader, name: str, raw: Any, functions: Mapping[str, FunctionConfig]) -> AppConfig:
+    path = f"apps.{name}"
+    if not NAME_PATTERN.match(name):
+        raise r.fail(path, "app names must be DNS labels (a-z, 0-9, '-'; at most 63)")
+    data = r.mapping(raw, path)
+    r.only(data, path, {"stages", "slo_ms", "percentile"})
+    stages = data.get("stages")
+    if not isinstance(stages, list) or not stages:
+        raise r.fail(f"{path}.stages", f"must be a non-empty list of functions, got {stages!r}")
+    for i, stage in enumerate(stages):
+        if stage not in functions:
+            raise r.fail(f"{path}.stages[{i}]", f"no function named {stage!r}")
+    kinds = [functions[stage].model for stage in stages]
+    from functions.edges import NoEdge, check_chain
+
+    try:
+        check_chain(kinds)
+    except NoEdge as exc:
+        raise r.fail(f"{path}.stages", f"{' -> '.join(stages)}: {exc}") from None
+    slo = r.number(data, "slo_ms", path, 0.0)
+    if slo <= 0:
+        raise r.fail(f"{path}.slo_ms", f"must be positive, got {slo:g}")
+    percentile = r.number(data, "percentile", path, 95.0)
+    if not 0 < percentile <= 100:
+        raise r.fail(f"{path}.percentile", f"must be within (0, 100], got {percentile:g}")
+    return AppConfig(name=name, stages=tuple(stages), slo_ms=slo, percentile=percentile)
+
+
+def _aimd(r: Reader, raw: Any) -> AIMDConfig:
+    """Only the keys given: the rest stay None and take the mode's own values."""
+    path = "adapter.aimd"
+    data = r.mapping(raw, path)
+    r.only(data, path, {f.name for f in fields(AIMDConfig)})
+
+    def number(key: str, low: float = 0.0) -> float | None:
+        return r.number(data, key, path, 0.0, low=low) if key in data else None
+
+    def integer(key: str) -> int | None:
+        return r.integer(data, key, path, 1, low=1) if key in data else None
+
+    mult = number("mult")
+    if mult is not None and not 0 < mult < 1:
+        raise r.fail(f"{path}.mult", f"must be within (0, 1), got {mult:g}")
+    fraction = number("p95_fraction")
+    if fraction is not None and not 0 < fraction <= 1:
+        raise r.fail(f"{path}.p95_fraction", f"must be within (0, 1], got {fraction:g}")
+    return AIMDConfig(
+        initial=integer("initial"),
+        minimum=integer("minimum"),
+        add=number("add", low=0.001),
+        mult=mult,
+        period_s=number("period_s", low=0.1),
+        miss_threshold=number("miss_threshold"),
+        p95_fraction=fraction,
+        timeout_ratio_threshold=number("timeout_ratio_threshold"),
+    )
+
+
+def _adapter(r: Reader, raw: Any) -> AdapterConfig:
+    path = "adapter"
+    data = r.mapping(raw, path)
+    r.only(data, path, {f.name for f in fields(AdapterConfig)})
+    d = AdapterConfig()
+    mode = r.string(data, "mode", path, d.mode)
+    if mode not in MODES:
+        raise r.fail(f"{path}.mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
+    port = r.integer(data, "port", path, d.port)
+    if port > 65535:
+        raise r.fail(f"{path}.port", f"must be a TCP port (0 picks a free one), got {port}")
+    records = data.get("records")
+    if records is not None and not isinstance(records, str):
+        raise r.fail(f"{path}.records", f"must be a file path, got {records!r}")
+    platform_url = data.get("platform_url")
+    if platform_url is not None and (
+        not isinstance(platform_url, str) or not platform_url.startswith(("http://", "https://"))
+    ):
+        raise r.fail(f"{path}.platform_url", f"must be an http(s) URL, got {platform_url!r}")
+    return AdapterConfig(
+        host=r.string(data, "host", path, d.host),
+        port=port,
+        mode=mode,
+        max_queue=r.integer(data, "max_queue", path, d.max_queue, low=1),
+        max_body_bytes=r.integer(data, "max_body_bytes", path, d.max_body_bytes, low=1),
+        records=records,
+        platform_url=platform_url,
+        platform=choice(r, data, "platform", path, PLATFORMS, d.platform),
+        namespace=optional_string(r, data, "namespace", path),
+        ingress=optional_string(r, data, "ingress", path),
+        max_wait_ms=None
+        if data.get("max_wait_ms") is None
+        else r.number(data, "max_wait_ms", path, 0.0),
+        wait_utilization=fraction(r, data, "wait_utilization", path, d.wait_utilization),
+        path_margin_ms=r.number(data, "path_margin_ms", path, d.path_margin_ms),
+        stage_policy=_stage_policy(r, data, path, d.stage_policy),
+        aimd=_aimd(r, data.get("aimd")),
+        advisor=advisor_settings(r, data.get("advisor")),
+    )
+
+
+def advisor_settings(
+    r: Reader, raw: Any, path: str = "adapter.advisor", *, enabled: bool = False
+) -> AdvisorSettings:
+    """The advisor's settings under ``path`` (the simulator reads its own with this too); a
+    number left out stays None and takes the advisor's own default."""
+    data = r.mapping(raw, path)
+    d = AdvisorSettings(enabled=enabled)
+    r.only(data, path, {f.name for f in fields(AdvisorSettings)})
+
+    def number(key: str, low: float = 0.0) -> float | None:
+        return r.number(data, key, path, 0.0, low=low) if key in data else None
+
+    def optional_flag(key: str) -> bool | None:
+        return flag(r, data, key, path, True) if key in data else None
+
+    burst_u = number("burst_u")
+    if burst_u is not None and burst_u < 1:
+        raise r.fail(f"{path}.burst_u", f"must be >= 1 (a headroom factor), got {burst_u:g}")
+    return AdvisorSettings(
+        enabled=flag(r, data, "enabled", path, d.enabled),
+        tick_s=r.number(data, "tick_s", path, d.tick_s, low=0.001),
+        burst_u=burst_u,
+        history_s=number("history_s", low=1.0),
+        min_scale_in_gap_s=number("min_scale_in_gap_s"),
+        default_setup_s=number("default_setup_s", low=0.0),
+        keep_alive=flag(r, data, "keep_alive", path, d.keep_alive),
+        floor_at_current=optional_flag("floor_at_current"),
+    )
+
+
+def _policy_name(name: str) -> str | None:
+    """``name`` spelled as the stage policy it names (case-insensitive), or None."""
+    wanted = name.strip().lower()
+    return next((p for p in STAGE_POLICIES if p.lower() == wanted), None)
+
+
+def _stage_policy(r: Reader, data: Mapping[str, Any], path: str, default: str) -> str:
+    raw = r.string(data, "stage_policy", path, default)
+    name = _policy_name(raw)
+    if name is None:
+        raise r.fail(
+            f"{path}.stage_policy",
+            f"stage policy must be one of {', '.join(STAGE_POLICIES)}, got {raw!r}",
+        )
+    return name
+
+
+def parse_modes(text: Any, where: str = "modes", *, app: bool = False) -> tuple[str, ...]:
+    """A list (or comma-separated string) of experiment modes, checked.
+
+    A function's modes are ``direct``, ``mlproxy`` and ``slackwise``. An app's are ``mlproxy``,
+    ``slackwise`` and the stage policies of :mod:`adapter.policies.slack` (``direct`` has no
+    orchestrator
+    to walk a chain); policy names are case-insensitive and come back spelled as defined.
+    """
+    known = (
+        (*EXPERIMENT_MODES[1:], ADVISOR_MODE, *STAGE_POLICIES)
+        if app
+        else (*EXPERIMENT_MODES, ADVISOR_MODE)
+    )
+    items = text.split(",") if isinstance(text, str) else text
+    if not isinstance(items, list | tuple) or not items:
+        raise ValueError(f"{where}: must list some of {', '.join(known)}, got {text!r}")
+    modes: list[str] = []
+    for raw in items:
+        mode = str(raw).strip()
+        if mode not in known and app:
+            mode = _policy_name(mode) or mode
+        if mode not in known:
+            raise ValueError(f"{where}: unknown mode {mode!r}; expected some of {', '.join(known)}")
+        modes.append(mode)
+    return tuple(modes)
+
+
+def _experiment(
+    r: Reader,
+    raw: Any,
+    functions: Mapping[str, FunctionConfig],
+    apps: Mapping[str, AppConfig],
+) -> ExperimentConfig:
+    path = "experiment"
+    data = r.mapping(raw, path)
+    r.only(data, path, {f.name for f in fields(ExperimentConfig)})
+    function: str | None = None
+    app: str | None = None
+    if ("function" in data) == ("app" in data):
+        raise r.fail(path, "name exactly one target: 'function' or 'app'")
+    if "function" in data:
+        function = r.string(data, "function", path, None)
+        if function not in functions:
+            raise r.fail(f"{path}.function", f"no function named {function!r}")
+    else:
+        app = r.string(data, "app", path, None)
+        if app not in apps:
+            raise r.fail(f"{path}.app", f"no app named {app!r}")
+    max_rps = r.number(data, "max_rps", path, 0.0)
+    if max_rps <= 0:
+        raise r.fail(f"{path}.max_rps", f"must be positive, got {max_rps:g}")
+    step_s = r.number(data, "step_s", path, 1.0)
+    if step_s <= 0:
+        raise r.fail(f"{path}.step_s", f"must be positive, got {step_s:g}")
+    duration_s = r.number(data, "duration_s", path, 120.0)
+    if duration_s <= 0:
+        raise r.fail(f"{path}.duration_s", f"must be positive, got {duration_s:g}")
+    default = APP_EXPERIMENT_MODES if app else EXPERIMENT_MODES
+    try:
+        modes = parse_modes(data.get("modes", list(default)), app=app is not None)
+    except ValueError as exc:
+        raise r.fail(f"{path}.modes", str(exc).partition(": ")[2]) from None
+    return ExperimentConfig(
+        function=function,
+        app=app,
+        trace=r.string(data, "trace", path, None),
+        max_rps=max_rps,
+        start_s=r.number(data, "start_s", path, 0.0),
+        duration_s=duration_s,
+        step_s=step_s,
+        seed=r.integer(data, "seed", path, 1),
+        modes=modes,
+        settle_s=r.number(data, "settle_s", path, 5.0),
+    )
+
+
+def parse_config(raw: Any, source: str = "<config>") -> Config:
+    """Validate an already-parsed YAML document."""
+    r = Reader(source)
+    data = r.mapping(raw, "(top level)")
+    r.only(data, "", {"platform", "functions", "apps", "adapter", "experiment"})
+    platform = _platform(r, data.get("platform"))
+    fn_raw = r.mapping(data.get("functions"), "functions")
+    if not fn_raw:
+        raise r.fail("functions", "at least one function is needed")
+    functions = {
+        name: _function(r, name, spec, platform.autoscaler) for name, spec in fn_raw.items()
+    }
+    app_raw = r.mapping(data.get("apps"), "apps")
+    apps = {name: _app(r, name, spec, functions) for name, spec in app_raw.items()}
+    adapter = _adapter(r, data.get("adapter"))
+    experiment = None
+    if data.get("experiment") is not None:
+        experiment = _experiment(r, data["experiment"], functions, apps)
+    return Config(
+        source=source,
+        platform=platform,
+        functions=functions,
+        apps=apps,
+        adapter=adapter,
+        experiment=experiment,
+    )
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a YAML config file."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    return parse_config(raw, source)

@@ -1,0 +1,203 @@
+"""The deployment's typed model: platform, functions, apps, the adapter and an experiment.
+
+Frozen data, built by :mod:`core.config.loader`; live runs and the simulator read it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from core.scaling import AutoscalerConfig, ScalingSpec
+
+NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+VARIANTS = ("cpu", "gpu")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resources:
+    """Kubernetes resource requests and limits for one function container."""
+
+    requests: Mapping[str, str] = field(default_factory=dict)
+    limits: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FunctionConfig:
+    """One function: which model, how it runs, and its Knative scaling annotations."""
+
+    name: str
+    model: str
+    variant: str = "cpu"
+    threads: int = 1
+    max_batch: int = 64
+    container_concurrency: int = 1
+    timeout_s: int = 300
+    cold_start_extra_s: float = 0.0
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    resources: Resources = field(default_factory=Resources)
+    image: str | None = None
+    slo_ms: float | None = None
+    late: str = "serve"
+    scaling: ScalingSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppConfig:
+    """A chain of functions with one end-to-end latency SLO at a percentile."""
+
+    name: str
+    stages: tuple[str, ...]
+    slo_ms: float
+    percentile: float = 95.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlatformConfig:
+    """The local platform: where its gateway listens and how the activator buffers."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    queue_depth: int = 1000
+    request_timeout_s: float = 60.0
+    ready_timeout_s: float = 120.0
+    drain_timeout_s: float = 30.0
+    autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
+
+
+MODES = ("slackwise", "mlproxy")
+#: what happens to a request that cannot make its deadline: served anyway, answered with 503
+#: once its deadline has passed before dispatch, or (Swayam §3.3) refused at admission when the
+#: queue ahead of it predicts it will finish late
+LATE = ("serve", "prune", "predict")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AIMDConfig:
+    """Overrides of the mode's AIMD on the maximum batch size (MLProxy Algorithm 2), per function.
+
+    A field left ``None`` takes the mode's own value (:mod:`adapter.policies.modes` is the one
+    source of AIMD defaults); MLProxy's baseline always keeps its published settings.
+    """
+
+    initial: int | None = None
+    minimum: int | None = None
+    add: float | None = None
+    mult: float | None = None
+    period_s: float | None = None
+    miss_threshold: float | None = None
+    p95_fraction: float | None = None
+    timeout_ratio_threshold: float | None = None
+
+    def overrides(self) -> dict[str, float]:
+        """The fields that are set, by name."""
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdvisorSettings:
+    """The autoscaling advisor (Swayam): pins each function's minimum replicas ahead of demand.
+
+    Off by default; ``slackwise serve --advisor`` or ``enabled: true`` turns it on. The numbers map
+    onto :class:`adapter.policies.advisor.AdvisorConfig`; one left ``None`` takes that class's
+    default (the one source of the advisor's defaults; see docs/advisor.md).
+    """
+
+    enabled: bool = False
+    #: seconds between decisions
+    tick_s: float = 1.0
+    burst_u: float | None = None
+    history_s: float | None = None
+    min_scale_in_gap_s: float | None = None
+    #: the setup time assumed until cold starts have been measured
+    default_setup_s: float | None = None
+    #: keep one replica warm across idle gaps the histogram says are short (hybrid keep-alive)
+    keep_alive: bool = True
+    #: never forecast below the recent rate (a 500 s regression lags a step in load)
+    floor_at_current: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdapterConfig:
+    """The adapter in front of the functions."""
+
+    host: str = "127.0.0.1"
+    port: int = 8700
+    mode: str = "slackwise"
+    max_queue: int = 10000
+    max_body_bytes: int = 16 * 1024 * 1024
+    records: str | None = None
+    platform_url: str | None = None
+    #: where the functions run: the local platform, or Knative Services in ``namespace``
+    platform: str = "local"
+    namespace: str | None = None
+    ingress: str | None = None
+    max_wait_ms: float | None = None
+    #: slackwise mode waits for company only while the slots could not keep up with smaller
+    #: batches at this busy fraction (adapter.policies.batching rule 6)
+    wait_utilization: float = 0.7
+    #: the part of the path margin nobody in the adapter can time (the client's legs), in ms
+    path_margin_ms: float = 1.0
+    #: how chains split their SLO over stages and batch (GS, ED-*, EDF-*, FIFO-NB:
+    #: adapter.policies.slack)
+    stage_policy: str = "GS"
+    aimd: AIMDConfig = field(default_factory=AIMDConfig)
+    advisor: AdvisorSettings = field(default_factory=AdvisorSettings)
+
+
+EXPERIMENT_MODES = ("direct", "mlproxy", "slackwise")
+#: the full adapter with the autoscaling advisor on (not run unless asked for)
+ADVISOR_MODE = "slackwise+advisor"
+#: how chains split their SLO over stages and batch; :mod:`adapter.policies.slack` defines each
+#: (a test holds the two lists equal)
+STAGE_POLICIES = (
+    "FIFO-NB", "ED-NB", "ED-30", "ED-50", "ED-DYN", "EDF-NB", "EDF-30", "EDF-50", "EDF-DYN", "GS",
+)  # fmt: skip
+#: an app experiment compares stage policies by default (GrandSLAM Figs. 11-12)
+APP_EXPERIMENT_MODES = ("FIFO-NB", "ED-DYN", "EDF-DYN", "GS")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentConfig:
+    """One trace replayed through each mode (``slackwise experiment``), against one function
+    or, with ``app``, one chain; an app's modes may be stage policies (``GS``, ``EDF-DYN``...)."""
+
+    function: str | None = None
+    app: str | None = None
+    trace: str
+    max_rps: float
+    start_s: float = 0.0
+    duration_s: float = 120.0
+    step_s: float = 1.0
+    seed: int = 1
+    modes: tuple[str, ...] = EXPERIMENT_MODES
+    settle_s: float = 5.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """The whole file."""
+
+    source: str
+    platform: PlatformConfig
+    functions: Mapping[str, FunctionConfig]
+    apps: Mapping[str, AppConfig]
+    adapter: AdapterConfig = field(default_factory=AdapterConfig)
+    experiment: ExperimentConfig | None = None
+
+    def slo_ms(self, function: str) -> float | None:
+        """The function's own SLO, else the tightest SLO of a one-stage app that is it, else the
+        tightest SLO of any app it is a stage of (a request sent to it alone then gets the
+        whole of that chain's budget)."""
+        fn = self.functions[function]
+        if fn.slo_ms is not None:
+            return fn.slo_ms
+        own = [a.slo_ms for a in self.apps.values() if a.stages == (function,)]
+        if own:
+            return min(own)
+        chains = [a.slo_ms for a in self.apps.values() if function in a.stages]
+        return min(chains) if chains else None
+
+
+PLATFORMS = ("local", "knative")

@@ -1,0 +1,105 @@
+"""Reading typed values out of a parsed YAML document, naming the file and key path in errors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["ConfigError", "Reader", "choice", "flag", "fraction", "optional_string"]
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message names the file, the key and the value."""
+
+
+class Reader:
+    """Reads typed values out of nested mappings, naming the file and key path in errors."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, path: str, message: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {path}: {message}")
+
+    def mapping(self, value: Any, path: str) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.fail(path, f"must be a mapping, got {value!r}")
+        for key in value:
+            if not isinstance(key, str):
+                raise self.fail(path, f"keys must be strings, got {key!r}")
+        return value
+
+    def only(self, data: Mapping[str, Any], path: str, allowed: set[str]) -> None:
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            where = f"{path}.{unknown[0]}" if path else unknown[0]
+            raise self.fail(where, f"unknown key; expected one of {', '.join(sorted(allowed))}")
+
+    def integer(
+        self, data: Mapping[str, Any], key: str, path: str, default: int, *, low: int = 0
+    ) -> int:
+        value = data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(f"{path}.{key}", f"must be an integer, got {value!r}")
+        if value < low:
+            raise self.fail(f"{path}.{key}", f"must be >= {low}, got {value}")
+        return value
+
+    def number(
+        self, data: Mapping[str, Any], key: str, path: str, default: float, *, low: float = 0.0
+    ) -> float:
+        value = data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(f"{path}.{key}", f"must be a number, got {value!r}")
+        if value < low:
+            raise self.fail(f"{path}.{key}", f"must be >= {low:g}, got {value}")
+        return float(value)
+
+    def string(self, data: Mapping[str, Any], key: str, path: str, default: str | None) -> str:
+        value = data.get(key, default)
+        if not isinstance(value, str) or not value:
+            raise self.fail(f"{path}.{key}", f"must be a non-empty string, got {value!r}")
+        return value
+
+    def strings(self, value: Any, path: str) -> dict[str, str]:
+        data = self.mapping(value, path)
+        out: dict[str, str] = {}
+        for key, item in data.items():
+            if not isinstance(item, str):
+                raise self.fail(f"{path}.{key}", f"must be a string (quote it), got {item!r}")
+            out[key] = item
+        return out
+
+
+def choice(
+    r: Reader, data: Mapping[str, Any], key: str, path: str, allowed: tuple[str, ...], default: str
+) -> str:
+    value = r.string(data, key, path, default)
+    if value not in allowed:
+        raise r.fail(f"{path}.{key}", f"must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def optional_string(r: Reader, data: Mapping[str, Any], key: str, path: str) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise r.fail(f"{path}.{key}", f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def fraction(r: Reader, data: Mapping[str, Any], key: str, path: str, default: float) -> float:
+    value = r.number(data, key, path, default)
+    if not 0.0 < value <= 1.0:
+        raise r.fail(f"{path}.{key}", f"must be in (0, 1], got {value:g}")
+    return value
+
+
+def flag(r: Reader, data: Mapping[str, Any], key: str, path: str, default: bool) -> bool:
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise r.fail(f"{path}.{key}", f"must be true or false, got {value!r}")
+    return value

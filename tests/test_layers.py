@@ -1,0 +1,82 @@
+"""The house rules that keep the layers (docs/architecture.md): no import circles anywhere in
+the project, and modules small enough to hold one concept. The import contracts themselves are
+``lint-imports`` in ``make lint`` (``[tool.importlinter]`` in pyproject.toml)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("adapter", "core", "functions", "knative", "traces", "loadtests", "simulator")
+#: the most lines a module may have before it must be split along its concepts
+MAX_LINES = 450
+
+
+def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    grandchildren = sorted(graph.find_modules_directly_imported_by(child))
+                    work.append((child, iter(grandchildren)))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_circles() -> None:
+    graph = grimp.build_graph(*PACKAGES, cache_dir=None)
+    # a package's __init__ re-exporting its modules is not a circle of concepts
+    for module in list(graph.modules):
+        for imported in list(graph.find_modules_directly_imported_by(module)):
+            if imported == module.rpartition(".")[0] or module == imported.rpartition(".")[0]:
+                graph.remove_import(importer=module, imported=imported)
+    assert _cycles(graph) == []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_modules_stay_small(package: str) -> None:
+    too_big = {
+        str(path.relative_to(ROOT)): n
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert too_big == {}
