@@ -18,19 +18,10 @@ import math
 from collections import OrderedDict
 
 __all__ = [
-    "FRONTENDS",
-    "FRONTEND_ID",
-    "FRONTEND_WINDOW_S",
-    "PASSED_ON",
     "FrontendTally",
     "parse_window",
 ]
 
-FRONTEND_ID = "x-frontend-id"
-FRONTEND_WINDOW_S = "x-frontend-window-s"
-FRONTENDS = "x-frontends"
-#: the request headers a platform passes on to the replica it picks (the gossip's own)
-PASSED_ON = frozenset((FRONTEND_ID, FRONTEND_WINDOW_S))
 #: the window when a request names none (seconds)
 DEFAULT_WINDOW_S = 60.0
 

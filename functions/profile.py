@@ -33,9 +33,9 @@ from typing import Any
 import httpx
 import numpy as np
 
+from functions.headers import COMPUTE_MS
 from functions.profile_format import ColdStart, LatencyStat, LinearFit, Machine, Profile
 from functions.registry import KINDS, create_model
-from functions.runtime import COMPUTE_MS
 from functions.server_process import ServerProcess, ServerStartError
 
 logger = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ Routes:
   ``{"predictions": [...]}``; bad input is 400 with a reason, a model failure 500 with a reason.
 - ``GET /v1/models/{name}`` answers 200 when the model is loaded and healthy, 503 while loading.
 
-Every predict response carries the headers the adapter reads (names in :data:`HEADERS`): the
+Every predict response carries the headers the adapter reads (names in :data:`FUNCTION_ANSWER`): the
 batch's compute time, whether this was the first request the process served (cold), the process
 start time (epoch seconds) and the model load time. A request that names its adapter
 (``x-frontend-id``) also gets ``x-frontends``: how many distinct adapters this process heard from
@@ -37,20 +37,22 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from functions.gossip import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS, FrontendTally, parse_window
+from functions.gossip import FrontendTally, parse_window
+from functions.headers import (
+    BATCH_SIZE,
+    COLD_START,
+    COMPUTE_MS,
+    FRONTEND_ID,
+    FRONTEND_WINDOW_S,
+    FRONTENDS,
+    IN_FLIGHT,
+    MODEL_LOAD_MS,
+    PROCESS_START,
+)
 from functions.model import InvalidInput, Model
 
 logger = logging.getLogger(__name__)
 
-#: response header names shared with the adapter and the local platform
-COMPUTE_MS = "x-compute-ms"
-COLD_START = "x-cold-start"
-PROCESS_START = "x-process-start"
-MODEL_LOAD_MS = "x-model-load-ms"
-BATCH_SIZE = "x-batch-size"
-#: predict requests inside this process when this one arrived, itself included
-IN_FLIGHT = "x-in-flight"
-HEADERS = (COMPUTE_MS, COLD_START, PROCESS_START, MODEL_LOAD_MS, BATCH_SIZE, IN_FLIGHT, FRONTENDS)
 
 #: the largest request body accepted, in bytes
 MAX_BODY_BYTES = 64 * 1024 * 1024

@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from adapter.serving.app import create_app
+from core.clock import VirtualClock
 from core.config import Config, parse_config
 from knative.local.events import ReplicaCounts
 
@@ -163,51 +163,72 @@ def test_a_crash_mid_batch_answers_every_member_with_an_error() -> None:
     assert all("disconnected" in r.json()["error"] for r in responses)
 
 
+def on_virtual_time(
+    cfg: Config,
+    handler: Callable[[httpx.Request], Awaitable[httpx.Response]],
+    scenario: Callable[[Any, httpx.AsyncClient, VirtualClock], Awaitable[None]],
+) -> None:
+    """Run ``scenario(app, client, clock)`` against the adapter in process, on virtual time: the
+    upstream's sleeps, the dispatch timeouts and the busy polls all cost no wall time."""
+    clock = VirtualClock()
+
+    async def main() -> None:
+        app = create_app(cfg, view=FakeView(1), transport=httpx.MockTransport(handler), clock=clock)
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://a") as c:
+                await scenario(app, c, clock)
+
+    clock.run(main())
+
+
+def predict(
+    c: httpx.AsyncClient, instance: Any, slo_ms: float | None = None
+) -> asyncio.Task[httpx.Response]:
+    headers = {} if slo_ms is None else {"x-slo-ms": str(slo_ms)}
+    return asyncio.ensure_future(
+        c.post("/v1/models/echo:predict", json={"instances": [instance]}, headers=headers)
+    )
+
+
+async def slow(request: httpx.Request) -> httpx.Response:
+    """Every batch takes 300 ms (virtual)."""
+    await asyncio.sleep(0.3)
+    return echo(request)
+
+
 def test_late_requests_are_pruned_when_the_function_says_so() -> None:
-    async def slow(request: httpx.Request) -> httpx.Response:
-        await asyncio.sleep(0.3)
-        return echo(request)
+    async def scenario(app: Any, c: httpx.AsyncClient, clock: VirtualClock) -> None:
+        # the first request holds the only slot for 300 ms; the second, due in 50 ms, expires
+        first = predict(c, 1)
+        await asyncio.sleep(0.01)
+        assert app.state.adapter.dispatchers["echo"].inflight == 1
+        second = await predict(c, 2, slo_ms=50)
+        assert second.status_code == 503 and "deadline passed" in second.json()["error"]
+        assert clock.now() < 0.3  # answered when it expired, not when the slot freed
+        assert (await first).status_code == 200
 
     cfg = config(function={"late": "prune", "max_batch": 1}, aimd={"initial": 1})
-    app = create_app(cfg, view=FakeView(1), transport=httpx.MockTransport(slow))
-    with TestClient(app) as c, ThreadPoolExecutor(2) as pool:
-        # the first request holds the only slot for 300 ms; the second, due in 50 ms, expires
-        first = pool.submit(c.post, "/v1/models/echo:predict", json={"instances": [1]})
-        while app.state.adapter.dispatchers["echo"].inflight == 0:
-            time.sleep(0.001)
-        second = c.post("/v1/models/echo:predict", json={"instances": [2]},
-                        headers={"x-slo-ms": "50"})  # fmt: skip
-        assert first.result().status_code == 200
-    assert second.status_code == 503
-    assert "deadline passed" in second.json()["error"]
+    on_virtual_time(cfg, slow, scenario)
 
 
 def test_a_request_predicted_to_finish_late_is_refused_at_admission() -> None:
-    # Swayam's pruning: batches of one take ~300 ms (the model learns it from the first batch);
-    # with one slot busy and requests queued ahead, a 200 ms request cannot make it
-    async def slow(request: httpx.Request) -> httpx.Response:
-        await asyncio.sleep(0.3)
-        return echo(request)
+    # Swayam's pruning: batches of one take 300 ms (the model learns it from the first batch);
+    # with one slot busy and requests queued ahead, a 400 ms request cannot make it
+    async def scenario(app: Any, c: httpx.AsyncClient, clock: VirtualClock) -> None:
+        assert (await predict(c, 0)).status_code == 200  # teaches the model 300 ms
+        ahead = [predict(c, i) for i in range(3)]
+        await asyncio.sleep(0.01)
+        assert len(app.state.adapter.dispatchers["echo"].queue) == 2  # and one in flight
+        refused = await predict(c, 9, slo_ms=400)
+        assert refused.status_code == 503
+        assert "prunes predicted-late requests" in refused.json()["error"]
+        roomy = predict(c, 8)  # its 5 s SLO leaves room: admitted
+        assert [r.status_code for r in await asyncio.gather(*ahead, roomy)] == [200] * 4
 
     cfg = config(function={"late": "predict", "max_batch": 1, "slo_ms": 5000},
                  aimd={"initial": 1})  # fmt: skip
-    app = create_app(cfg, view=FakeView(1), transport=httpx.MockTransport(slow))
-    with TestClient(app) as c, ThreadPoolExecutor(4) as pool:
-        c.post("/v1/models/echo:predict", json={"instances": [0]})  # teaches the model 300 ms
-        ahead = [pool.submit(c.post, "/v1/models/echo:predict", json={"instances": [i]})
-                 for i in range(3)]  # fmt: skip
-        give_up = time.monotonic() + 10
-        while len(app.state.adapter.dispatchers["echo"].queue) < 2:
-            assert time.monotonic() < give_up, "the requests ahead never queued"
-            time.sleep(0.001)
-        # two batches of ~300 ms wait ahead of it, plus its own: it cannot finish within 400 ms
-        refused = c.post("/v1/models/echo:predict", json={"instances": [9]},
-                         headers={"x-slo-ms": "400"})  # fmt: skip
-        roomy = pool.submit(c.post, "/v1/models/echo:predict", json={"instances": [8]})
-        assert all(f.result().status_code == 200 for f in ahead)
-        assert roomy.result().status_code == 200  # its 5 s SLO leaves room: admitted
-    assert refused.status_code == 503
-    assert "prunes predicted-late requests" in refused.json()["error"]
+    on_virtual_time(cfg, slow, scenario)
 
 
 def test_every_admitted_request_is_answered_exactly_once_whatever_the_upstream_does() -> None:
@@ -244,73 +265,73 @@ def test_every_admitted_request_is_answered_exactly_once_whatever_the_upstream_d
 def test_deadline_order_serves_the_tightest_deadline_first() -> None:
     order: list[int] = []
 
-    def record(request: httpx.Request) -> httpx.Response:
+    async def record(request: httpx.Request) -> httpx.Response:
         order.extend(json.loads(request.content)["instances"])
-        return echo(request)
+        return await slow(request)
 
-    async def scenario() -> None:
-        app = create_app(
-            config(aimd={"initial": 1}, function={"max_batch": 1}),
-            view=FakeView(1),
-            transport=httpx.MockTransport(record),
-        )
-        async with app.router.lifespan_context(app):
-            dispatcher = app.state.adapter.dispatchers["echo"]
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://a") as c:
-                dispatcher.inflight = 1  # hold the only slot while the queue fills
-                sends = [
-                    asyncio.create_task(
-                        c.post("/v1/models/echo:predict", json={"instances": [slo]},
-                               headers={"x-slo-ms": str(slo)})
-                    )
-                    for slo in (400, 100, 300, 200)
-                ]  # fmt: skip
-                while len(dispatcher.queue) < 4:
-                    await asyncio.sleep(0.005)
-                dispatcher.inflight = 0
-                dispatcher._wake.set()
-                await asyncio.gather(*sends)
+    async def scenario(app: Any, c: httpx.AsyncClient, clock: VirtualClock) -> None:
+        first = predict(c, 0)  # holds the only slot for 300 ms while the queue fills
+        await asyncio.sleep(0.01)
+        rest = [predict(c, slo, slo_ms=slo) for slo in (4000, 1000, 3000, 2000)]
+        await asyncio.sleep(0.01)
+        assert len(app.state.adapter.dispatchers["echo"].queue) == 4
+        assert all(r.status_code == 200 for r in await asyncio.gather(first, *rest))
 
-    asyncio.run(scenario())
-    assert order == [100, 200, 300, 400]
+    cfg = config(aimd={"initial": 1}, function={"max_batch": 1, "slo_ms": 5000})
+    on_virtual_time(cfg, record, scenario)
+    assert order == [0, 1000, 2000, 3000, 4000]
 
 
 def test_a_client_that_disconnects_leaves_the_queue() -> None:
     seen: list[list[int]] = []
-    release = asyncio.Event()
 
     async def held(request: httpx.Request) -> httpx.Response:
         seen.append(json.loads(request.content)["instances"])
-        await release.wait()
-        return echo(request)
+        return await slow(request)
 
-    async def scenario() -> None:
-        from knative.local.gateway import serve_in_loop
+    clock = VirtualClock()
 
+    async def call(app: Any, instance: int, gone: asyncio.Event | None = None) -> list[Any]:
+        """One predict straight through the ASGI interface; ``gone`` set means the client
+        hung up (the server's receive() then says http.disconnect)."""
+        body = json.dumps({"instances": [instance]}).encode()
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                 "method": "POST", "scheme": "http", "path": "/v1/models/echo:predict",
+                 "raw_path": b"/v1/models/echo:predict", "query_string": b"", "root_path": "",
+                 "headers": [(b"content-type", b"application/json")],
+                 "client": ("127.0.0.1", 1), "server": ("a", 80)}  # fmt: skip
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+        sent: list[Any] = []
+
+        async def receive() -> dict[str, Any]:
+            if messages:
+                return messages.pop()
+            await (gone.wait() if gone is not None else asyncio.Event().wait())
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await app(scope, receive, send)
+        return sent
+
+    async def main() -> None:
         cfg = config(function={"max_batch": 4})
-        app = create_app(cfg, view=FakeView(1), transport=httpx.MockTransport(held))
-        server, task, port = await serve_in_loop(app, "127.0.0.1", 0)
-        url = f"http://127.0.0.1:{port}/v1/models/echo:predict"
-        dispatcher = app.state.adapter.dispatchers["echo"]
-        try:
-            async with httpx.AsyncClient(trust_env=False) as c:
-                first = asyncio.create_task(c.post(url, json={"instances": [1]}, timeout=10))
-                while not seen:  # the only slot is now busy
-                    await asyncio.sleep(0.005)
-                with pytest.raises(httpx.ReadTimeout):
-                    await c.post(url, json={"instances": [2]}, timeout=0.3)
-                for _ in range(200):  # the adapter notices the disconnect
-                    if dispatcher.queue.items and dispatcher.queue.items[0].cancelled:
-                        break
-                    await asyncio.sleep(0.005)
-                release.set()
-                assert (await first).status_code == 200
-                third = await c.post(url, json={"instances": [3]}, timeout=10)
-                assert third.status_code == 200
-        finally:
-            server.should_exit = True
-            await task
-        assert seen == [[1], [3]]  # the abandoned request never reached the function
+        app = create_app(cfg, view=FakeView(1), transport=httpx.MockTransport(held), clock=clock)
+        async with app.router.lifespan_context(app):
+            dispatcher = app.state.adapter.dispatchers["echo"]
+            first = asyncio.ensure_future(call(app, 1))
+            await asyncio.sleep(0.01)  # the only slot is now busy
+            gone = asyncio.Event()
+            second = asyncio.ensure_future(call(app, 2, gone))
+            await asyncio.sleep(0.01)
+            assert len(dispatcher.queue) == 1
+            gone.set()  # the client hangs up while its request waits
+            await second
+            assert dispatcher.queue.items[0].cancelled or not dispatcher.queue
+            assert (await first)[0]["status"] == 200
+            third = await call(app, 3)
+            assert third[0]["status"] == 200
 
-    asyncio.run(scenario())
+    clock.run(main())
+    assert seen == [[1], [3]]  # the abandoned request never reached the function

@@ -18,7 +18,8 @@ from adapter.policies.latency import LatencyModel
 from adapter.serving.autoscaling import Autoscaling
 from adapter.serving.platform_view import PinUnsupported
 from core.config import AdvisorSettings, Config, ConfigError, parse_config
-from functions.gossip import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS, FrontendTally, parse_window
+from functions.gossip import FrontendTally, parse_window
+from functions.headers import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS
 from knative.cluster.client import MIN_SCALE, KnativeClient, KnativeView
 from knative.cluster.fake_api import FakeKubernetes
 from knative.local.events import ReplicaCounts

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.policies.batching import BatchDecision, PendingItem, decide
+from adapter.policies.batching import BatchDecision, decide
 from adapter.policies.latency import LatencyModel
+from adapter.policies.queue import QueuedRequest
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,8 @@ class Linear:
         return self.a_ms + self.b_ms * n
 
 
-def item(deadline: float, arrival: float = 0.0, size: int = 1) -> PendingItem:
-    return PendingItem(deadline=deadline, arrival=arrival, size=size)
+def item(deadline: float, arrival: float = 0.0, size: int = 1) -> QueuedRequest:
+    return QueuedRequest(deadline=deadline, arrival=arrival, size=size)
 
 
 def test_empty_queue_waits_for_arrivals() -> None:
@@ -182,7 +183,7 @@ def test_bad_input_is_refused() -> None:
 
 
 pending = st.builds(
-    PendingItem,
+    QueuedRequest,
     deadline=st.floats(min_value=-0.05, max_value=0.5),
     arrival=st.floats(min_value=-0.5, max_value=0.0),
     size=st.integers(min_value=1, max_value=6),
@@ -191,7 +192,7 @@ pending = st.builds(
 
 def check_invariants(
     now: float,
-    queue: Sequence[PendingItem],
+    queue: Sequence[QueuedRequest],
     model: Linear,
     limit: int,
     decision: BatchDecision,
@@ -274,7 +275,7 @@ def check_invariants(
     max_wait_s=st.none() | st.floats(min_value=0.0, max_value=0.2),
 )
 def test_decision_invariants(
-    queue: list[PendingItem],
+    queue: list[QueuedRequest],
     now: float,
     a_ms: float,
     b_ms: float,
@@ -312,7 +313,7 @@ def test_decision_invariants(
     limit=st.integers(min_value=1, max_value=16),
 )
 def test_waiting_until_wake_at_then_dispatches_or_waits_again_later(
-    queue: list[PendingItem], a_ms: float, b_ms: float, limit: int
+    queue: list[QueuedRequest], a_ms: float, b_ms: float, limit: int
 ) -> None:
     queue.sort(key=lambda p: p.deadline)
     model = Linear(a_ms, b_ms)

@@ -11,15 +11,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from functions.digits.model import DigitsClassifier
+from functions.headers import BATCH_SIZE, COLD_START, COMPUTE_MS, MODEL_LOAD_MS, PROCESS_START
 from functions.model import InvalidInput, Model
-from functions.runtime import (
-    BATCH_SIZE,
-    COLD_START,
-    COMPUTE_MS,
-    MODEL_LOAD_MS,
-    PROCESS_START,
-    create_app,
-)
+from functions.runtime import create_app
 
 READY_TIMEOUT_S = 30.0
 

@@ -6,13 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.policies.batching import BatchDecision, PendingItem, decide
+from adapter.policies.batching import BatchDecision, decide
+from adapter.policies.queue import QueuedRequest
 from adapter.policies.waiting import PathMargin, RecentRate
 from tests.test_batching import Linear
 
 
-def lone(deadline: float = 0.050) -> list[PendingItem]:
-    return [PendingItem(deadline=deadline, arrival=0.0)]
+def lone(deadline: float = 0.050) -> list[QueuedRequest]:
+    return [QueuedRequest(deadline=deadline, arrival=0.0)]
 
 
 def test_a_lone_request_at_a_low_rate_leaves_at_once() -> None:
@@ -30,7 +31,7 @@ def test_a_busy_function_waits_only_as_long_as_the_batch_it_needs_takes_to_arriv
     d = decide(0.0, lone(), Linear(2.0, 0.5), limit=64, arrival_rate=1000.0, slots=1)
     assert d.take == 0 and d.reason == "wait"
     assert d.wake_at == pytest.approx(0.009)
-    ten = [PendingItem(deadline=0.050, arrival=i / 1000) for i in range(10)]
+    ten = [QueuedRequest(deadline=0.050, arrival=i / 1000) for i in range(10)]
     d = decide(0.010, ten, Linear(2.0, 0.5), limit=64, arrival_rate=1000.0, slots=1)
     assert d == BatchDecision(take=10, instances=10, wake_at=None, reason="no_gain")
 
@@ -66,7 +67,7 @@ def test_the_path_margin_comes_off_the_dispatch_timeout() -> None:
 def test_waiting_never_passes_the_dispatch_timeout(
     rate: float, slots: int, n: int, now: float
 ) -> None:
-    queue = [PendingItem(deadline=0.050, arrival=0.0) for _ in range(n)]
+    queue = [QueuedRequest(deadline=0.050, arrival=0.0) for _ in range(n)]
     model = Linear(2.0, 0.5)
     d = decide(now, queue, model, limit=64, arrival_rate=rate, slots=slots, margin_s=0.001)
     latest = 0.050 - model.p95_ms(n + 1, now) / 1000.0 - 0.001

@@ -123,6 +123,7 @@ class AIMD:
         self._cold_aware = cold_aware
         self._cold_dominated = cold_dominated
         self._start: float | None = None
+        self._decided: AIMDDecision | None = None
         self._reset_window()
 
     def _reset_window(self) -> None:
@@ -153,8 +154,7 @@ class AIMD:
             raise ValueError(f"latency_ms must be a finite number >= 0, got {latency_ms!r}")
         if not (math.isfinite(slo_ms) and slo_ms > 0):
             raise ValueError(f"slo_ms must be > 0, got {slo_ms!r}")
-        if self._start is None:
-            self._start = now
+        self._roll(now)
         self._samples += 1
         if cold:
             self._cold += 1
@@ -166,13 +166,25 @@ class AIMD:
         self._fractions.append(latency_ms / slo_ms)
 
     def update(self, now: float) -> AIMDDecision | None:
-        """At the end of a period, decide and return the decision; otherwise ``None``."""
+        """The decision taken at the end of the period ``now`` closed, if one did since the last
+        call; otherwise ``None``.
+
+        Periods end on fixed boundaries (multiples of ``period_s`` from the first call), and a
+        window holds exactly the samples recorded before its boundary: :meth:`record` closes a
+        finished period before counting. So the limit at any time depends only on what was
+        recorded and when, never on how often the caller asks (the live loop asks on every step,
+        the simulator only when it schedules; both see the same limits)."""
+        self._roll(now)
+        decision, self._decided = self._decided, None
+        return decision
+
+    def _roll(self, now: float) -> None:
         if self._start is None:
             self._start = now
-            return None
+            return
         elapsed = now - self._start
         if elapsed < self._period_s:
-            return None
+            return
         self._start += self._period_s * math.floor(elapsed / self._period_s)
         stats = self._stats()
         self._reset_window()
@@ -189,7 +201,7 @@ class AIMD:
             self._value = max(float(self._minimum), self._value * self._mult)
         elif action == "increase":
             self._value = min(float(self._maximum), self._value + self._add)
-        return AIMDDecision(
+        self._decided = AIMDDecision(
             at=now,
             old_limit=old,
             new_limit=self.limit,

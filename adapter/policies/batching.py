@@ -74,7 +74,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-__all__ = ["BatchDecision", "LatencyEstimator", "Pending", "PendingItem", "Reason", "decide"]
+from adapter.policies.queue import Queued
+
+__all__ = ["BatchDecision", "LatencyEstimator", "Reason", "decide"]
 
 #: ``"activate"``, ``"static"`` and ``"busy"`` are never returned by :func:`decide`; they come
 #: from :func:`adapter.policies.scheduling.next_batch`: a request sent to wake a function that has
@@ -97,34 +99,12 @@ Reason = Literal[
 ]
 
 
-class Pending(Protocol):
-    """What :func:`decide` reads from a queued request (times in monotonic seconds)."""
-
-    @property
-    def deadline(self) -> float: ...
-
-    @property
-    def arrival(self) -> float: ...
-
-    @property
-    def size(self) -> int: ...
-
-
 class LatencyEstimator(Protocol):
     """The part of :class:`adapter.policies.latency.LatencyModel` that :func:`decide` uses."""
 
     def p95_ms(self, n: int, now: float) -> float: ...
 
     def estimate_ms(self, n: int) -> float: ...
-
-
-@dataclass(frozen=True, slots=True)
-class PendingItem:
-    """A plain :class:`Pending`: a request of ``size`` instances due at ``deadline``."""
-
-    deadline: float
-    arrival: float
-    size: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +128,7 @@ _EMPTY = BatchDecision(take=0, instances=0, wake_at=None, reason="empty")
 
 def decide(
     now: float,
-    queue: Sequence[Pending],
+    queue: Sequence[Queued],
     model: LatencyEstimator,
     *,
     limit: int,

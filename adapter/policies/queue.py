@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 
@@ -34,7 +35,29 @@ class Queued(Protocol):
     @property
     def cancelled(self) -> bool: ...
 
+    @property
+    def due(self) -> float:
+        """When the request as a whole must be answered (a chain's end-to-end deadline; a
+        plain request's own deadline)."""
+        ...
+
     hopeless: bool
+
+
+@dataclass(eq=False, slots=True)
+class QueuedRequest:
+    """A plain :class:`Queued` entry: ``size`` instances due at ``deadline`` (tests, tools)."""
+
+    deadline: float
+    arrival: float
+    size: int = 1
+    seq: int = 0
+    hopeless: bool = False
+    cancelled: bool = False
+
+    @property
+    def due(self) -> float:
+        return self.deadline
 
 
 T = TypeVar("T", bound=Queued)

@@ -55,18 +55,13 @@ from adapter.serving.errors import (
 )
 from adapter.serving.pending import Answer, Pending
 from adapter.serving.platform_view import LocalView, PlatformView, RemoteView
-from adapter.serving.predict_endpoint import (
-    SLO_HEADER,
-    PredictEndpoint,
-    PredictMiddleware,
-    parse_body,
-    slo_ms,
-)
+from adapter.serving.predict_endpoint import PredictEndpoint, PredictMiddleware, parse_body, slo_ms
 from adapter.serving.records import RecordWriter
 from adapter.serving.state import AdapterState
 from adapter.serving.upstream import HttpUpstream, PlatformUpstream, Upstream
 from core.clock import Clock, MonotonicClock
 from core.config import Config
+from functions.headers import SLO
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +167,7 @@ def create_app(
                 raise UnknownTarget(f"no app named {name!r}")
             body = await _read_body(request, config.adapter.max_body_bytes)
             instances = parse_body(body)
-            slo = slo_ms(request.headers.get(SLO_HEADER), chain.app.slo_ms)
+            slo = slo_ms(request.headers.get(SLO), chain.app.slo_ms)
             assert state.records is not None
             result = await chain.run(
                 instances,
@@ -289,7 +284,6 @@ def create_app(
                 aimd = tuned.aimd_for(fn.max_batch)
                 dispatcher = Dispatcher(
                     function=fn,
-                    slo_ms=slos[name],
                     preset=chosen,
                     aimd=aimd,
                     model=latency_prior(fn.model),

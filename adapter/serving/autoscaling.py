@@ -32,6 +32,7 @@ from adapter.policies.latency import LatencyModel
 from adapter.serving.platform_view import PinUnsupported, PlatformView
 from core.clock import Clock
 from core.config import AdvisorSettings, FunctionConfig
+from functions.headers import COLD_START, FRONTENDS, MODEL_LOAD_MS, PLATFORM_WAIT_MS
 
 __all__ = ["Autoscaling"]
 
@@ -122,11 +123,43 @@ class Autoscaling:
 
     async def _run(self) -> None:
         while not self._unsupported:
-            await asyncio.sleep(self.settings.tick_s)
+            await self.clock.sleep(self.settings.tick_s)
             try:
                 await self.tick()
             except Exception:  # the advisor must never take the request path down with it
                 logger.exception("advisor tick failed")
+
+    def answered(
+        self,
+        name: str,
+        headers: Mapping[str, str],
+        done: float,
+        *,
+        waited_cold: bool,
+        round_trip_ms: float,
+        batch_ms: float,
+    ) -> None:
+        """What a function's answer at ``done`` says about its setup time and its frontends.
+
+        A replica's setup takes at least its model's load time (which the function reports on
+        its first answer); a batch that waited for the start saw the rest of it as well: the
+        platform's wait, or the round trip less the batch's own ``batch_ms``."""
+        first = headers.get(COLD_START) == "1"
+        if waited_cold or first:
+            wait_ms = 0.0
+            if waited_cold:
+                try:
+                    wait_ms = float(headers[PLATFORM_WAIT_MS])
+                except (KeyError, ValueError):
+                    wait_ms = round_trip_ms - batch_ms
+            load_ms = 0.0
+            if first:
+                with contextlib.suppress(KeyError, ValueError):
+                    load_ms = float(headers[MODEL_LOAD_MS])
+            self.cold_start(name, done, max(wait_ms, load_ms) / 1000.0)
+        raw = headers.get(FRONTENDS)
+        if raw is not None and raw.isdigit():
+            self.frontends(name, done, int(raw))
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="advisor")

@@ -31,7 +31,7 @@ from adapter.serving.records import RecordWriter
 from core.clock import Clock
 from core.config import AppConfig, FunctionConfig
 from functions.edges import Edge, EdgeError, edge_for
-from knative.local.platform import ARRIVED_COLD
+from functions.headers import ARRIVED_COLD
 
 __all__ = ["Chain", "ChainResult"]
 

@@ -25,9 +25,9 @@ import orjson
 
 from adapter.serving.errors import AdapterError, BadRequest, PayloadTooLarge, UnknownTarget
 from adapter.serving.pending import Answer, Pending
+from functions.headers import ARRIVED_COLD
 from functions.model import InvalidInput
 from functions.runtime import v1_instances
-from knative.local.platform import ARRIVED_COLD
 
 if TYPE_CHECKING:
     from adapter.serving.state import AdapterState
@@ -38,7 +38,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-SLO_HEADER = "x-slo-ms"
 _PREFIX = "/v1/models/"
 _SUFFIX = ":predict"
 _JSON = (b"content-type", b"application/json")

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from functions.gossip import PASSED_ON
+from functions.headers import PASSED_ON
 from knative.local.events import PlatformEvent, ReplicaCounts
 
 

@@ -25,8 +25,7 @@ import httpx
 
 from core.clock import Clock, MonotonicClock
 from core.config import Config, FunctionConfig
-from functions.gossip import PASSED_ON
-from functions.runtime import HEADERS
+from functions.headers import ARRIVED_COLD, FUNCTION_ANSWER, PASSED_ON, PLATFORM_WAIT_MS, REPLICA
 from knative.http1 import Http1ConnectionError, Http1Timeout
 from knative.kpa import KPA
 from knative.local.activator import Activator, BufferFull, WaitTimeout
@@ -35,11 +34,6 @@ from knative.local.replica import Replica, ReplicaStartError, ReplicaState
 from knative.meter import ConcurrencyMeter
 
 logger = logging.getLogger(__name__)
-
-PLATFORM_WAIT_MS = "x-platform-wait-ms"
-#: "1" when the request arrived while its function had no ready replica: it hit a cold start
-ARRIVED_COLD = "x-arrived-cold"
-REPLICA = "x-replica"
 
 
 class UnknownFunction(KeyError):
@@ -339,7 +333,7 @@ class LocalPlatform:
         except Http1ConnectionError as exc:
             fn.ledger.errors += 1
             return _error(502, f"{replica.name} failed mid-request ({exc})")
-        headers = {h: response.headers[h] for h in HEADERS if h in response.headers}
+        headers = {h: response.headers[h] for h in FUNCTION_ANSWER if h in response.headers}
         headers["content-type"] = response.headers.get("content-type", "application/json")
         headers[PLATFORM_WAIT_MS] = f"{waited_ms:.3f}"
         headers[REPLICA] = replica.name

@@ -1,0 +1,261 @@
+"""One function's scheduling loop without the I/O: the controller the live dispatcher and the
+simulator both drive.
+
+A :class:`Controller` holds a function's queue, its batch-limit tuner (AIMD), the latency model
+its decisions read, and the counters the decisions need (batches in flight, the recent arrival
+rate, the batch sizes in use). Its three entry points take the time as an argument and return
+what to do; the caller does it:
+
+* :meth:`Controller.admit` queues an admitted request, or (``late: predict``, Swayam §3.3) says
+  it would finish late and should be refused now.
+* :meth:`Controller.step` is one scheduling step: answer the requests whose deadline passed
+  (``late: prune`` or ``predict``), tune the limit when a period ended, and pick the batch to
+  send now, or the time to look again (:class:`Step`). The caller sends ``step.batch`` and calls
+  :meth:`step` again until it says to wait.
+* :meth:`Controller.completed` feeds back a batch's answer (round trip, compute, cold) to the
+  latency model and AIMD; :meth:`Controller.released` frees its slot, whatever the outcome.
+
+The live loop (:mod:`adapter.serving.dispatcher`) adds HTTP, futures and metrics; the simulator
+(:mod:`simulator.engine`) adds virtual replicas and service times drawn from a profile. Because
+both call exactly these methods, a parity test holds them to the same batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Generic, Literal, TypeVar
+
+from adapter.policies.aimd import AIMD, AIMDDecision
+from adapter.policies.batching import BatchDecision, LatencyEstimator
+from adapter.policies.estimates import BatchSizeTracker
+from adapter.policies.latency import LatencyModel
+from adapter.policies.modes import ModePreset
+from adapter.policies.pruning import PruningConfig
+from adapter.policies.pruning import decide as prune
+from adapter.policies.queue import Queued, RequestQueue
+from adapter.policies.scheduling import next_batch
+from adapter.policies.slack import Batching, StagePolicy
+from adapter.policies.waiting import PathMargin, RecentRate
+
+__all__ = ["Controller", "Late", "LateRefusal", "Step"]
+
+T = TypeVar("T", bound=Queued)
+#: what happens to a request that cannot make its deadline (``functions.X.late``)
+Late = Literal["serve", "prune", "predict"]
+
+_PREDICTED = PruningConfig(enabled=True, mode="predicted")
+
+
+@dataclass(frozen=True, slots=True)
+class LateRefusal:
+    """Admission says no: behind the queue ahead the request would finish ``late_s`` late."""
+
+    late_s: float
+    queued: int
+
+
+@dataclass(slots=True)
+class Step(Generic[T]):
+    """What one scheduling step decided.
+
+    ``batch`` (with ``decision``) is to be sent now; otherwise look again at ``wake_at`` (None:
+    when something changes), or, ``busy``, when a slot frees. ``late`` are requests whose
+    deadline passed before dispatch, to be answered as pruned; ``tuned`` is AIMD's decision when
+    a period ended at this step (for the log).
+    """
+
+    decision: BatchDecision | None = None
+    batch: list[T] = field(default_factory=list)
+    wake_at: float | None = None
+    busy: bool = False
+    late: list[T] = field(default_factory=list)
+    tuned: AIMDDecision | None = None
+
+
+class Controller(Generic[T]):
+    """The queue and the decisions of one function (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        preset: ModePreset,
+        model: LatencyModel,
+        max_batch: int,
+        container_concurrency: int,
+        now: float,
+        aimd: AIMD | None = None,
+        stage_policy: StagePolicy | None = None,
+        reader: LatencyEstimator | None = None,
+        late: Late = "serve",
+        max_wait_s: float | None = None,
+        wait_utilization: float = 0.7,
+        path_margin_ms: float = 1.0,
+        estimate_alpha: float = 0.05,
+    ) -> None:
+        self.name = name
+        self.preset = preset
+        self.model = model
+        #: what the decisions read of the model (the simulator's reads a P95 a few batches old)
+        self.reader: LatencyEstimator = reader or model
+        self.max_batch = max_batch
+        self.container_concurrency = container_concurrency
+        self.aimd = aimd
+        self.stage_policy = stage_policy
+        self.late = late
+        self.max_wait_s = max_wait_s
+        self.wait_utilization = wait_utilization
+        if stage_policy is None:
+            self.batching: Batching = "dynamic"
+            self.deadline_aware = preset.deadline_aware
+            order = preset.order
+        else:
+            self.batching = stage_policy.batching
+            self.deadline_aware = preset.deadline_aware and stage_policy.deadline_aware
+            order = stage_policy.order
+        self.queue: RequestQueue[T] = RequestQueue(order)
+        #: the recent arrival rate and the path's own latency: whether waiting for company pays
+        self.arrivals = RecentRate()
+        self.path_margin = PathMargin(floor_ms=path_margin_ms)
+        #: the batch sizes in use, for the stage budgets of the chains through this function
+        self.batch_sizes = BatchSizeTracker(alpha=estimate_alpha)
+        self.inflight = 0
+        if aimd is not None:
+            aimd.update(now)  # its periods start now, whoever asks next
+
+    # -- admission ---------------------------------------------------------------------------
+
+    def admit(self, item: T, now: float, ready: int) -> LateRefusal | None:
+        """Queue ``item`` (arrived at ``now`` while ``ready`` replicas were ready), or refuse it
+        when this function prunes predicted-late requests and it would finish late."""
+        self.arrivals.record(now, item.size)
+        if self.late == "predict":
+            refusal = self._predicted_late(item, now, ready)
+            if refusal is not None:
+                return refusal
+        self.queue.push(item)
+        return None
+
+    def _predicted_late(self, item: T, now: float, ready: int) -> LateRefusal | None:
+        limit = self.limit()
+        due = _due(item)
+        decision = prune(
+            now,
+            due,
+            _PREDICTED,
+            position=sum(p.size for p in self.queue.items),
+            batch_limit=limit,
+            slots=max(1, self.slots(ready)),
+            batch_ms=self.reader.estimate_ms(limit),
+        )
+        if not decision.prune:
+            return None
+        return LateRefusal(late_s=(decision.expected_finish or due) - due, queued=len(self.queue))
+
+    def withdraw(self) -> None:
+        """A queued request was cancelled (its client went away); the next step drops it."""
+        self.queue.note_cancelled()
+
+    # -- scheduling --------------------------------------------------------------------------
+
+    def slots(self, ready: int) -> int:
+        """Batches the platform can hold at once: ready replicas × containerConcurrency, or one
+        while none is ready (it rides the activator and wakes the function; the rest wait)."""
+        if ready == 0:
+            return 1
+        return ready * max(1, self.container_concurrency)
+
+    def limit(self) -> int:
+        """The batch cap in instances now: AIMD's limit within the function's maximum (the
+        maximum without AIMD), or the stage policy's fixed size."""
+        aimd = self.aimd
+        dynamic = self.max_batch if aimd is None else max(1, min(aimd.limit, self.max_batch))
+        return dynamic if self.stage_policy is None else self.stage_policy.batch_limit(dynamic)
+
+    def step(self, now: float, ready: int) -> Step[T]:
+        """One scheduling step at ``now`` with ``ready`` ready replicas (see :class:`Step`)."""
+        queue = self.queue
+        queue.drop_cancelled()
+        if not queue:
+            return Step()
+        late: list[T] = []
+        if self.late != "serve":
+            late = queue.take_late(now, due=_due)
+            if not queue:
+                return Step(late=late)
+        free = self.slots(ready) - self.inflight
+        if free <= 0:
+            return Step(busy=True, late=late)
+        tuned = None if self.aimd is None else self.aimd.update(now)
+        decision = next_batch(
+            now,
+            queue,
+            self.reader,
+            batching=self.batching,
+            deadline_aware=self.deadline_aware,
+            limit=self.limit(),
+            late_limit=self.max_batch,
+            free_slots=free,
+            cold=ready == 0,
+            inflight=self.inflight,
+            max_wait_s=self.max_wait_s,
+            arrival_rate=self.arrivals.rate(now) if self.preset.wait_pays else None,
+            # one replica's slots: waiting pays when one replica could not keep up with batches
+            # this small. Judged against every ready replica, small batches would keep the
+            # fleet busy, the autoscaler would add replicas, and more replicas would make small
+            # batches look affordable: cost spirals up
+            slots=max(1, self.container_concurrency),
+            target_utilization=self.wait_utilization,
+            margin_s=self.path_margin.margin_ms() / 1000.0,
+        )
+        if decision.take == 0:
+            return Step(decision=decision, wake_at=decision.wake_at, late=late, tuned=tuned)
+        batch = queue.pop(decision.take)
+        self.inflight += 1
+        self.batch_sizes.observe(sum(item.size for item in batch))
+        return Step(decision=decision, batch=batch, late=late, tuned=tuned)
+
+    # -- feedback ----------------------------------------------------------------------------
+
+    def completed(
+        self,
+        batch: Sequence[T],
+        *,
+        now: float,
+        instances: int,
+        round_trip_ms: float,
+        compute_ms: float,
+        cold: bool,
+        timeout_dispatch: bool,
+    ) -> None:
+        """A batch of ``instances`` sent by :meth:`step` was answered at ``now``: teach the
+        latency model, and judge each member for AIMD by the mode's signal (the batch's service
+        time, or the request's response time under MLProxy). A member whose stage had no budget
+        (its chain's deadline had passed when it entered) says nothing about the batch size."""
+        self.model.observe(now, instances, compute_ms, round_trip_ms, cold=cold)
+        aimd = self.aimd
+        if aimd is None:
+            return
+        service = self.preset.aimd_signal == "service"
+        for item in batch:
+            slo_ms = (item.deadline - item.arrival) * 1000.0
+            if slo_ms <= 0.0:
+                continue
+            missed = now > item.deadline
+            aimd.record(
+                now,
+                latency_ms=round_trip_ms if service else (now - item.arrival) * 1000.0,
+                slo_ms=slo_ms,
+                missed=missed and not item.hopeless if service else missed,
+                timeout_dispatch=timeout_dispatch,
+                cold=cold,
+            )
+
+    def released(self) -> None:
+        """A batch sent by :meth:`step` is over (answered or failed): its slot is free."""
+        self.inflight -= 1
+
+
+def _due(item: Queued) -> float:
+    return item.due
