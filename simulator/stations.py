@@ -1,0 +1,131 @@
+"""What the simulator keeps per function (a :class:`Station`: the live adapter's controller, a
+virtual fleet of replicas and the counters of what happened) and per app (an :class:`AppRoute`:
+its stations in order, its SLO and the stage estimates its budgets are split by)."""
+
+from __future__ import annotations
+
+import math
+
+from adapter.policies.controller import Controller
+from adapter.policies.latency import LatencyModel
+from adapter.policies.modes import SLACKWISE
+from adapter.policies.slack import StagePolicy
+from knative.meter import ConcurrencyMeter
+from simulator.config import SimConfig, SimFunction
+from simulator.request import SimRequest
+from simulator.service import ServiceCurve
+
+__all__ = ["AppRoute", "LaggedP95", "Station"]
+
+
+class LaggedP95:
+    """A function's :class:`LatencyModel` as the scheduler reads it, with the P95 refreshed
+    every ``every`` warm batches or ``max_age_s`` of virtual time rather than after each one.
+
+    The model's P95 where a batch size's window is thin is ``estimate × spread``, and the
+    spread is a nearest-rank percentile over up to 1024 recent ratios, recomputed (a sort)
+    after every observed batch. At millions of batches that sort is most of the run; a P95 a
+    few batches old changes no decision that matters (it only sets the dispatch timeout, and
+    with ``max_wait_ms: 0`` only the timeout's label). ``estimate_ms`` is the model's own.
+    """
+
+    __slots__ = ("_cache", "_filled_at", "_filled_samples", "estimate_ms", "every", "max_age_s",
+                 "model")  # fmt: skip
+
+    def __init__(self, model: LatencyModel, *, every: int = 32, max_age_s: float = 0.25) -> None:
+        self.model = model
+        self.estimate_ms = model.estimate_ms
+        self.every = every
+        self.max_age_s = max_age_s
+        self._cache: dict[int, float] = {}
+        self._filled_at = -math.inf
+        self._filled_samples = -every
+
+    def p95_ms(self, n: int, now: float) -> float:
+        model = self.model
+        if (
+            model.warm_samples - self._filled_samples >= self.every
+            or now - self._filled_at >= self.max_age_s
+        ):
+            self._cache.clear()
+            self._filled_at = now
+            self._filled_samples = model.warm_samples
+        value = self._cache.get(n)
+        if value is None:
+            value = self._cache[n] = model.p95_ms(n, now)
+        return value
+
+
+class Station:
+    """One function: the controller the live dispatcher drives (its queue, latency model, AIMD
+    and batch sizes), and its virtual replicas."""
+
+    def __init__(
+        self,
+        fn: SimFunction,
+        curve: ServiceCurve,
+        policy: StagePolicy,
+        config: SimConfig,
+        *,
+        exact_p95: bool = False,
+    ) -> None:
+        self.name = fn.name
+        self.max_batch = fn.max_batch
+        self.concurrency = fn.container_concurrency
+        self.cold_s = curve.cold_start_s if fn.cold_start_s is None else fn.cold_start_s
+        self.medians, self.sigmas = curve.tables(
+            fn.max_batch, deterministic=config.service == "deterministic"
+        )
+        # seeded as adapter.serving.app.latency_prior seeds the live one
+        self.model = LatencyModel.from_prior(max(curve.prior_a_ms, 0.1), max(curve.prior_b_ms, 0.0))
+        self.controller: Controller[SimRequest] = Controller(
+            name=fn.name,
+            preset=SLACKWISE,
+            model=self.model,
+            reader=None if exact_p95 else LaggedP95(self.model),
+            aimd=SLACKWISE.aimd_for(fn.max_batch) if config.aimd else None,
+            stage_policy=policy,
+            max_batch=fn.max_batch,
+            container_concurrency=fn.container_concurrency,
+            now=0.0,
+            max_wait_s=None if config.max_wait_ms is None else config.max_wait_ms / 1000.0,
+            path_margin_ms=0.0,  # no path outside the batch round trip here
+            estimate_alpha=config.estimate_alpha,
+        )
+        self.meter = ConcurrencyMeter(0.0)
+        self.batches = 0
+        self.instances = 0
+        self.cold_batches = 0
+        self.cold_hits = 0
+        self.ready = 0
+        self.ready_created: list[float] = []
+        self.starting: dict[int, float] = {}
+        self.closed_s = 0.0
+        self.desired = 0
+        self.next_id = 0
+        self.parked: list[tuple[list[SimRequest], float, bool]] = []
+        #: when the latest scheduling step asked to look again (earlier asks are void)
+        self.wake_at: float | None = None
+        #: bumped whenever the batch sizes or the model change (the stage estimates then do)
+        self.version = 0
+        self.peak = 0
+
+    def replica_seconds(self, end: float) -> float:
+        """Replica-seconds from each replica's creation to its removal or ``end``."""
+        open_s = sum(end - c for c in self.ready_created) + sum(
+            end - c for c in self.starting.values()
+        )
+        return self.closed_s + open_s
+
+
+class AppRoute:
+    """One app's stations in order, its SLO, and its stage estimates (cached by version)."""
+
+    __slots__ = ("estimates", "name", "slo_s", "stations", "trackers_version")
+
+    def __init__(self, name: str, stations: list[Station], slo_s: float) -> None:
+        self.name = name
+        self.stations = stations
+        self.slo_s = slo_s
+        self.estimates: list[float] = [1.0] * len(stations)
+        self.trackers_version = -1
