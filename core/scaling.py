@@ -14,20 +14,22 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from core.durations import parse_duration
-
-GROUP = "autoscaling.knative.dev"
-KPA_CLASS = "kpa.autoscaling.knative.dev"
-WINDOW_MIN_S = 6.0
-WINDOW_MAX_S = 3600.0
-TARGET_MIN = 0.01
-METRICS = ("concurrency", "rps")
-AGGREGATIONS = ("linear", "weighted-exponential")
-#: Knative's utilization for rps targets: fixed, not a config-map key (only the annotation)
-RPS_TARGET_UTILIZATION_PERCENTAGE = 70.0
-
-
-class ScalingConfigError(ValueError):
-    """A scaling setting out of Knative's range; the message names key and value."""
+from core.scaling_values import (
+    AGGREGATIONS,
+    GROUP,
+    KPA_CLASS,
+    METRICS,
+    RPS_TARGET_UTILIZATION_PERCENTAGE,
+    TARGET_MIN,
+    WINDOW_MAX_S,
+    ScalingConfigError,
+    check_above_one,
+    check_duration_range,
+    check_range,
+    check_whole_seconds,
+    check_window,
+    convert_value,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,7 +78,7 @@ class AutoscalerConfig:
                 f"must be at least {TARGET_MIN:g}, got "
                 f"{self.container_concurrency_target_default!r} × {pct!r}"
             )
-        _range(
+        check_range(
             "requests-per-second-target-default",
             self.requests_per_second_target_default,
             TARGET_MIN,
@@ -87,38 +89,40 @@ class AutoscalerConfig:
                 "target-burst-capacity must be -1 or non-negative, "
                 f"got {self.target_burst_capacity!r}"
             )
-        _window("stable-window", self.stable_window_s, f"{self.stable_window_s:g}s")
-        _range("panic-window-percentage", self.panic_window_percentage, 1.0, 100.0)
+        check_window("stable-window", self.stable_window_s, f"{self.stable_window_s:g}s")
+        check_range("panic-window-percentage", self.panic_window_percentage, 1.0, 100.0)
         # Knative checks this range in the annotation webhook only; we check the map too.
-        _range("panic-threshold-percentage", self.panic_threshold_percentage, 110.0, 1000.0)
-        _above_one("max-scale-up-rate", self.max_scale_up_rate)
-        _above_one("max-scale-down-rate", self.max_scale_down_rate)
+        check_range("panic-threshold-percentage", self.panic_threshold_percentage, 110.0, 1000.0)
+        check_above_one("max-scale-up-rate", self.max_scale_up_rate)
+        check_above_one("max-scale-down-rate", self.max_scale_down_rate)
         if not self.scale_to_zero_grace_period_s > 0:
             raise ScalingConfigError(
                 f"scale-to-zero-grace-period must be positive, "
                 f"got {self.scale_to_zero_grace_period_s:g}s"
             )
-        _range(
+        check_range(
             "scale-to-zero-pod-retention-period",
             self.scale_to_zero_pod_retention_period_s,
             0.0,
             math.inf,
         )
-        _range("scale-down-delay", self.scale_down_delay_s, 0.0, math.inf)
-        _whole_seconds("scale-down-delay", self.scale_down_delay_s, f"{self.scale_down_delay_s:g}s")
+        check_range("scale-down-delay", self.scale_down_delay_s, 0.0, math.inf)
+        check_whole_seconds(
+            "scale-down-delay", self.scale_down_delay_s, f"{self.scale_down_delay_s:g}s"
+        )
         if self.pod_autoscaler_class != KPA_CLASS:
             raise ScalingConfigError(
                 f"pod-autoscaler-class: the local platform runs the KPA only ({KPA_CLASS}), "
                 f"got {self.pod_autoscaler_class!r}"
             )
-        _range("activator-capacity", self.activator_capacity, 1.0, math.inf)
-        _range("tick-interval", self.tick_interval_s, 0.1, 60.0)
-        _range("min-scale", self.min_scale, 0, math.inf)
-        _range("max-scale-limit", self.max_scale_limit, 0, math.inf)
+        check_range("activator-capacity", self.activator_capacity, 1.0, math.inf)
+        check_range("tick-interval", self.tick_interval_s, 0.1, 60.0)
+        check_range("min-scale", self.min_scale, 0, math.inf)
+        check_range("max-scale-limit", self.max_scale_limit, 0, math.inf)
         if self.max_scale_limit > 0:
-            _range("max-scale", self.max_scale, 1, self.max_scale_limit)
+            check_range("max-scale", self.max_scale, 1, self.max_scale_limit)
         else:
-            _range("max-scale", self.max_scale, 0, math.inf)
+            check_range("max-scale", self.max_scale, 0, math.inf)
         if self.max_scale > 0 and self.min_scale > self.max_scale:
             raise ScalingConfigError(
                 f"min-scale={self.min_scale} is greater than max-scale={self.max_scale}"
@@ -151,7 +155,7 @@ class AutoscalerConfig:
                 attr += "_s"
             if attr not in types:
                 raise ScalingConfigError(f"unknown config-autoscaler key {key!r}")
-            kwargs[attr] = _convert(key, raw, types[attr], is_time)
+            kwargs[attr] = convert_value(key, raw, types[attr], is_time)
         return cls(**kwargs)
 
 
@@ -184,59 +188,6 @@ class ScalingSpec:
         return max(TARGET_MIN, self.target * self.target_utilization)
 
 
-def _range(key: str, value: float, low: float, high: float) -> None:
-    if not (low <= value <= high):
-        bounds = f"at least {low:g}" if math.isinf(high) else f"within [{low:g}, {high:g}]"
-        raise ScalingConfigError(f"{key} must be {bounds}, got {value!r}")
-
-
-def _duration_range(key: str, seconds: float, raw: str, high: float) -> None:
-    if not (0.0 <= seconds <= high):
-        raise ScalingConfigError(f"{key} must be within [0s, {high:g}s], got {raw!r}")
-
-
-def _above_one(key: str, value: float) -> None:
-    if not value > 1.0:
-        raise ScalingConfigError(f"{key} must be greater than 1, got {value!r}")
-
-
-def _whole_seconds(key: str, seconds: float, raw: str) -> None:
-    if seconds != int(seconds):
-        raise ScalingConfigError(f"{key} must be a whole number of seconds, got {raw!r}")
-
-
-def _window(key: str, seconds: float, raw: str) -> None:
-    if not (WINDOW_MIN_S <= seconds <= WINDOW_MAX_S):
-        raise ScalingConfigError(f"{key} must be between 6s and 1h, got {raw!r}")
-    _whole_seconds(key, seconds, raw)
-
-
-#: strconv.ParseBool's spellings, as Knative's config-map parser accepts them
-_BOOLS = {
-    **dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
-    **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False),
-}
-
-
-def _convert(key: str, raw: Any, kind: str, is_time: bool) -> Any:
-    text = str(raw).strip()
-    try:
-        if is_time:
-            return parse_duration(text)
-        if kind == "bool":
-            if text not in _BOOLS:
-                raise ValueError("expected true or false")
-            return _BOOLS[text]
-        if kind == "int":
-            return int(text)
-        if kind == "str":
-            return text
-        return float(text)
-    except ValueError as exc:
-        raise ScalingConfigError(f"{key}: bad value {raw!r} ({exc})") from None
-
-
-#: Knative's older camelCase spellings; the kebab-case name wins when both are given
 _ALIASES = {
     "initial-scale": "initialScale",
     "max-scale": "maxScale",
@@ -374,7 +325,7 @@ def resolve_spec(
         fraction = cfg.container_concurrency_target_fraction
     utilization = _number(annotations, "target-utilization-percentage")
     if utilization is not None:
-        _range(f"{GROUP}/target-utilization-percentage", utilization, 1.0, 100.0)
+        check_range(f"{GROUP}/target-utilization-percentage", utilization, 1.0, 100.0)
         fraction = utilization / 100.0
 
     burst = _number(annotations, "target-burst-capacity")
@@ -387,15 +338,15 @@ def resolve_spec(
     window = cfg.stable_window_s
     if window_raw is not None:
         window = window_raw[0]
-        _window(f"{GROUP}/window", window, window_raw[1])
+        check_window(f"{GROUP}/window", window, window_raw[1])
     panic_pct = _number(annotations, "panic-window-percentage")
     if panic_pct is None:
         panic_pct = cfg.panic_window_percentage
-    _range(f"{GROUP}/panic-window-percentage", panic_pct, 1.0, 100.0)
+    check_range(f"{GROUP}/panic-window-percentage", panic_pct, 1.0, 100.0)
     panic_threshold = _number(annotations, "panic-threshold-percentage")
     if panic_threshold is None:
         panic_threshold = cfg.panic_threshold_percentage
-    _range(f"{GROUP}/panic-threshold-percentage", panic_threshold, 110.0, 1000.0)
+    check_range(f"{GROUP}/panic-threshold-percentage", panic_threshold, 110.0, 1000.0)
 
     min_scale = _integer(annotations, "min-scale")
     min_scale = cfg.min_scale if min_scale is None else min_scale
@@ -436,13 +387,13 @@ def resolve_spec(
     delay = cfg.scale_down_delay_s
     if delay_raw is not None:
         delay = delay_raw[0]
-        _duration_range(f"{GROUP}/scale-down-delay", delay, delay_raw[1], WINDOW_MAX_S)
-        _whole_seconds(f"{GROUP}/scale-down-delay", delay, delay_raw[1])
+        check_duration_range(f"{GROUP}/scale-down-delay", delay, delay_raw[1], WINDOW_MAX_S)
+        check_whole_seconds(f"{GROUP}/scale-down-delay", delay, delay_raw[1])
     retention_raw = _duration(annotations, "scale-to-zero-pod-retention-period")
     retention = cfg.scale_to_zero_pod_retention_period_s
     if retention_raw is not None:
         retention = retention_raw[0]
-        _duration_range(
+        check_duration_range(
             f"{GROUP}/scale-to-zero-pod-retention-period", retention, retention_raw[1], WINDOW_MAX_S
         )
 

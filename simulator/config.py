@@ -58,7 +58,8 @@ import yaml
 from adapter.policies.slack import POLICIES, stage_policy
 from core.config import AdvisorSettings, ConfigError, Reader
 from core.config.loader import advisor_settings
-from core.scaling import AutoscalerConfig, ScalingConfigError, ScalingSpec, resolve_spec
+from core.scaling import AutoscalerConfig, ScalingSpec, resolve_spec
+from core.scaling_values import ScalingConfigError
 
 __all__ = [
     "SCALERS",

@@ -20,8 +20,9 @@ from adapter.serving.platform_view import PinUnsupported
 from core.config import AdvisorSettings, Config, ConfigError, parse_config
 from functions.gossip import FrontendTally, parse_window
 from functions.headers import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS
-from knative.cluster.client import MIN_SCALE, KnativeClient, KnativeView
+from knative.cluster.client import MIN_SCALE, KnativeClient
 from knative.cluster.fake_api import FakeKubernetes
+from knative.cluster.view import KnativeView
 from knative.local.events import ReplicaCounts
 
 

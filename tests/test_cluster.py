@@ -18,13 +18,13 @@ from knative.cluster.client import (
     HookUnavailableError,
     InvalidResourceError,
     KnativeClient,
-    KnativeView,
     ReadyTimeoutError,
     ResourceConflictError,
     ResourceNotFoundError,
     ServiceNotReadyError,
 )
 from knative.cluster.fake_api import FakeKubernetes
+from knative.cluster.view import KnativeView
 
 NS = "ml"
 

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from core.durations import parse_duration
-from core.scaling import AutoscalerConfig, ScalingConfigError, resolve_spec
+from core.scaling import AutoscalerConfig, resolve_spec
+from core.scaling_values import ScalingConfigError
 
 G = "autoscaling.knative.dev/"
 _CONFIG_MAP = "knative/configmaps/autoscaler.yaml"

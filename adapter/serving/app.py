@@ -344,7 +344,8 @@ async def _knative_view(config: Config, stack: contextlib.AsyncExitStack) -> Pla
     kubeconfig in ``KUBECONFIG`` when the adapter runs outside the cluster)."""
     import os
 
-    from knative.cluster.client import KnativeView, connect, connect_in_cluster
+    from knative.cluster.client import connect, connect_in_cluster
+    from knative.cluster.view import KnativeView
 
     namespace = config.adapter.namespace or _pod_namespace()
     if os.environ.get("KUBERNETES_SERVICE_HOST"):

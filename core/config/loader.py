@@ -48,7 +48,8 @@ from core.config.model import (
     Resources,
 )
 from core.config.reader import ConfigError, Reader, choice, flag, fraction, optional_string
-from core.scaling import AutoscalerConfig, ScalingConfigError, resolve_spec
+from core.scaling import AutoscalerConfig, resolve_spec
+from core.scaling_values import ScalingConfigError
 
 __all__ = ["advisor_settings", "load_config", "parse_config", "parse_modes"]
 

@@ -23,20 +23,48 @@ Exceptions (all carry the values they name)::
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from knative.cluster.errors import (
+    API_ERRORS,
+    HOOK_SINCE,
+    AccessDeniedError,
+    HookUnavailableError,
+    InvalidResourceError,
+    KnativeError,
+    KubernetesApiError,
+    ReadyTimeoutError,
+    ResourceConflictError,
+    ResourceNotFoundError,
+    ServiceNotReadyError,
+)
 from knative.local.events import ReplicaCounts
+
+__all__ = [
+    "AccessDeniedError",
+    "HookUnavailableError",
+    "InvalidResourceError",
+    "KnativeClient",
+    "KnativeError",
+    "KubernetesApiError",
+    "ReadyTimeoutError",
+    "ResourceConflictError",
+    "ResourceNotFoundError",
+    "ServiceNotReadyError",
+    "connect",
+    "connect_in_cluster",
+    "parse_version",
+    "ready_condition",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -47,73 +75,9 @@ AUTOSCALING_VERSION = "v1alpha1"
 MIN_SCALE = "autoscaling.knative.dev/min-scale"
 MAX_SCALE = "autoscaling.knative.dev/max-scale"
 SERVING_NAMESPACE = "knative-serving"
-HOOK_SINCE = (1, 21)
 _VERSION_LABELS = ("app.kubernetes.io/version", "serving.knative.dev/release")
 
 Obj = dict[str, Any]
-
-
-class KnativeError(Exception):
-    """Base of every error this module raises."""
-
-
-class KubernetesApiError(KnativeError):
-    def __init__(self, status: int, resource: str, reason: str, message: str) -> None:
-        self.status = status
-        self.resource = resource
-        self.reason = reason
-        self.message = message
-        super().__init__(f"{resource}: {status} {reason}: {message}")
-
-
-class AccessDeniedError(KubernetesApiError):
-    pass
-
-
-class ResourceNotFoundError(KubernetesApiError):
-    pass
-
-
-class ResourceConflictError(KubernetesApiError):
-    pass
-
-
-class InvalidResourceError(KubernetesApiError):
-    pass
-
-
-_API_ERRORS: dict[int, type[KubernetesApiError]] = {
-    403: AccessDeniedError,
-    404: ResourceNotFoundError,
-    409: ResourceConflictError,
-    422: InvalidResourceError,
-}
-
-
-class ServiceNotReadyError(KnativeError):
-    def __init__(self, service: str, reason: str, message: str) -> None:
-        self.service = service
-        self.reason = reason
-        self.message = message
-        super().__init__(f"service {service} is not ready: {reason or 'no reason'}: {message}")
-
-
-class ReadyTimeoutError(ServiceNotReadyError):
-    def __init__(self, service: str, timeout_s: float, reason: str, message: str) -> None:
-        super().__init__(service, reason, message)
-        self.timeout_s = timeout_s
-        self.args = (
-            f"service {service} not ready after {timeout_s:g} s: "
-            f"{reason or 'no reason'}: {message or 'no message'}",
-        )
-
-
-class HookUnavailableError(KnativeError):
-    def __init__(self, version: str, detail: str = "") -> None:
-        self.version = version
-        need = ".".join(map(str, HOOK_SINCE))
-        text = f"min-scale hook unavailable on Knative {version} (needs >= {need})"
-        super().__init__(f"{text}: {detail}" if detail else text)
 
 
 def _api_error(exc: ApiException, resource: str) -> KubernetesApiError:
@@ -124,7 +88,7 @@ def _api_error(exc: ApiException, resource: str) -> KubernetesApiError:
         if isinstance(body, dict):
             reason = str(body.get("reason") or reason)
             message = str(body.get("message") or message)
-    return _API_ERRORS.get(status, KubernetesApiError)(status, resource, reason, message)
+    return API_ERRORS.get(status, KubernetesApiError)(status, resource, reason, message)
 
 
 def parse_version(text: str) -> tuple[int, int] | None:
@@ -390,83 +354,6 @@ class KnativeClient:
         body.setdefault("kind", "Service")
         body["metadata"]["namespace"] = self.namespace
         return body
-
-
-class KnativeView:
-    """The adapter's view of Knative Services, answered from the last poll.
-
-    With ``ingress`` (an address such as ``192.0.2.10`` or ``192.0.2.10:8080``), :meth:`url`
-    is ``http://INGRESS`` for every function and callers send :meth:`host_header` as ``Host``.
-    """
-
-    def __init__(
-        self,
-        client: KnativeClient,
-        functions: Sequence[str],
-        *,
-        ingress: str | None = None,
-        domain: str = "svc.cluster.local",
-        poll_s: float = 2.0,
-    ) -> None:
-        self._client = client
-        self._functions = list(functions)
-        self._ingress = ingress
-        self._domain = domain
-        self._poll_s = poll_s
-        self._urls: dict[str, str] = {}
-        self._counts: dict[str, ReplicaCounts] = {}
-        self._task: asyncio.Task[None] | None = None
-
-    def refresh(self) -> None:
-        """Read every function's URL and replicas (blocking)."""
-        for name in self._functions:
-            try:
-                self._urls[name] = self._client.url(name)
-                self._counts[name] = self._client.ready_replicas(name)
-            except KnativeError as exc:
-                logger.warning("knative poll of %s failed: %s", name, exc)
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._poll_s)
-            await asyncio.to_thread(self.refresh)
-
-    async def start(self) -> None:
-        await asyncio.to_thread(self.refresh)
-        self._task = asyncio.create_task(self._loop(), name="knative-poll")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    def url(self, function: str) -> str:
-        if self._ingress is not None:
-            return f"http://{self._ingress}"
-        if function not in self._urls:
-            self._urls[function] = self._client.url(function)
-        return self._urls[function]
-
-    def host_header(self, function: str) -> str:
-        """``<svc>.<ns>.<domain>``: the Service URL's host, else built from ``domain``."""
-        known = self._urls.get(function)
-        if known is None:
-            with contextlib.suppress(KnativeError):
-                known = self._urls[function] = self._client.url(function)
-        host = urlsplit(known).netloc if known else ""
-        return host or f"{function}.{self._client.namespace}.{self._domain}"
-
-    def replicas(self, function: str) -> ReplicaCounts:
-        return self._counts.get(function, ReplicaCounts(0, 0, 0, 0, 0))
-
-    def request_headers(self, function: str) -> dict[str, str]:
-        """``Host`` for the ingress when calling by its address (Knative's documented way)."""
-        return {"host": self.host_header(function)} if self._ingress is not None else {}
-
-    async def set_min_scale(self, function: str, replicas: int | None) -> None:
-        """Pin the function's minimum replicas through the Revision's min-scale (the hook)."""
-        await asyncio.to_thread(self._client.set_min_scale, function, replicas)
 
 
 def connect(

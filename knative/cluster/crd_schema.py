@@ -28,7 +28,8 @@ from typing import Any, TypeGuard
 
 import yaml
 
-from core.scaling import GROUP, AutoscalerConfig, ScalingConfigError, resolve_spec
+from core.scaling import AutoscalerConfig, resolve_spec
+from core.scaling_values import GROUP, ScalingConfigError
 
 API_VERSION = "serving.knative.dev/v1"
 KIND = "Service"

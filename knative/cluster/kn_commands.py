@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from core.scaling import GROUP
+from core.scaling_values import GROUP
 
 #: autoscaling annotations (without the group) that ``kn`` sets with a flag of its own
 SCALE_FLAGS = {

@@ -1,8 +1,14 @@
-"""What the platform tells its users: replica counts, events, and the cost ledger."""
+"""What the platform tells its users: replica counts, events (and their log), and the cost
+ledger."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from core.clock import Clock
 
 
 @dataclass(frozen=True)
@@ -59,3 +65,60 @@ class Ledger:
             "requests": self.requests,
             "errors": self.errors,
         }
+
+
+class EventLog:
+    """The platform's events in order, with hooks and a way to wait for one."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.events: list[PlatformEvent] = []
+        self._signal = asyncio.Event()
+        self._hooks: list[Callable[[PlatformEvent], None]] = []
+
+    def on_event(self, hook: Callable[[PlatformEvent], None]) -> None:
+        self._hooks.append(hook)
+
+    def since(self, since: int = 0, function: str | None = None) -> list[PlatformEvent]:
+        """Events with ``seq`` greater than ``since``."""
+        return [
+            e for e in self.events if e.seq > since and (function is None or e.function == function)
+        ]
+
+    async def wait(
+        self, kind: str, function: str | None = None, *, since: int = 0, timeout_s: float = 60.0
+    ) -> PlatformEvent:
+        """The first event of ``kind`` after ``since``; raises TimeoutError."""
+        async with asyncio.timeout(timeout_s):
+            while True:
+                for event in self.since(since, function):
+                    if event.kind == kind:
+                        return event
+                self._signal.clear()
+                await self._signal.wait()
+
+    def emit(
+        self,
+        function: str,
+        kind: str,
+        *,
+        replica: str = "",
+        value: float = 0.0,
+        duration_s: float = 0.0,
+        detail: str = "",
+    ) -> None:
+        event = PlatformEvent(
+            seq=len(self.events) + 1,
+            time=self.clock.now(),
+            wall=time.time(),
+            function=function,
+            kind=kind,
+            replica=replica,
+            value=value,
+            duration_s=duration_s,
+            detail=detail,
+        )
+        self.events.append(event)
+        self._signal.set()
+        for hook in self._hooks:
+            hook(event)

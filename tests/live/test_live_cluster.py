@@ -18,11 +18,11 @@ from knative.cluster.client import (
     MIN_SCALE,
     HookUnavailableError,
     KnativeClient,
-    KnativeView,
     ResourceNotFoundError,
     connect,
     parse_version,
 )
+from knative.cluster.view import KnativeView
 
 pytestmark = [
     pytest.mark.cluster,

@@ -1,0 +1,95 @@
+"""The adapter's view of Knative Services on a cluster: each function's URL and Host header, its
+replica counts (refreshed in the background), and pinning its minimum scale."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+from knative.cluster.client import KnativeClient
+from knative.cluster.errors import KnativeError
+from knative.local.events import ReplicaCounts
+
+__all__ = ["KnativeView"]
+
+logger = logging.getLogger("knative.cluster.client")
+
+
+class KnativeView:
+    """The adapter's view of Knative Services, answered from the last poll.
+
+    With ``ingress`` (an address such as ``192.0.2.10`` or ``192.0.2.10:8080``), :meth:`url`
+    is ``http://INGRESS`` for every function and callers send :meth:`host_header` as ``Host``.
+    """
+
+    def __init__(
+        self,
+        client: KnativeClient,
+        functions: Sequence[str],
+        *,
+        ingress: str | None = None,
+        domain: str = "svc.cluster.local",
+        poll_s: float = 2.0,
+    ) -> None:
+        self._client = client
+        self._functions = list(functions)
+        self._ingress = ingress
+        self._domain = domain
+        self._poll_s = poll_s
+        self._urls: dict[str, str] = {}
+        self._counts: dict[str, ReplicaCounts] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def refresh(self) -> None:
+        """Read every function's URL and replicas (blocking)."""
+        for name in self._functions:
+            try:
+                self._urls[name] = self._client.url(name)
+                self._counts[name] = self._client.ready_replicas(name)
+            except KnativeError as exc:
+                logger.warning("knative poll of %s failed: %s", name, exc)
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._poll_s)
+            await asyncio.to_thread(self.refresh)
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.refresh)
+        self._task = asyncio.create_task(self._loop(), name="knative-poll")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def url(self, function: str) -> str:
+        if self._ingress is not None:
+            return f"http://{self._ingress}"
+        if function not in self._urls:
+            self._urls[function] = self._client.url(function)
+        return self._urls[function]
+
+    def host_header(self, function: str) -> str:
+        """``<svc>.<ns>.<domain>``: the Service URL's host, else built from ``domain``."""
+        known = self._urls.get(function)
+        if known is None:
+            with contextlib.suppress(KnativeError):
+                known = self._urls[function] = self._client.url(function)
+        host = urlsplit(known).netloc if known else ""
+        return host or f"{function}.{self._client.namespace}.{self._domain}"
+
+    def replicas(self, function: str) -> ReplicaCounts:
+        return self._counts.get(function, ReplicaCounts(0, 0, 0, 0, 0))
+
+    def request_headers(self, function: str) -> dict[str, str]:
+        """``Host`` for the ingress when calling by its address (Knative's documented way)."""
+        return {"host": self.host_header(function)} if self._ingress is not None else {}
+
+    async def set_min_scale(self, function: str, replicas: int | None) -> None:
+        """Pin the function's minimum replicas through the Revision's min-scale (the hook)."""
+        await asyncio.to_thread(self._client.set_min_scale, function, replicas)

@@ -1,0 +1,210 @@
+"""The local platform's replicas: each function's KPA ticks, replicas started and drained to
+its decisions, and the ledger of what they cost (Knative's autoscaler and revision controller,
+on this machine)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from core.clock import Clock
+from core.config import FunctionConfig, PlatformConfig
+from knative.kpa import KPA
+from knative.local.activator import Activator
+from knative.local.events import EventLog, Ledger
+from knative.local.replica import Replica, ReplicaStartError, ReplicaState
+from knative.meter import ConcurrencyMeter
+
+__all__ = ["Fleet", "FunctionRuntime"]
+
+logger = logging.getLogger("knative.local.platform")
+
+
+class FunctionRuntime:
+    """One function's KPA, activator, meter, replicas and ledger."""
+
+    def __init__(self, config: FunctionConfig, queue_depth: int, now: float) -> None:
+        self.config = config
+        self.kpa = KPA(config.scaling)
+        self.activator: Activator[Replica] = Activator(
+            config.name,
+            container_concurrency=config.container_concurrency,
+            queue_depth=queue_depth,
+        )
+        self.meter = ConcurrencyMeter(now)
+        self.replicas: dict[str, Replica] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.desired = 0
+        self.pinned_min: int | None = None
+        self.ledger = Ledger()
+        self.next_index = 1
+        self.path = f"/v1/models/{config.name}:predict"
+
+    def count(self, *states: ReplicaState) -> int:
+        return sum(1 for r in self.replicas.values() if r.state in states)
+
+
+class Fleet:
+    """Every function's replicas, scaled by its KPA."""
+
+    def __init__(self, settings: PlatformConfig, clock: Clock, events: EventLog) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.events = events
+        self.functions: dict[str, FunctionRuntime] = {}
+        self.log_dir: Path | None = None
+        self.client: httpx.AsyncClient | None = None
+        self.stopping = False
+
+    def add(self, config: FunctionConfig, now: float) -> FunctionRuntime:
+        fn = FunctionRuntime(config, self.settings.queue_depth, now)
+        self.functions[config.name] = fn
+        self.tick(fn, now)
+        return fn
+
+    async def autoscale_loop(self) -> None:
+        tick_s = self.settings.autoscaler.tick_interval_s
+        next_tick = self.clock.now() + tick_s
+        while True:
+            await self.clock.sleep(min(1.0, tick_s))
+            now = self.clock.now()
+            for fn in self.functions.values():
+                sample = fn.meter.sample(now)
+                value = sample.rps if fn.config.scaling.metric == "rps" else sample.concurrency
+                fn.kpa.record(now, value)
+            if now >= next_tick:
+                next_tick = now + tick_s
+                for fn in self.functions.values():
+                    self.tick(fn, now)
+
+    def tick(self, fn: FunctionRuntime, now: float) -> None:
+        if self.stopping:
+            return
+        ready = fn.count(ReplicaState.READY)
+        current = fn.count(ReplicaState.READY, ReplicaState.STARTING)
+        decision = fn.kpa.decide(now, ready=ready, current=current, min_scale=fn.pinned_min)
+        if decision.desired != fn.desired:
+            self.events.emit(
+                fn.config.name,
+                "scale",
+                value=decision.desired,
+                detail=(
+                    f"{fn.desired} -> {decision.desired} ({decision.reason}; "
+                    f"stable {decision.stable_value:.2f}, panic {decision.panic_value:.2f})"
+                ),
+            )
+            logger.info(
+                "%s: scale %d -> %d (%s)", fn.config.name, fn.desired, decision.desired,
+                decision.reason,
+            )  # fmt: skip
+        fn.desired = decision.desired
+        self._reconcile(fn, now)
+
+    def _reconcile(self, fn: FunctionRuntime, now: float) -> None:
+        active = [
+            r
+            for r in fn.replicas.values()
+            if r.state in (ReplicaState.STARTING, ReplicaState.READY)
+        ]
+        if fn.desired > len(active):
+            for _ in range(fn.desired - len(active)):
+                self._spawn(fn, now)
+        elif fn.desired < len(active):
+            starting = [r for r in active if r.state is ReplicaState.STARTING]
+            ready = sorted(
+                (r for r in active if r.state is ReplicaState.READY), key=lambda r: r.in_flight
+            )
+            victims = (sorted(starting, key=lambda r: -r.created_at) + ready)[
+                : len(active) - fn.desired
+            ]
+            for replica in victims:
+                self._track(fn, self._drain(fn, replica))
+
+    def _track(self, fn: FunctionRuntime, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(coro)
+        fn.tasks.add(task)
+        task.add_done_callback(fn.tasks.discard)
+
+    def _spawn(self, fn: FunctionRuntime, now: float) -> None:
+        assert self.log_dir is not None
+        replica = Replica(
+            fn.config,
+            fn.next_index,
+            host=self.settings.host,
+            log_dir=self.log_dir,
+            created_at=now,
+        )
+        fn.next_index += 1
+        fn.replicas[replica.name] = replica
+        self._track(fn, self._run_replica(fn, replica))
+
+    async def _run_replica(self, fn: FunctionRuntime, replica: Replica) -> None:
+        assert self.client is not None
+        try:
+            await replica.start(self.client, ready_timeout_s=self.settings.ready_timeout_s)
+        except ReplicaStartError as exc:
+            if not replica.stopping:
+                fn.ledger.failed_starts += 1
+                replica.state = ReplicaState.FAILED
+                self.events.emit(
+                    fn.config.name, "start_failed", replica=replica.name, detail=str(exc)
+                )
+                logger.warning("%s", exc)
+            await replica.terminate(1.0)
+            self.close(fn, replica, self.clock.now())
+            if not self.stopping:
+                self.tick(fn, self.clock.now())
+            return
+        now = self.clock.now()
+        if replica.stopping:  # scaled down while it was starting
+            await replica.terminate(1.0)
+            self.close(fn, replica, now)
+            return
+        replica.state = ReplicaState.READY
+        replica.ready_at = now
+        cold_s = now - replica.created_at
+        fn.ledger.cold_starts.append(cold_s)
+        self.events.emit(fn.config.name, "cold_start", replica=replica.name, duration_s=cold_s)
+        fn.activator.add(replica)
+        assert replica.process is not None
+        code = await replica.process.wait()
+        if replica.stopping:
+            return
+        fn.activator.remove(replica)
+        replica.state = ReplicaState.FAILED
+        fn.ledger.deaths += 1
+        self.events.emit(
+            fn.config.name,
+            "replica_died",
+            replica=replica.name,
+            detail=f"exit code {code}; {replica.log_tail(3)}",
+        )
+        await replica.terminate(1.0)
+        self.close(fn, replica, self.clock.now())
+        self.tick(fn, self.clock.now())
+
+    async def _drain(self, fn: FunctionRuntime, replica: Replica) -> None:
+        was_starting = replica.state is ReplicaState.STARTING
+        replica.state = ReplicaState.DRAINING
+        fn.activator.remove(replica)
+        if was_starting:
+            replica.stopping = True  # start() notices and gives up; _run_replica closes it
+            return
+        deadline = self.clock.now() + self.settings.drain_timeout_s
+        while replica.in_flight > 0 and self.clock.now() < deadline:
+            await asyncio.sleep(0.02)
+        await replica.terminate(5.0)
+        self.close(fn, replica, self.clock.now())
+        self.events.emit(fn.config.name, "stopped", replica=replica.name)
+
+    def close(self, fn: FunctionRuntime, replica: Replica, now: float) -> None:
+        if fn.replicas.pop(replica.name, None) is None:
+            return
+        replica.stopped_at = now
+        if replica.state is not ReplicaState.FAILED:
+            replica.state = ReplicaState.STOPPED
+        fn.ledger.closed_replica_s += now - replica.created_at
