@@ -17,8 +17,7 @@ the Starlette route had: statuses from :mod:`adapter.serving.errors`, ``Server-T
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -80,7 +79,7 @@ class PredictEndpoint:
         *,
         state: AdapterState,
         slos: dict[str, float],
-        ids: itertools.count[int],
+        ids: Iterator[int],
         max_body_bytes: int,
     ) -> None:
         self.state = state

@@ -4,9 +4,13 @@ and advisor (``app.state.adapter``; the routes and the predict endpoint read it)
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from adapter.policies.modes import ModePreset
+from adapter.policies.slack import StagePolicy
 from adapter.serving.autoscaling import Autoscaling
+from adapter.serving.chains import Chain
 from adapter.serving.dispatcher import Dispatcher
 from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.platform_view import PlatformView
@@ -23,6 +27,14 @@ class AdapterState:
 
     config: Config
     clock: Clock
+    #: the serving mode and the stage policy chains run with
+    preset: ModePreset
+    stage_policy: StagePolicy
+    #: each function's SLO (ms), and each app's chain
+    slos: dict[str, float]
+    chains: dict[str, Chain]
+    #: request ids, shared by predicts and chain stages
+    ids: Iterator[int]
     metrics: AdapterMetrics = field(default_factory=AdapterMetrics)
     dispatchers: dict[str, Dispatcher] = field(default_factory=dict)
     records: RecordWriter | None = None

@@ -1,0 +1,165 @@
+"""The adapter's routes besides function predicts (which :mod:`adapter.serving.predict_endpoint`
+answers ahead of the router): app predicts through a chain, status, health and metrics. Each
+reads the running adapter from ``request.app.state.adapter``."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from adapter.serving.dispatcher import Dispatcher
+from adapter.serving.errors import AdapterError, PayloadTooLarge, UnknownTarget
+from adapter.serving.pending import Answer, Pending
+from adapter.serving.predict_endpoint import parse_body, slo_ms
+from adapter.serving.state import AdapterState
+from functions.headers import SLO
+
+__all__ = ["routes"]
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _until_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def _await_answer(
+    dispatchers: dict[str, Dispatcher], request: Request, item: Pending
+) -> Answer | None:
+    """The request's answer, or None if the client went away first (then it leaves the queue)."""
+    watcher: asyncio.Future[Any] = asyncio.ensure_future(_until_disconnect(request))
+    answer: asyncio.Future[Any] = item.future
+    try:
+        await asyncio.wait({answer, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if not item.future.done():
+        dispatchers[item.function].withdraw(item)
+        return None
+    return item.future.result()
+
+
+def _error(exc: AdapterError) -> JSONResponse:
+    return JSONResponse({"error": exc.reason}, status_code=exc.status)
+
+
+async def app_predict(request: Request) -> Response:
+    state: AdapterState = request.app.state.adapter
+    config = state.config
+    name = request.path_params["name"]
+    chain = state.chains.get(name)
+    try:
+        if chain is None:
+            raise UnknownTarget(f"no app named {name!r}")
+        body = await _read_body(request, config.adapter.max_body_bytes)
+        instances = parse_body(body)
+        slo = slo_ms(request.headers.get(SLO), chain.app.slo_ms)
+        assert state.records is not None
+        result = await chain.run(
+            instances,
+            slo,
+            dispatchers=state.dispatchers,
+            await_answer=functools.partial(_await_answer, state.dispatchers, request),
+            clock=state.clock,
+            ids=state.ids,
+            records=state.records,
+            epoch=state.epoch,
+        )
+    except AdapterError as exc:
+        return _error(exc)
+    if result is None:
+        return Response(status_code=499)
+    total_ms = (state.clock.now() - result.arrival) * 1000.0
+    return JSONResponse({"predictions": result.predictions}, headers=result.headers(total_ms))
+
+
+async def app_status(request: Request) -> Response:
+    state: AdapterState = request.app.state.adapter
+    name = request.path_params["name"]
+    chain = state.chains.get(name)
+    if chain is None:
+        return _error(UnknownTarget(f"no app named {name!r}"))
+    app = chain.app
+    return JSONResponse(
+        {
+            "name": name,
+            "stages": list(app.stages),
+            "slo_ms": app.slo_ms,
+            "percentile": app.percentile,
+            "stage_policy": state.stage_policy.name,
+            "estimates_ms": [round(e, 2) for e in chain.estimates(state.dispatchers)],
+            "stage_budgets_ms": chain.budgets_ms(state.dispatchers, state.clock.now()),
+        }
+    )
+
+
+async def model_status(request: Request) -> Response:
+    state: AdapterState = request.app.state.adapter
+    name = request.path_params["name"]
+    if name.endswith(":predict"):  # POSTs to it never reach the router (PredictMiddleware)
+        return JSONResponse(
+            {"error": f"{request.method} is not allowed here: predicts are POST"},
+            status_code=405,
+            headers={"allow": "POST"},
+        )
+    dispatcher = state.dispatchers.get(name)
+    if dispatcher is None:
+        return _error(UnknownTarget(f"no function named {name!r}"))
+    assert state.view is not None
+    counts = state.view.replicas(name)
+    return JSONResponse(
+        {
+            "name": name,
+            "ready": True,
+            "slo_ms": state.slos[name],
+            "queue": len(dispatcher.queue),
+            "inflight_batches": dispatcher.inflight,
+            "aimd_limit": dispatcher.aimd.limit,
+            "replicas": {"ready": counts.ready, "desired": counts.desired},
+            "advisor": (
+                state.autoscaling.functions[name].status()
+                if state.autoscaling is not None
+                else None
+            ),
+        }
+    )
+
+
+async def healthz(request: Request) -> Response:
+    state: AdapterState = request.app.state.adapter
+    return JSONResponse({"ok": True, "mode": state.preset.name})
+
+
+async def metrics(request: Request) -> Response:
+    state: AdapterState = request.app.state.adapter
+    return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/v1/apps/{name}:predict", app_predict, methods=["POST"]),
+        Route("/v1/apps/{name}", app_status, methods=["GET"]),
+        Route("/v1/models/{name}", model_status, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]

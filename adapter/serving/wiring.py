@@ -1,0 +1,178 @@
+"""Everything with a lifetime, started and torn down with the app: the HTTP client, the platform
+(the embedded local one, a remote one at ``adapter.platform_url``, or Knative Services), the
+upstream, the record writer, one dispatcher per function and the autoscaling advisor."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+
+from adapter.policies.latency import LatencyModel
+from adapter.serving.autoscaling import Autoscaling
+from adapter.serving.dispatcher import Dispatcher
+from adapter.serving.platform_view import LocalView, PlatformView, RemoteView
+from adapter.serving.records import RecordWriter
+from adapter.serving.state import AdapterState
+from adapter.serving.upstream import HttpUpstream, PlatformUpstream, Upstream
+from core.config import Config
+
+__all__ = ["latency_prior", "running"]
+
+logger = logging.getLogger("adapter.serving.app")
+
+#: the prior when a model has no profile: 5 ms + 1 ms per instance, refined by the first batches
+_FALLBACK_PRIOR = (5.0, 1.0)
+
+
+@contextlib.asynccontextmanager
+async def running(
+    state: AdapterState,
+    *,
+    view: PlatformView | None,
+    transport: httpx.AsyncBaseTransport | None,
+    records_path: Path | None,
+    advisor: bool | None,
+) -> AsyncIterator[None]:
+    """The adapter's parts for ``state.config``, running until the block exits."""
+    config = state.config
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(
+            httpx.AsyncClient(
+                trust_env=False,
+                transport=transport,
+                limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
+            )
+        )
+        state.view = view
+        if state.view is None and config.adapter.platform == "knative":
+            state.view = await _knative_view(config, stack)
+        if state.view is None:
+            if config.adapter.platform_url:
+                remote = RemoteView(config.adapter.platform_url, client)
+                await remote.start()
+                stack.push_async_callback(remote.stop)
+                state.view = remote
+            else:
+                from knative.local.platform import LocalPlatform
+
+                platform = await stack.enter_async_context(LocalPlatform(config))
+                state.view = LocalView(platform)
+        upstream: Upstream
+        if isinstance(state.view, LocalView) and transport is None:
+            upstream = PlatformUpstream(state.view.platform)
+        else:
+            upstream = HttpUpstream(state.view, client, lean=transport is None)
+        stack.push_async_callback(upstream.aclose)
+        path = records_path or (Path(config.adapter.records) if config.adapter.records else None)
+        state.records = RecordWriter(path)
+        state.records.start()
+        stack.push_async_callback(state.records.stop)
+        state.epoch = state.clock.now()
+        tuned = state.preset.with_aimd(config.adapter.aimd.overrides())
+        chained = {fn for app in config.apps.values() if len(app.stages) > 1
+                   for fn in app.stages}  # fmt: skip
+        for name, fn in config.functions.items():
+            aimd = tuned.aimd_for(fn.max_batch)
+            dispatcher = Dispatcher(
+                function=fn,
+                preset=state.preset,
+                aimd=aimd,
+                model=latency_prior(fn.model),
+                view=state.view,
+                upstream=upstream,
+                clock=state.clock,
+                metrics=state.metrics,
+                records=state.records,
+                max_queue=config.adapter.max_queue,
+                epoch=state.epoch,
+                max_wait_s=(
+                    None
+                    if config.adapter.max_wait_ms is None
+                    else config.adapter.max_wait_ms / 1000.0
+                ),
+                stage_policy=state.stage_policy if name in chained else None,
+                wait_utilization=config.adapter.wait_utilization,
+                path_margin_ms=config.adapter.path_margin_ms,
+            )
+            state.dispatchers[name] = dispatcher
+        if config.adapter.advisor.enabled if advisor is None else advisor:
+            state.autoscaling = _autoscaling(config, state, state.slos)
+            for dispatcher in state.dispatchers.values():
+                dispatcher.autoscaling = state.autoscaling
+                dispatcher.frontend_id = state.frontend_id
+            state.autoscaling.start()
+            stack.push_async_callback(state.autoscaling.stop)
+        for dispatcher in state.dispatchers.values():
+            dispatcher.start()
+        try:
+            yield
+        finally:
+            await asyncio.gather(*(d.stop() for d in state.dispatchers.values()))
+
+
+def latency_prior(kind: str, profiles_dir: Path | None = None) -> LatencyModel:
+    """A latency model seeded from the shipped profile of ``kind`` (HTTP batch times, see
+    :mod:`functions.profiles`) or ``profiles_dir/KIND.json``, when there is one."""
+    from functions.profile_format import ProfileFormatError, load_profile
+    from functions.profiles import packaged
+
+    path = packaged(kind) if profiles_dir is None else profiles_dir / f"{kind}.json"
+    if path.is_file():
+        try:
+            profile = load_profile(path)
+            fit = profile.linear_fit
+            return LatencyModel.from_prior(max(fit.a_ms, 0.1), max(fit.b_ms_per_item, 0.0))
+        except ProfileFormatError as exc:
+            logger.warning("ignoring profile %s: %s", path, exc)
+    return LatencyModel.from_prior(*_FALLBACK_PRIOR)
+
+
+async def _knative_view(config: Config, stack: contextlib.AsyncExitStack) -> PlatformView:
+    """Knative Services in the adapter's namespace, through the pod's service account (or the
+    kubeconfig in ``KUBECONFIG`` when the adapter runs outside the cluster)."""
+    import os
+
+    from knative.cluster.client import connect, connect_in_cluster
+    from knative.cluster.view import KnativeView
+
+    namespace = config.adapter.namespace or _pod_namespace()
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        client = await asyncio.to_thread(connect_in_cluster, namespace)
+    else:
+        client = await asyncio.to_thread(connect, namespace)
+    view = KnativeView(client, list(config.functions), ingress=config.adapter.ingress)
+    await view.start()
+    stack.push_async_callback(view.stop)
+    return view
+
+
+def _pod_namespace() -> str:
+    path = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+    try:
+        return path.read_text(encoding="utf-8").strip() or "default"
+    except OSError:
+        return "default"
+
+
+def _autoscaling(config: Config, state: AdapterState, slos: dict[str, float]) -> Autoscaling:
+    """The advisor over every function; a function's percentile is its tightest app's."""
+    assert state.view is not None
+    percentiles: dict[str, float] = {}
+    for app in config.apps.values():
+        for fn in app.stages:
+            percentiles[fn] = max(percentiles.get(fn, 0.0), app.percentile)
+    return Autoscaling(
+        settings=config.adapter.advisor,
+        functions=config.functions,
+        slos=slos,
+        models={name: d.model for name, d in state.dispatchers.items()},
+        limits={name: d.current_limit for name, d in state.dispatchers.items()},
+        view=state.view,
+        clock=state.clock,
+        percentiles=percentiles,
+    )
