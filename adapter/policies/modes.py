@@ -3,9 +3,8 @@
 Plain frozen data the adapter reads once at start-up:
 
 * ``slackwise``: queues ordered by deadline (GrandSLAM §4.3 request reordering), deadline-aware
-  :func:`adapter.policies.batching.decide` (Algorithm 1 prefix plus the MLProxy dispatch timeout),
-  and a
-  cold-aware AIMD that judges what the batch size controls: the batches' own service times
+  :func:`adapter.policies.batching.decide` (Algorithm 1 prefix plus the MLProxy dispatch
+  timeout), and a cold-aware AIMD that judges what the batch size controls: the batches' own service times
   against the SLO, and misses of requests that were dispatched in time (a request that waited
   past its slack in the queue says the function is short of capacity, not that batches are too
   big; shrinking them then only cuts throughput and deepens the queue).
@@ -13,8 +12,12 @@ Plain frozen data the adapter reads once at start-up:
   the dispatch timeout, AIMD every 30 s with +1 / ×0.8 on P95 above 80 % of the SLO or too many
   timeout dispatches, cold starts judged like any other sample.
 
-The paper leaves ``TO_thresh`` to the user; both presets use 0.9 (nearly every request left on
-a timeout, so the limit is larger than the arrival rate can fill).
+The paper leaves ``TO_thresh`` to the user. MLProxy's preset uses 0.9 (nearly every request left
+on a timeout, so the limit is larger than the arrival rate can fill); slackwise's shrinks the
+limit once half the batches leave on a timeout, and on more than 1 % of misses.
+
+These presets are the one source of AIMD defaults: a config's ``adapter.aimd`` keys override
+them (:meth:`ModePreset.with_aimd`), live and in the simulator alike.
 """
 
 from __future__ import annotations
@@ -114,7 +117,8 @@ SLACKWISE = ModePreset(
     name="slackwise",
     order="deadline",
     deadline_aware=True,
-    miss_threshold=0.05,
+    miss_threshold=0.01,
+    timeout_ratio_threshold=0.5,
     cold_aware=True,
     aimd_signal="service",
     wait_pays=True,
