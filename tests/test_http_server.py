@@ -1,4 +1,8 @@
-"""The adapter's own HTTP server (``slackwise serve``) on a real socket, with fake upstreams."""
+"""The adapter's own HTTP server (``slackwise serve``) on a real socket, with fake upstreams.
+
+Each scenario runs on a virtual clock (:class:`core.clock.VirtualClock`): the sockets are real,
+and the loop polls them before it moves time on, so the upstream's delays, the client's timeouts
+and the dispatch timers cost no wall time."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from starlette.applications import Starlette
 
 from adapter.serving.app import create_app
 from adapter.serving.http_server import serve
+from core.clock import VirtualClock
 from core.config import Config
 from tests.socket_probe import tcp_connections
 from tests.test_adapter import FakeView, config, echo
@@ -21,8 +26,12 @@ Scenario = Callable[[Starlette, int], Awaitable[None]]
 
 
 def run(scenario: Scenario, cfg: Config | None = None, handler: Any = echo) -> None:
+    clock = VirtualClock()
+
     async def main() -> None:
-        app = create_app(cfg or config(), view=FakeView(1), transport=httpx.MockTransport(handler))
+        app = create_app(
+            cfg or config(), view=FakeView(1), transport=httpx.MockTransport(handler), clock=clock
+        )
         stop = asyncio.Event()
         bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         server = asyncio.create_task(serve(app, "127.0.0.1", 0, ready=bound.set_result, stop=stop))
@@ -33,7 +42,7 @@ def run(scenario: Scenario, cfg: Config | None = None, handler: Any = echo) -> N
             stop.set()
             await asyncio.wait_for(server, 10)
 
-    asyncio.run(main())
+    clock.run(main())
 
 
 def test_predicts_status_and_metrics_over_one_keepalive_connection() -> None:
@@ -118,11 +127,10 @@ def test_a_malformed_request_is_400_and_closes() -> None:
 
 def test_a_client_that_disconnects_withdraws_its_request() -> None:
     seen: list[list[int]] = []
-    release = asyncio.Event()
 
     async def held(request: httpx.Request) -> httpx.Response:
         seen.append(json.loads(request.content)["instances"])
-        await release.wait()
+        await asyncio.sleep(1.0)  # holds the only slot for a (virtual) second
         return echo(request)
 
     async def scenario(app: Starlette, port: int) -> None:
@@ -130,15 +138,12 @@ def test_a_client_that_disconnects_withdraws_its_request() -> None:
         dispatcher = app.state.adapter.dispatchers["echo"]
         async with httpx.AsyncClient(trust_env=False) as c:
             first = asyncio.create_task(c.post(url, json={"instances": [1]}, timeout=10))
-            while not seen:  # the only slot is busy now
-                await asyncio.sleep(0.005)
+            await asyncio.sleep(0.01)
+            assert seen == [[1]]  # the only slot is busy now
             with pytest.raises(httpx.ReadTimeout):
                 await c.post(url, json={"instances": [2]}, timeout=0.3)
-            for _ in range(200):
-                if dispatcher.queue.items and dispatcher.queue.items[0].cancelled:
-                    break
-                await asyncio.sleep(0.005)
-            release.set()
+            await asyncio.sleep(0.01)
+            assert not dispatcher.queue or dispatcher.queue.items[0].cancelled
             assert (await first).status_code == 200
             assert (await c.post(url, json={"instances": [3]}, timeout=10)).status_code == 200
         assert seen == [[1], [3]]  # the abandoned request never reached the function
@@ -147,14 +152,16 @@ def test_a_client_that_disconnects_withdraws_its_request() -> None:
 
 
 def test_queued_requests_are_answered_when_the_server_stops() -> None:
-    release = asyncio.Event()
+    clock = VirtualClock()
 
     async def held(request: httpx.Request) -> httpx.Response:
-        await release.wait()
+        await asyncio.sleep(0.3)
         return echo(request)
 
     async def main() -> None:
-        app = create_app(config(), view=FakeView(1), transport=httpx.MockTransport(held))
+        app = create_app(
+            config(), view=FakeView(1), transport=httpx.MockTransport(held), clock=clock
+        )
         stop = asyncio.Event()
         bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         server = asyncio.create_task(serve(app, "127.0.0.1", 0, ready=bound.set_result, stop=stop))
@@ -163,17 +170,15 @@ def test_queued_requests_are_answered_when_the_server_stops() -> None:
         async with httpx.AsyncClient(trust_env=False) as c:
             calls = [asyncio.create_task(c.post(url, json={"instances": [i]}, timeout=20))
                      for i in range(3)]  # fmt: skip
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # one batch in flight, the rest queued behind it
             stop.set()
-            await asyncio.sleep(0.1)
-            release.set()
             answers = await asyncio.gather(*calls, return_exceptions=True)
         await asyncio.wait_for(server, 20)
         statuses = sorted(a.status_code for a in answers if isinstance(a, httpx.Response))
         assert len(statuses) == 3, answers  # every admitted request heard back
         assert set(statuses) <= {200, 503}
 
-    asyncio.run(main())
+    clock.run(main())
 
 
 def test_a_chain_walks_its_stages_through_the_server() -> None:
@@ -184,13 +189,16 @@ def test_a_chain_walks_its_stages_through_the_server() -> None:
     from tests.test_chain_route import config as chain_config
 
     upstream = Upstream()
+    clock = VirtualClock()
 
     async def slow(request: httpx.Request) -> httpx.Response:
         await asyncio.sleep(0.02)  # long enough for each stage's watcher to start listening
         return upstream(request)
 
     async def main() -> None:
-        app = create_app(chain_config(), view=ChainView(), transport=httpx.MockTransport(slow))
+        app = create_app(
+            chain_config(), view=ChainView(), transport=httpx.MockTransport(slow), clock=clock
+        )
         stop = asyncio.Event()
         bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         server = asyncio.create_task(serve(app, "127.0.0.1", 0, ready=bound.set_result, stop=stop))
@@ -207,4 +215,4 @@ def test_a_chain_walks_its_stages_through_the_server() -> None:
             stop.set()
             await server
 
-    asyncio.run(main())
+    clock.run(main())
