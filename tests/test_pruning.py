@@ -4,29 +4,29 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.policies.pruning import PruningConfig, decide, expected_finish
+from adapter.policies.pruning import PruningConfig, expected_finish, judge
 
 ON_LATE = PruningConfig(enabled=True)
 ON_PREDICTED = PruningConfig(enabled=True, mode="predicted")
 
 
 def test_off_by_default_never_prunes() -> None:
-    decision = decide(100.0, 1.0, PruningConfig())
+    decision = judge(100.0, 1.0, PruningConfig())
     assert not decision.prune and decision.reason == "disabled"
 
 
 def test_late_mode_prunes_only_past_the_deadline() -> None:
-    assert decide(10.001, 10.0, ON_LATE).prune
-    assert decide(10.001, 10.0, ON_LATE).reason == "late"
+    assert judge(10.001, 10.0, ON_LATE).prune
+    assert judge(10.001, 10.0, ON_LATE).reason == "late"
     # even a request that will surely be late is kept until its deadline (Swayam's rule)
-    on_time = decide(9.0, 10.0, ON_LATE, position=10_000, batch_ms=100.0)
+    on_time = judge(9.0, 10.0, ON_LATE, position=10_000, batch_ms=100.0)
     assert not on_time.prune and on_time.reason == "on-time"
 
 
 def test_grace_allows_a_little_lateness() -> None:
     config = PruningConfig(enabled=True, grace_ms=50.0)
-    assert not decide(10.04, 10.0, config).prune
-    assert decide(10.06, 10.0, config).prune
+    assert not judge(10.04, 10.0, config).prune
+    assert judge(10.06, 10.0, config).prune
 
 
 def test_expected_finish_counts_rounds_of_batches() -> None:
@@ -42,9 +42,9 @@ def test_expected_finish_counts_rounds_of_batches() -> None:
 
 def test_predicted_mode_prunes_a_request_that_will_miss() -> None:
     args = {"batch_limit": 4, "slots": 1, "batch_ms": 50.0}
-    keep = decide(0.0, 0.2, ON_PREDICTED, position=7, **args)  # type: ignore[arg-type]
+    keep = judge(0.0, 0.2, ON_PREDICTED, position=7, **args)  # type: ignore[arg-type]
     assert not keep.prune and keep.expected_finish == pytest.approx(0.1)
-    drop = decide(0.0, 0.2, ON_PREDICTED, position=40, **args)  # type: ignore[arg-type]
+    drop = judge(0.0, 0.2, ON_PREDICTED, position=40, **args)  # type: ignore[arg-type]
     assert drop.prune and drop.reason == "predicted-late"
     assert drop.expected_finish == pytest.approx(0.55)
 

@@ -32,7 +32,7 @@ from adapter.policies.estimates import BatchSizeTracker
 from adapter.policies.latency import LatencyModel
 from adapter.policies.modes import ModePreset
 from adapter.policies.pruning import PruningConfig
-from adapter.policies.pruning import decide as prune
+from adapter.policies.pruning import judge as prune
 from adapter.policies.queue import Queued, RequestQueue
 from adapter.policies.scheduling import next_batch
 from adapter.policies.slack import Batching, StagePolicy

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Mode", "PruneDecision", "PruneReason", "PruningConfig", "decide", "expected_finish"]
+__all__ = ["Mode", "PruneDecision", "PruneReason", "PruningConfig", "expected_finish", "judge"]
 
 Mode = Literal["late", "predicted"]
 PruneReason = Literal["disabled", "on-time", "late", "predicted-late"]
@@ -84,7 +84,7 @@ def expected_finish(
     return now + (slot_free_in_ms + (rounds + 1) * batch_ms) / 1000.0
 
 
-def decide(
+def judge(
     now: float,
     deadline: float,
     config: PruningConfig,
