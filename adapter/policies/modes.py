@@ -5,9 +5,9 @@ Plain frozen data the adapter reads once at start-up:
 * ``slackwise``: queues ordered by deadline (GrandSLAM §4.3 request reordering), deadline-aware
   :func:`adapter.policies.batching.decide` (Algorithm 1 prefix plus the MLProxy dispatch
   timeout), and a cold-aware AIMD that judges what the batch size controls: the batches' own
-  service times against the SLO, and misses of requests that were dispatched in time (a request that waited
-  past its slack in the queue says the function is short of capacity, not that batches are too
-  big; shrinking them then only cuts throughput and deepens the queue).
+  service times against the SLO, and misses of requests that were dispatched in time (a request
+  that waited past its slack in the queue says the function is short of capacity, not that
+  batches are too big; shrinking them then only cuts throughput and deepens the queue).
 * ``mlproxy``: the MLProxy baseline (SEAMS'22): FIFO queues, batches closed only by the limit or
   the dispatch timeout, AIMD every 30 s with +1 / ×0.8 on P95 above 80 % of the SLO or too many
   timeout dispatches, cold starts judged like any other sample.
