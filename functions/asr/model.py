@@ -12,7 +12,7 @@ resampled to 16 kHz, once, when they were made (Piper is not a dependency);
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from importlib.resources import files
 from typing import Any
 
 from functions.inputs import Audio, b64_encode, b64_field, wav_audio
@@ -20,7 +20,7 @@ from functions.model import Model
 
 SAMPLE_RATE = 16000
 MAX_DURATION_S = 30.0
-_SAMPLES = Path(__file__).with_name("samples")
+_SAMPLES = files("functions.asr") / "samples"
 
 
 def sample_transcripts() -> dict[str, str]:

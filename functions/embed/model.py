@@ -6,14 +6,14 @@ pieces). Output: the 384-d L2-normalised embedding as floats rounded to 6 decima
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib.resources import files
 from typing import Any
 
 from functions.inputs import text
 from functions.model import Model
 
 MAX_CHARS = 2000
-_SAMPLES = Path(__file__).with_name("samples") / "sentences.txt"
+_SAMPLES = files("functions.embed") / "samples" / "sentences.txt"
 
 
 def sample_sentences() -> list[str]:

@@ -10,7 +10,7 @@ public ImageNet-1k list shipped as ``labels.txt``.
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib.resources import files
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ from functions.inputs import b64_encode, b64_field, image_bytes, rgb_image
 from functions.model import Model
 
 TOP_K = 5
-_LABELS = Path(__file__).with_name("labels.txt")
+_LABELS = files("functions.imagenet") / "labels.txt"
 _RESIZE = 256
 _CROP = 224
 #: EfficientNet-Lite normalisation: (x - 127) / 128 on 0..255 pixels, the same for each channel

@@ -8,14 +8,14 @@ Input: one string (non-empty, at most 5,000 characters). Output:
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib.resources import files
 from typing import Any
 
 from functions.inputs import text
 from functions.model import Model
 
 MAX_CHARS = 5000
-_SAMPLES = Path(__file__).with_name("samples") / "sentences.txt"
+_SAMPLES = files("functions.ner") / "samples" / "sentences.txt"
 
 
 def sample_sentences() -> list[str]:

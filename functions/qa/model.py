@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources import files
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from functions.model import InvalidInput, Model
 
 MAX_CHARS = 1000
 MAX_CANDIDATES = 64
-_HERE = Path(__file__).parent
+_HERE = files("functions.qa")
 _PASSAGES = _HERE / "passages.txt"
 _QUESTIONS = _HERE / "samples" / "questions.json"
 
