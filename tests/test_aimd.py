@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 from typing import Any
 
 import pytest
@@ -209,12 +210,12 @@ def test_limit_stays_within_bounds(
                 cold=cold,
             )
         else:
-            before = aimd.limit
+            # the latest decision since the last call (a record past a period's end takes it)
             decision = aimd.update(now)
             if decision is not None:
-                assert decision.old_limit == before and decision.new_limit == aimd.limit
+                assert decision.new_limit == aimd.limit and decision.at <= now
                 if decision.action in ("hold-cold", "hold-idle"):
-                    assert decision.new_limit == before
+                    assert decision.new_limit == decision.old_limit
                 if decision.action == "hold-cold":
                     assert cold_aware
         assert minimum <= aimd.limit <= maximum
@@ -238,3 +239,25 @@ def test_preset_builds_its_aimd() -> None:
     assert decision.action == "decrease"  # the baseline counts cold starts
     cold_aware = SLACKWISE.aimd(initial=4, maximum=32)
     assert period(cold_aware, 0.0, latency_ms=1000.0, missed=15, cold=15).action == "hold-cold"
+
+
+def test_the_limit_does_not_depend_on_how_often_it_is_asked() -> None:
+    """Periods end on fixed boundaries: asking on every step (live) or only now and then (the
+    simulator) gives the same limits at the same times."""
+    rng = random.Random(5)
+    samples = [(i * 0.37, rng.uniform(5.0, 120.0)) for i in range(400)]
+
+    def run(ask_every: int) -> list[int]:
+        aimd = AIMD(initial=4, maximum=32, period_s=10.0, miss_threshold=0.05)
+        aimd.update(0.0)
+        limits = []
+        for i, (now, latency) in enumerate(samples):
+            if i % ask_every == 0:
+                aimd.update(now)
+            aimd.record(now, latency_ms=latency, slo_ms=100.0, missed=latency > 100.0,
+                        timeout_dispatch=False, cold=False)  # fmt: skip
+            limits.append(aimd.limit)
+        return limits
+
+    assert run(1) == run(7) == run(1000)
+    assert len(set(run(1))) > 2  # it moved
