@@ -15,6 +15,7 @@ from typing import Protocol
 
 import httpx
 
+from core.clock import Clock, MonotonicClock
 from knative.local.events import ReplicaCounts
 from knative.local.platform import LocalPlatform
 
@@ -65,8 +66,16 @@ class LocalView:
 class RemoteView:
     """A platform reached over HTTP; :meth:`start` polls every ``poll_s``."""
 
-    def __init__(self, base_url: str, client: httpx.AsyncClient, *, poll_s: float = 0.2) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        client: httpx.AsyncClient,
+        *,
+        poll_s: float = 0.2,
+        clock: Clock | None = None,
+    ) -> None:
         self._base = base_url.rstrip("/")
+        self._clock: Clock = clock or MonotonicClock()
         self._client = client
         self._poll_s = poll_s
         self._counts: dict[str, ReplicaCounts] = {}
@@ -82,7 +91,7 @@ class RemoteView:
 
     async def _loop(self) -> None:
         while True:
-            await asyncio.sleep(self._poll_s)
+            await self._clock.sleep(self._poll_s)
             try:
                 await self.refresh()
             except (httpx.HTTPError, KeyError, ValueError) as exc:

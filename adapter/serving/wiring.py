@@ -53,7 +53,7 @@ async def running(
             state.view = await _knative_view(config, stack)
         if state.view is None:
             if config.adapter.platform_url:
-                remote = RemoteView(config.adapter.platform_url, client)
+                remote = RemoteView(config.adapter.platform_url, client, clock=state.clock)
                 await remote.start()
                 stack.push_async_callback(remote.stop)
                 state.view = remote
