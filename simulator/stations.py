@@ -76,7 +76,7 @@ class Station:
         self.medians, self.sigmas = curve.tables(
             fn.max_batch, deterministic=config.service == "deterministic"
         )
-        # seeded as adapter.serving.app.latency_prior seeds the live one
+        # seeded as adapter.serving.wiring.latency_prior seeds the live one
         self.model = LatencyModel.from_prior(max(curve.prior_a_ms, 0.1), max(curve.prior_b_ms, 0.0))
         self.controller: Controller[SimRequest] = Controller(
             name=fn.name,

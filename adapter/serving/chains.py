@@ -6,7 +6,7 @@
 the dispatchers of its functions (shared with every other app that uses them). At each stage the
 request gets the deadline the policy gives it from the stages' latency estimates at the batch
 sizes in use (:func:`adapter.policies.estimates.stage_estimates`), joins that function's queue as a
-:class:`adapter.policies.queue.Pending` carrying the chain's end-to-end deadline too, and waits for
+:class:`adapter.serving.pending.Pending` carrying the chain's end-to-end deadline too, and waits for
 its
 share of a batch; its predictions then become the next stage's instances through the edge.
 

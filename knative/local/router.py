@@ -55,7 +55,7 @@ class Router:
         """Send one predict request to a replica of ``name``, buffering while none is free.
 
         ``headers`` are passed on to the replica as they are (the gateway passes the frontend
-        gossip headers, :data:`functions.gossip.FRONTEND_ID` and its window)."""
+        gossip headers, :data:`functions.headers.FRONTEND_ID` and its window)."""
         fn = self.fleet.functions.get(name)
         if fn is None:
             return _error(404, f"no function named {name!r}")
