@@ -4,8 +4,7 @@ Virtual time, one heap of events (arrival, batch done, re-decide, replica ready,
 scaler tick). Every decision is made by the object the live adapter's dispatcher drives: each
 function's :class:`adapter.policies.controller.Controller` (queue in the policy's order, latency
 model seeded from the profile's linear fit as ``adapter.serving.wiring.latency_prior`` seeds the
-live
-one, optionally the ``slackwise`` preset's AIMD, the batch sizes in use). Whenever something
+live one, optionally the ``slackwise`` preset's AIMD, the batch sizes in use). Whenever something
 changes at a function (an arrival, a finished batch, the timer its last step asked for, a replica
 becoming ready) the engine takes :meth:`Controller.step` steps until it sends nothing more, and
 feeds each finished batch back with :meth:`Controller.completed`. A request entering stage ``k``
