@@ -25,6 +25,11 @@
   start (how long a batch waited for a replica) and the function's own learning latency model;
   each tick it decides with the platform's last desired count as ``kpa_wants`` and the pin is
   the KPA's ``min_scale``: replicas = max(pin, KPA).
+* :class:`OwnedScaler` (``slackwise``) — the adapter owns the count: the same
+  ``FunctionAutoscaler``'s decision *is* the replica count (no KPA under it), one replica kept
+  while work is queued or in flight, zero when the advisor and the keep-alive both say so. A
+  request that misses its SLO (or is refused as late) triggers a decision at once (Swayam
+  Algorithm 1, lines 4–5), at most every ``min_reevaluate_s``.
 * ``kpa`` is :class:`simulator.scaling.KpaScaler` as it is.
 """
 
@@ -38,7 +43,7 @@ from adapter.policies.latency import LatencyModel
 from core.config import AdvisorSettings
 from simulator.scaling import FunctionState, KpaScaler
 
-__all__ = ["AdvisorScaler", "Clairvoyant", "window_needs"]
+__all__ = ["AdvisorScaler", "Clairvoyant", "OwnedScaler", "window_needs"]
 
 _EPS = 1e-9
 
@@ -171,6 +176,9 @@ class AdvisorScaler:
     def wake(self, now: float, function: str, inflight: int) -> None:
         self.kpa.wake(now, function, inflight)
 
+    def missed(self, now: float, function: str) -> bool:
+        return False  # the floor moves on its ticks; the KPA decides above it
+
     def decide(self, now: float, function: str, state: FunctionState) -> int:
         auto = self.functions[function]
         pin = auto.decide(now, self._desired.get(function, 0))
@@ -181,3 +189,81 @@ class AdvisorScaler:
         desired = self.kpa.decide(now, function, state)
         self._desired[function] = desired
         return desired
+
+
+class OwnedScaler:
+    """The adapter's controller owns each function's replica count (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: AdvisorSettings,
+        *,
+        slos_ms: Mapping[str, float],
+        percentiles: Mapping[str, float],
+        container_concurrency: Mapping[str, int],
+        max_scale: Mapping[str, int],
+        initial: Mapping[str, int],
+        min_reevaluate_s: float = 0.1,
+    ) -> None:
+        self.settings = settings
+        self._slos = dict(slos_ms)
+        self._percentiles = dict(percentiles)
+        self._concurrency = dict(container_concurrency)
+        self._max_scale = dict(max_scale)
+        self._initial = dict(initial)
+        self._min_reevaluate_s = min_reevaluate_s
+        self._last_urgent: dict[str, float] = {}
+        self.functions: dict[str, FunctionAutoscaler] = {}
+        #: (time, function, count) whenever the count changed, for plots and tests
+        self.counts: list[tuple[float, str, int]] = []
+        self._count: dict[str, int] = {}
+
+    @property
+    def tick_s(self) -> float | None:
+        return self.settings.tick_s
+
+    def bind(self, function: str, model: LatencyModel, limit: Callable[[], int]) -> None:
+        self.functions[function] = function_autoscaler(
+            function,
+            self.settings,
+            slo_ms=self._slos[function],
+            percentile=self._percentiles[function],
+            model=model,
+            limit=limit,
+            container_concurrency=self._concurrency[function],
+            max_scale=self._max_scale[function],
+            now=0.0,
+        )
+
+    def arrived(self, now: float, function: str, count: int) -> None:
+        self.functions[function].arrived(now, count)
+
+    def cold_start(self, now: float, function: str, seconds: float) -> None:
+        self.functions[function].cold_start(now, seconds)
+
+    def missed(self, now: float, function: str) -> bool:
+        last = self._last_urgent.get(function)
+        if last is not None and now - last < self._min_reevaluate_s:
+            return False
+        self._last_urgent[function] = now
+        return True
+
+    def initial(self, function: str) -> int:
+        n = self._initial.get(function, 0)
+        self._count[function] = n
+        return n
+
+    def observe(self, now: float, function: str, concurrency: float, rps: float) -> None:
+        return None
+
+    def wake(self, now: float, function: str, inflight: int) -> None:
+        return None
+
+    def decide(self, now: float, function: str, state: FunctionState) -> int:
+        count = self.functions[function].decide(now, 0)
+        if state.inflight or state.queued:
+            count = max(count, 1)  # work waiting always finds a server eventually
+        if count != self._count.get(function):
+            self.counts.append((now, function, count))
+            self._count[function] = count
+        return count

@@ -28,7 +28,7 @@ from typing import Any
 
 from adapter.policies.percentile import ServiceModel, min_replicas
 from adapter.policies.slack import stage_policy
-from simulator.autoscalers import AdvisorScaler, Clairvoyant, window_needs
+from simulator.autoscalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
 from simulator.compliance import compliance_pct
 from simulator.config import AutoscalingConfig, SimConfig
 from simulator.engine import Simulation, app_slos_ms
@@ -92,7 +92,7 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
         return {fn_name: window_needs(arrivals, tick_s=auto.tick_s, need=need)}
 
     bootstrap = auto.bootstrap
-    if bootstrap is None and name in ("kpa", "advisor"):
+    if bootstrap is None and name in ("kpa", "advisor", "slackwise"):
         bootstrap = Clairvoyant(
             needs(), tick_s=auto.tick_s, lookahead_s={fn_name: setup_s}
         ).initial(fn_name)
@@ -104,6 +104,15 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
     elif name == "clair_a2":
         scaler = Clairvoyant(
             needs(), tick_s=auto.tick_s, lookahead_s={fn_name: setup_s}, collect_s=auto.collect_s
+        )
+    elif name == "slackwise":
+        scaler = OwnedScaler(
+            auto.advisor,
+            slos_ms={fn_name: slo_ms},
+            percentiles={fn_name: level},
+            container_concurrency={fn_name: fn.container_concurrency},
+            max_scale={fn_name: fn.scaling.max_scale},
+            initial={fn_name: bootstrap or 0},
         )
     else:
         kpa = KpaScaler(
@@ -144,7 +153,7 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
         "peak_replicas": f.peak_replicas,
         "cold_batches": f.cold_batches,
         "duration_s": round(result.duration_s, 3),
-        "bootstrap": bootstrap if name in ("kpa", "advisor") else None,
+        "bootstrap": bootstrap if name in ("kpa", "advisor", "slackwise") else None,
         "setup_s": 0.0 if name == "clair_a1" else round(setup_s, 3),
     }  # fmt: skip
 

@@ -18,7 +18,7 @@ Schema (every key optional unless marked)::
                                       # trace's), scaled so that their peak is rate_rps
                                       # (replaces plain Poisson)
     autoscaling:                      # compare autoscalers on one single-stage app (see
-      compare: [clair_a1, clair_a2, kpa, advisor]   # simulator.comparison)
+      compare: [clair_a1, clair_a2, kpa, advisor, slackwise]   # simulator.comparison
       policy: GS                      # the stage policy every run uses
       tick_s: 1.0                     # the clairvoyant scalers' window and decision period
       collect_s: 300                  # ClairA2's lazy collection (Swayam Fig. 9: five minutes)
@@ -77,7 +77,7 @@ __all__ = [
 
 Scaling = Literal["fixed", "kpa"]
 #: the autoscalers a comparison can run (simulator.autoscalers)
-SCALERS = ("clair_a1", "clair_a2", "kpa", "advisor")
+SCALERS = ("clair_a1", "clair_a2", "kpa", "advisor", "slackwise")
 Service = Literal["lognormal", "deterministic"]
 
 

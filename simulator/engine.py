@@ -256,12 +256,19 @@ class Simulation:
 
     def _drop(self, req: SimRequest, now: float) -> None:
         """A request refused or pruned as late: answered at ``now``, a violation."""
+        self._missed(self.apps[req.app].stations[req.stage], now)
         self._outstanding -= 1
         if req.index >= self._warmup:
             self._latencies.append(now - req.started)
             self._app_of.append(req.app)
             self._index_of.append(req.index)
             self._violations += 1
+
+    def _missed(self, st: Station, now: float) -> None:
+        """A request through ``st`` missed its SLO: the scaler may want to decide at once."""
+        hooks = self._hooks
+        if hooks is not None and hooks.missed(now, st.name):
+            self._tick(st, now)
 
     # -- one function's scheduling step ------------------------------------------------------
 
@@ -363,6 +370,8 @@ class Simulation:
                     self._index_of.append(req.index)
                     if now > req.due:
                         self._violations += 1
+                if now > req.due:
+                    self._missed(st, now)
         for s in touched:
             self._schedule(s, now)
 

@@ -63,10 +63,12 @@ class Scaler(Protocol):
 class ScalerHooks(Protocol):
     """What a scaler that learns from the request path (as the live advisor does) also gets.
 
-    The engine calls these only on scalers that have all three: :meth:`bind` once per function
+    The engine calls these only on scalers that have all four: :meth:`bind` once per function
     before the run (the function's latency model, which learns from every finished batch, and
-    the batch limit in use), :meth:`arrived` for every request entering the function, and
-    :meth:`cold_start` with how long each batch that met no ready replica waited for one.
+    the batch limit in use), :meth:`arrived` for every request entering the function,
+    :meth:`cold_start` with how long each batch that met no ready replica waited for one, and
+    :meth:`missed` when a request through the function finished late or was refused as late
+    (True asks for a decision now, as Swayam's Algorithm 1 re-evaluates on a violation).
     """
 
     def bind(self, function: str, model: LatencyModel, limit: Callable[[], int]) -> None: ...
@@ -74,6 +76,8 @@ class ScalerHooks(Protocol):
     def arrived(self, now: float, function: str, count: int) -> None: ...
 
     def cold_start(self, now: float, function: str, seconds: float) -> None: ...
+
+    def missed(self, now: float, function: str) -> bool: ...
 
 
 class FixedScaler:
