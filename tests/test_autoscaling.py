@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 from adapter.policies.latency import LatencyModel
 from adapter.serving.autoscaling import Autoscaling
 from adapter.serving.platform_view import PinUnsupported
+from core.clock import VirtualClock
 from core.config import AdvisorSettings, Config, ConfigError, parse_config
 from functions.gossip import FrontendTally, parse_window
 from functions.headers import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS
@@ -43,6 +44,8 @@ class RecordingView:
     def __init__(self, kpa_wants: int = 0, *, unsupported: bool = False) -> None:
         self.kpa_wants = kpa_wants
         self.pins: list[tuple[str, int | None]] = []
+        self.counts: list[tuple[str, int | None]] = []
+        self.times: list[tuple[float, int | None]] = []
         self.unsupported = unsupported
 
     def url(self, function: str) -> str:
@@ -59,6 +62,12 @@ class RecordingView:
             raise PinUnsupported("fixed endpoint")
         self.pins.append((function, replicas))
 
+    async def set_scale(self, function: str, replicas: int | None) -> None:
+        if self.unsupported:
+            raise PinUnsupported("fixed endpoint")
+        self.counts.append((function, replicas))
+        self.times.append((asyncio.get_running_loop().time(), replicas))
+
 
 def config(**advisor: Any) -> Config:
     return parse_config(
@@ -69,7 +78,7 @@ def config(**advisor: Any) -> Config:
                     "annotations": {"autoscaling.knative.dev/max-scale": "6"},
                 },
             },
-            "adapter": {"advisor": {"enabled": True, **advisor}},
+            "adapter": {"advisor": {"enabled": True, "capacity": "floor", **advisor}},
         }
     )  # fmt: skip
 
@@ -162,7 +171,55 @@ def test_advisor_settings_are_checked_with_the_key_named() -> None:
         config(enabled="yes")
     with pytest.raises(ConfigError, match=r"adapter\.advisor\.surge"):
         config(surge=2)
-    assert config().adapter.advisor == AdvisorSettings(enabled=True)
+    assert config().adapter.advisor == AdvisorSettings(enabled=True, capacity="floor")
+    with pytest.raises(ConfigError, match=r"adapter\.advisor\.capacity: must be one of own, floor"):
+        config(capacity="kpa")
+
+
+# -- owning capacity -------------------------------------------------------------------------
+
+
+def test_owning_capacity_writes_the_count_itself_and_scales_to_zero() -> None:
+    clock, view = Clock(), RecordingView(kpa_wants=9)
+    a = autoscaling(view, clock, capacity="own", keep_alive=False, min_scale_in_gap_s=20)
+    arrive(a, clock, 100, 15)
+    counts = [n for _, n in view.counts]
+    assert view.pins == []  # no floor: the count itself
+    assert counts and max(counts) >= 2 and all(n is not None and n <= 6 for n in counts)
+    assert max(counts) < 9  # what the KPA wants does not matter
+    arrive(a, clock, 0, 120)  # silence: down to zero, not back to the KPA
+    assert view.counts[-1] == ("embed", 0)
+    asyncio.run(a.stop())
+    assert view.counts[-1] == ("embed", None)  # stopping hands the count back
+
+
+def test_owning_capacity_rewrites_an_unchanged_count_now_and_then() -> None:
+    clock, view = Clock(), RecordingView()
+    a = autoscaling(view, clock, capacity="own", keep_alive=False)
+    arrive(a, clock, 30, 40)
+    values = [n for _, n in view.counts]
+    assert any(x == y for x, y in itertools.pairwise(values))  # a restarted platform hears it
+    assert len(values) < 40 / 2  # but not on every tick
+
+
+def test_a_missed_slo_asks_for_a_decision_at_once() -> None:
+    clock, view = VirtualClock(start=1000.0), RecordingView()
+    a = autoscaling(view, clock, capacity="own", keep_alive=False, tick_s=5.0)  # type: ignore[arg-type]
+
+    async def scenario() -> list[float]:
+        a.start()
+        for i in range(50):
+            a.arrived("embed", clock.now() + i / 100, 1)
+        await asyncio.sleep(0.5)
+        a.missed("embed", clock.now())
+        a.missed("embed", clock.now() + 0.01)  # within the gap: one decision, not two
+        await asyncio.sleep(0.01)
+        decided = [when for when, _ in view.times]
+        await a.stop()
+        return decided
+
+    decided = clock.run(scenario())
+    assert decided == [1000.5]  # at the miss, long before the first 5 s tick
 
 
 # -- Knative actuation, against the in-memory API server ------------------------------------

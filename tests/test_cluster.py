@@ -13,6 +13,7 @@ import pytest
 from core.config import load_config
 from knative.cluster import cli as cluster
 from knative.cluster.client import (
+    MAX_SCALE,
     MIN_SCALE,
     AccessDeniedError,
     HookUnavailableError,
@@ -330,3 +331,35 @@ def test_cli_deploy_builds_services_from_the_config(
     assert cluster.run_deploy(_args(str(config)), client) == 0
     out = capsys.readouterr().out
     assert all(f"{name}: unchanged" in out for name in names)
+
+
+def test_owning_the_count_sets_min_and_max_scale_on_every_serving_revision(
+    fake: FakeKubernetes, client: KnativeClient
+) -> None:
+    client.apply(service("asr"))
+    client.apply(service("asr", image="registry.local/asr:2"))  # a second revision
+    assert fake.names("revisions", NS) == ["asr-00001", "asr-00002"]
+    # traffic split over both (a canary): both must carry the count
+    fake.merge("services", NS, "asr", {"status": {"traffic": [
+        {"revisionName": "asr-00001", "percent": 80},
+        {"revisionName": "asr-00002", "percent": 20},
+        {"tag": "next", "revisionName": "asr-00002", "percent": 0},
+    ]}})  # fmt: skip
+    client.set_scale("asr", 3)
+    for name in ("asr-00001", "asr-00002"):
+        revision = fake.get("revisions", NS, name)
+        assert revision is not None
+        annotations = revision["metadata"]["annotations"]
+        assert (annotations[MIN_SCALE], annotations[MAX_SCALE]) == ("3", "3")
+    client.set_scale("asr", 0)  # zero: a request can still wake one
+    revision = fake.get("revisions", NS, "asr-00002")
+    assert revision is not None
+    assert revision["metadata"]["annotations"][MAX_SCALE] == "1"
+    client.set_scale("asr", None)  # handed back: the template's own annotations
+    revision = fake.get("revisions", NS, "asr-00001")
+    assert revision is not None
+    assert revision["metadata"]["annotations"][MIN_SCALE] == "0"
+    assert revision["metadata"]["annotations"][MAX_SCALE] == "5"
+    with pytest.raises(ValueError, match="exceeds asr's max-scale 5"):
+        client.set_scale("asr", 6)
+    assert fake.names("revisions", NS) == ["asr-00001", "asr-00002"]  # no new revision

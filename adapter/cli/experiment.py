@@ -92,13 +92,17 @@ def _free_port(host: str) -> int:
 
 
 def adapter_flags(mode: str) -> list[str]:
-    """``slackwise serve`` flags for an experiment mode: a preset, or a stage policy run by the
-    slackwise preset."""
-    if mode in ("slackwise", "mlproxy"):
-        return ["--mode", mode]
+    """``slackwise serve`` flags for an experiment mode: a preset with who owns capacity, or a
+    stage policy run by the slackwise preset (capacity left to the KPA, to compare batching)."""
+    if mode == "mlproxy":
+        return ["--mode", mode, "--capacity", "kpa"]
+    if mode == "slackwise":
+        return ["--mode", mode, "--capacity", "own"]
+    if mode == "slackwise-kpa":
+        return ["--mode", "slackwise", "--capacity", "kpa"]
     if mode == ADVISOR_MODE:
-        return ["--mode", "slackwise", "--advisor"]
-    return ["--mode", "slackwise", "--stage-policy", mode]
+        return ["--mode", "slackwise", "--capacity", "floor"]
+    return ["--mode", "slackwise", "--capacity", "kpa", "--stage-policy", mode]
 
 
 async def _start_adapter(

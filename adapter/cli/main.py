@@ -76,6 +76,16 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from adapter.serving.http_server import serve
 
     config = _load(args.config)
+    advisor: bool | None = True if args.advisor else None
+    if args.capacity is not None:
+        import dataclasses
+
+        advisor = args.capacity != "kpa"
+        if advisor:
+            settings = dataclasses.replace(config.adapter.advisor, capacity=args.capacity)
+            config = dataclasses.replace(
+                config, adapter=dataclasses.replace(config.adapter, advisor=settings)
+            )
     if args.platform_url or args.platform or args.stage_policy:
         import dataclasses
 
@@ -94,7 +104,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             adapter = dataclasses.replace(adapter, stage_policy=chosen)
         config = dataclasses.replace(config, adapter=adapter)
     try:
-        app = create_app(config, mode=args.mode, advisor=True if args.advisor else None)
+        app = create_app(config, mode=args.mode, advisor=advisor)
     except ValueError as exc:
         raise SystemExit(f"slackwise: {exc}") from None
     host = args.host or config.adapter.host
@@ -252,7 +262,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--advisor",
         action="store_true",
-        help="turn the autoscaling advisor on (pins min-scale ahead of demand)",
+        help="turn the autoscaling advisor on (adapter.advisor.capacity says how it acts)",
+    )
+    serve.add_argument(
+        "--capacity",
+        choices=("kpa", "floor", "own"),
+        help="who decides the replica count: the platform's KPA alone (advisor off), the KPA "
+        "above the advisor's floor, or the advisor itself (own)",
     )
     serve.add_argument(
         "--stage-policy",

@@ -38,6 +38,11 @@ __all__ = ["Autoscaling"]
 
 logger = logging.getLogger("slackwise.advisor")
 
+#: an owned count is written again this often even when unchanged (a new revision, a restart)
+_REWRITE_S = 10.0
+#: the least time between two decisions a missed SLO asks for
+_URGENT_GAP_S = 0.1
+
 
 class Autoscaling:
     """The advisors of every function of one adapter, and the loop that applies them."""
@@ -73,6 +78,9 @@ class Autoscaling:
             )
         self._task: asyncio.Task[None] | None = None
         self._unsupported = False
+        self._written: dict[str, float] = {}
+        self._urgent: dict[str, float] = {}
+        self._extra: set[asyncio.Task[None]] = set()
 
     # -- what the request path reports ---------------------------------------------------------
 
@@ -92,34 +100,68 @@ class Autoscaling:
 
     # -- the loop ------------------------------------------------------------------------------
 
-    async def tick(self) -> None:
-        """One decision per function, and the pins that changed written to the platform."""
+    @property
+    def owns(self) -> bool:
+        """Whether the advisor owns the replica count (``capacity: own``) or pins a floor."""
+        return self.settings.capacity == "own"
+
+    async def tick(self, only: str | None = None) -> None:
+        """One decision per function (or for ``only``), written to the platform: the count
+        itself when the advisor owns capacity (re-written every ``_REWRITE_S`` as well, so a new
+        revision or a restarted platform gets it), else the floor, when it changed."""
         now = self.clock.now()
         for name, auto in self.functions.items():
+            if only is not None and name != only:
+                continue
             pin = auto.decide(now, self.view.replicas(name).desired)
             decision = auto.last
             assert decision is not None
-            if pin == (auto.pinned or 0):
-                continue
-            target = pin if pin > 0 else None
+            if self.owns:
+                stale = now - self._written.get(name, -_REWRITE_S) >= _REWRITE_S
+                if pin == auto.pinned and not stale:
+                    continue
+                target: int | None = pin
+            else:
+                if pin == (auto.pinned or 0):
+                    continue
+                target = pin if pin > 0 else None
             try:
-                await self.view.set_min_scale(name, target)
+                if self.owns:
+                    await self.view.set_scale(name, target)
+                else:
+                    await self.view.set_min_scale(name, target)
             except PinUnsupported as exc:
                 if not self._unsupported:
                     logger.warning("advisor off: %s", exc)
                 self._unsupported = True
                 return
             except (RuntimeError, ValueError, OSError) as exc:
-                logger.warning("advisor: pinning %s to %s failed: %s", name, target, exc)
+                logger.warning("advisor: setting %s to %s failed: %s", name, target, exc)
                 continue
-            logger.info(
-                "%s: min-scale %s -> %s (%s; needed %d, kpa %d, rate %.2f/s x U, n_F %d, "
-                "setup %.2f s%s)",
-                name, auto.pinned, target, decision.reason, decision.needed, decision.kpa_wants,
-                decision.model_rate, decision.frontends, decision.setup_s,
-                ", keep-alive" if auto.keep_warm and pin > decision.min_scale else "",
-            )  # fmt: skip
+            self._written[name] = now
+            if target != auto.pinned:
+                logger.info(
+                    "%s: %s %s -> %s (%s; needed %d, kpa %d, rate %.2f/s x U, n_F %d, "
+                    "setup %.2f s%s)",
+                    name, "scale" if self.owns else "min-scale", auto.pinned, target,
+                    decision.reason, decision.needed, decision.kpa_wants, decision.model_rate,
+                    decision.frontends, decision.setup_s,
+                    ", keep-alive" if auto.keep_warm and pin > decision.min_scale else "",
+                )  # fmt: skip
             auto.pinned = target
+
+    def missed(self, function: str, now: float) -> None:
+        """A request to ``function`` missed its SLO or was refused as late: decide again at once
+        (Swayam Algorithm 1, lines 4–5), at most every ``_URGENT_GAP_S``."""
+        if not self.owns or self._task is None or function not in self.functions:
+            return
+        last = self._urgent.get(function)
+        if last is not None and now - last < _URGENT_GAP_S:
+            return
+        self._urgent[function] = now
+        task = asyncio.create_task(self.tick(only=function), name=f"advisor-{function}")
+        self._extra.add(task)
+        task.add_done_callback(self._extra.discard)
 
     async def _run(self) -> None:
         while not self._unsupported:
@@ -169,8 +211,14 @@ class Autoscaling:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        for task in list(self._extra):
+            task.cancel()
+        await asyncio.gather(*self._extra, return_exceptions=True)
         for name, auto in self.functions.items():
             if auto.pinned is not None and not self._unsupported:
                 with contextlib.suppress(Exception):
-                    await self.view.set_min_scale(name, None)
+                    if self.owns:
+                        await self.view.set_scale(name, None)
+                    else:
+                        await self.view.set_min_scale(name, None)
                 auto.pinned = None

@@ -426,6 +426,8 @@ class Dispatcher:
         self._m_latency.observe(done - item.arrival)
         if missed:
             self._m_misses.inc()
+            if self.autoscaling is not None:
+                self.autoscaling.missed(self.name, done)
         epoch = self.epoch
         self.records.add(
             {

@@ -36,6 +36,11 @@ class PlatformView(Protocol):
         Raises :class:`PinUnsupported` where the platform cannot be told."""
         ...
 
+    async def set_scale(self, function: str, replicas: int | None) -> None:
+        """Own ``function``'s replica count (None: hand it back to the platform's autoscaler).
+        Raises :class:`PinUnsupported` where the platform cannot be told."""
+        ...
+
 
 class PinUnsupported(RuntimeError):
     """The platform behind this view takes no minimum-replica pin."""
@@ -61,6 +66,9 @@ class LocalView:
 
     async def set_min_scale(self, function: str, replicas: int | None) -> None:
         await self._platform.set_min_scale(function, replicas)
+
+    async def set_scale(self, function: str, replicas: int | None) -> None:
+        await self._platform.set_scale(function, replicas)
 
 
 class RemoteView:
@@ -129,6 +137,19 @@ class RemoteView:
                 f"{response.status_code}: {response.text[:200]}"
             )
 
+    async def set_scale(self, function: str, replicas: int | None) -> None:
+        """``PUT /platform/functions/{function}/scale`` on the platform's admin API."""
+        response = await self._client.put(
+            f"{self._base}/platform/functions/{function}/scale",
+            json={"replicas": replicas},
+            timeout=5.0,
+        )
+        if response.status_code != 200:
+            raise RuntimeError(
+                f"scaling {function} to {replicas}: the platform answered "
+                f"{response.status_code}: {response.text[:200]}"
+            )
+
 
 class StaticView:
     """Fixed endpoints, e.g. a KServe or TF Serving model already running, or a bare process.
@@ -151,3 +172,6 @@ class StaticView:
 
     async def set_min_scale(self, function: str, replicas: int | None) -> None:
         raise PinUnsupported(f"{function} runs at a fixed endpoint: there is no scale to pin")
+
+    async def set_scale(self, function: str, replicas: int | None) -> None:
+        raise PinUnsupported(f"{function} runs at a fixed endpoint: there is no scale to set")

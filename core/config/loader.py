@@ -30,6 +30,7 @@ import yaml
 from core.config.model import (
     ADVISOR_MODE,
     APP_EXPERIMENT_MODES,
+    CAPACITY,
     EXPERIMENT_MODES,
     LATE,
     MODES,
@@ -277,6 +278,7 @@ def advisor_settings(
         raise r.fail(f"{path}.burst_u", f"must be >= 1 (a headroom factor), got {burst_u:g}")
     return AdvisorSettings(
         enabled=flag(r, data, "enabled", path, d.enabled),
+        capacity=choice(r, data, "capacity", path, CAPACITY, d.capacity),
         tick_s=r.number(data, "tick_s", path, d.tick_s, low=0.001),
         burst_u=burst_u,
         history_s=number("history_s", low=1.0),

@@ -105,6 +105,9 @@ class AdvisorSettings:
     """
 
     enabled: bool = False
+    #: ``own``: the advisor's decision is the replica count (the platform's autoscaler only
+    #: measures); ``floor``: it pins the minimum and the platform's autoscaler decides above it
+    capacity: str = "own"
     #: seconds between decisions
     tick_s: float = 1.0
     burst_u: float | None = None
@@ -146,7 +149,9 @@ class AdapterConfig:
     advisor: AdvisorSettings = field(default_factory=AdvisorSettings)
 
 
-EXPERIMENT_MODES = ("direct", "mlproxy", "slackwise")
+#: ``slackwise`` is the whole system (batching, and the advisor owning capacity); ``slackwise-kpa``
+#: the same batching with the platform's KPA deciding the count (the ablation)
+EXPERIMENT_MODES = ("direct", "mlproxy", "slackwise", "slackwise-kpa")
 #: the full adapter with the autoscaling advisor on (not run unless asked for)
 ADVISOR_MODE = "slackwise+advisor"
 #: how chains split their SLO over stages and batch; :mod:`adapter.policies.slack` defines each
@@ -201,3 +206,5 @@ class Config:
 
 
 PLATFORMS = ("local", "knative")
+#: who decides a function's replica count when the advisor is on (AdvisorSettings.capacity)
+CAPACITY = ("own", "floor")

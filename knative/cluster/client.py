@@ -341,6 +341,47 @@ class KnativeClient:
         logger.info("min-scale of %s (%s) -> %s", name, revision_name, value)
         return self._serving("patch", "revisions", revision_name, body=patch)
 
+    def serving_revisions(self, name: str) -> list[str]:
+        """The revisions that carry traffic (``status.traffic`` entries with a share), else the
+        latest ready one."""
+        service = self.get(name)
+        names = [
+            str(entry["revisionName"])
+            for entry in service.get("status", {}).get("traffic", []) or []
+            if entry.get("revisionName") and (entry.get("percent") or 0) > 0
+        ]
+        if names:
+            return list(dict.fromkeys(names))
+        return [str(self.latest_ready_revision(name)["metadata"]["name"])]
+
+    def set_scale(self, name: str, replicas: int | None) -> list[Obj]:
+        """Own the replica count of every revision that serves ``name``: min-scale and
+        max-scale set together (``replicas``; max-scale at least 1, so a request at zero still
+        wakes one), which Knative >= 1.21 passes straight to the PodAutoscaler. None hands the
+        count back to the template's annotations. Only Revision metadata is patched: no new
+        revision is made; call it again after one is (the adapter's controller does, each tick).
+        """
+        if replicas is not None and (isinstance(replicas, bool) or replicas < 0):
+            raise ValueError(f"scale must be a non-negative integer, got {replicas}")
+        self.check_hook()
+        template = self.get(name).get("spec", {}).get("template", {})
+        annotations = template.get("metadata", {}).get("annotations", {}) or {}
+        limit = int(annotations.get(MAX_SCALE, "0") or 0)
+        if replicas is not None and limit > 0 and replicas > limit:
+            raise ValueError(f"scale {replicas} exceeds {name}'s max-scale {limit}")
+        if replicas is None:
+            low, high = annotations.get(MIN_SCALE), annotations.get(MAX_SCALE)
+            values = {MIN_SCALE: None if low is None else str(low),
+                      MAX_SCALE: None if high is None else str(high)}  # fmt: skip
+        else:
+            values = {MIN_SCALE: str(replicas), MAX_SCALE: str(max(replicas, 1))}
+        patched = []
+        for revision in self.serving_revisions(name):
+            logger.info("scale of %s (%s) -> %s", name, revision, values)
+            patch = {"metadata": {"annotations": values}}
+            patched.append(self._serving("patch", "revisions", revision, body=patch))
+        return patched
+
     def _template_min_scale(self, name: str) -> str | None:
         template = self.get(name).get("spec", {}).get("template", {})
         value = template.get("metadata", {}).get("annotations", {}).get(MIN_SCALE)

@@ -93,3 +93,7 @@ class KnativeView:
     async def set_min_scale(self, function: str, replicas: int | None) -> None:
         """Pin the function's minimum replicas through the Revision's min-scale (the hook)."""
         await asyncio.to_thread(self._client.set_min_scale, function, replicas)
+
+    async def set_scale(self, function: str, replicas: int | None) -> None:
+        """Own the function's count: min- and max-scale together on its serving revisions."""
+        await asyncio.to_thread(self._client.set_scale, function, replicas)

@@ -40,6 +40,8 @@ class FunctionRuntime:
         self.tasks: set[asyncio.Task[None]] = set()
         self.desired = 0
         self.pinned_min: int | None = None
+        #: the count an owner (the adapter's controller) set: the KPA then only measures
+        self.owned: int | None = None
         self.ledger = Ledger()
         self.next_index = 1
         self.path = f"/v1/models/{config.name}:predict"
@@ -87,21 +89,26 @@ class Fleet:
         ready = fn.count(ReplicaState.READY)
         current = fn.count(ReplicaState.READY, ReplicaState.STARTING)
         decision = fn.kpa.decide(now, ready=ready, current=current, min_scale=fn.pinned_min)
-        if decision.desired != fn.desired:
+        desired, reason = decision.desired, decision.reason
+        detail = f"stable {decision.stable_value:.2f}, panic {decision.panic_value:.2f}"
+        if fn.owned is not None:
+            # the owner's count; a request waiting at zero still wakes one replica, as the
+            # activator does for any request
+            waiting = fn.meter.in_flight > 0
+            desired = max(fn.owned, 1 if waiting else 0)
+            reason = "owned"
+            detail = f"set to {fn.owned}" + (", a request waits" if waiting else "")
+        if desired != fn.desired:
             self.events.emit(
                 fn.config.name,
                 "scale",
-                value=decision.desired,
-                detail=(
-                    f"{fn.desired} -> {decision.desired} ({decision.reason}; "
-                    f"stable {decision.stable_value:.2f}, panic {decision.panic_value:.2f})"
-                ),
+                value=desired,
+                detail=f"{fn.desired} -> {desired} ({reason}; {detail})",
             )
             logger.info(
-                "%s: scale %d -> %d (%s)", fn.config.name, fn.desired, decision.desired,
-                decision.reason,
+                "%s: scale %d -> %d (%s)", fn.config.name, fn.desired, desired, reason
             )  # fmt: skip
-        fn.desired = decision.desired
+        fn.desired = desired
         self._reconcile(fn, now)
 
     def _reconcile(self, fn: FunctionRuntime, now: float) -> None:

@@ -57,6 +57,8 @@ class Platform(Protocol):
 
     async def set_min_scale(self, name: str, replicas: int | None) -> None: ...
 
+    async def set_scale(self, name: str, replicas: int | None) -> None: ...
+
     async def forward(
         self, name: str, body: bytes, content_type: str, headers: Mapping[str, str] | None = None
     ) -> Answer: ...
@@ -120,6 +122,25 @@ def create_gateway(platform: Platform) -> Starlette:
             return _error(400, str(exc))
         return JSONResponse(_describe(name))
 
+    async def put_scale(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in platform.functions:
+            return _error(404, f"no function named {name!r}")
+        try:
+            payload = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return _error(400, f"body is not JSON: {exc}")
+        if not isinstance(payload, dict) or "replicas" not in payload:
+            return _error(400, 'body must be {"replicas": N} (or null to hand back to the KPA)')
+        value = payload["replicas"]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            return _error(400, f"replicas must be an integer or null, got {value!r}")
+        try:
+            await platform.set_scale(name, value)
+        except ValueError as exc:
+            return _error(400, str(exc))
+        return JSONResponse(_describe(name))
+
     async def events(request: Request) -> Response:
         raw = request.query_params.get("since", "0")
         try:
@@ -138,6 +159,7 @@ def create_gateway(platform: Platform) -> Starlette:
         Route("/platform/functions", list_functions, methods=["GET"]),
         Route("/platform/functions/{name}", get_function, methods=["GET"]),
         Route("/platform/functions/{name}/min-scale", put_min_scale, methods=["PUT"]),
+        Route("/platform/functions/{name}/scale", put_scale, methods=["PUT"]),
         Route("/platform/events", events, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
     ]

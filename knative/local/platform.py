@@ -196,6 +196,20 @@ class LocalPlatform:
         fn.pinned_min = replicas
         self._fleet.tick(fn, self.clock.now())
 
+    async def set_scale(self, name: str, replicas: int | None) -> None:
+        """Own ``name``'s replica count: exactly ``replicas`` from now on, the KPA only measuring
+        (a request arriving at zero still wakes one replica); None hands the count back to the
+        KPA. The count must lie within the function's max-scale."""
+        fn = self._fn(name)
+        if replicas is not None:
+            if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+                raise ValueError(f"scale must be a non-negative integer, got {replicas!r}")
+            max_scale = fn.config.scaling.max_scale
+            if max_scale > 0 and replicas > max_scale:
+                raise ValueError(f"scale {replicas} exceeds {name}'s max-scale {max_scale}")
+        fn.owned = replicas
+        self._fleet.tick(fn, self.clock.now())
+
     def events(self, since: int = 0, function: str | None = None) -> list[PlatformEvent]:
         """Events with ``seq`` greater than ``since``."""
         return self._events.since(since, function)
