@@ -13,7 +13,7 @@ import pytest
 from adapter.cli.main import main
 from adapter.policies.slack import stage_policy
 from core.config import AdvisorSettings, ConfigError
-from simulator.autoscalers import AdvisorScaler, Clairvoyant, window_needs
+from simulator.autoscalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
 from simulator.compliance import compliance_pct, compliant_windows
 from simulator.config import parse_sim_config
 from simulator.engine import Simulation
@@ -176,6 +176,29 @@ def test_the_advisor_pins_replicas_ahead_of_what_the_kpa_asks_on_a_ramp() -> Non
     assert auto.last is not None and auto.last.current_rate > 100.0
     assert auto.model is sim.stations["f"].model
     assert result.requests == len(arrivals)
+
+
+def test_owning_capacity_follows_the_load_up_and_down_without_the_kpa() -> None:
+    # a rise and a fall: the owned count rises ahead of the queue and comes back down, to zero
+    # once the load stops and the keep-alive says the gap is long
+    up = [float(t) for t in np.cumsum(1.0 / np.linspace(20.0, 600.0, 60000)) if t < 200.0]
+    down = [up[-1] + float(t) for t in np.cumsum(np.full(2000, 1.0 / 20.0))]
+    arrivals = up + down
+    curve = _curve(cold_s=2.0)
+    config = _config(functions={"f": {"max_batch": 8}},
+                     apps={"app": {"stages": ["f"], "slo_ms": 30}})  # fmt: skip
+    settings = AdvisorSettings(enabled=True, default_setup_s=2.0, min_scale_in_gap_s=10.0,
+                               keep_alive=False)  # fmt: skip
+    owned = OwnedScaler(settings, slos_ms={"f": 30.0}, percentiles={"f": 99.0},
+                        container_concurrency={"f": 1}, max_scale={"f": 0},
+                        initial={"f": 1})  # fmt: skip
+    _, result = _run(config, owned, arrivals, curve)
+    counts = [n for _, _, n in owned.counts]
+    assert max(counts) >= 3  # it scaled out for the ramp
+    peak_at = max(range(len(counts)), key=counts.__getitem__)
+    assert min(counts[peak_at:]) < max(counts)  # and back in when the load fell
+    assert result.requests == len(arrivals)
+    assert owned.missed(5.0, "f") and not owned.missed(5.05, "f")  # re-evaluation is rate-bound
 
 
 # -- config and CLI ----------------------------------------------------------------------------

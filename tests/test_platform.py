@@ -251,6 +251,34 @@ def test_pinning_min_scale_through_the_admin_api() -> None:
     run(make_config(), body)
 
 
+def test_an_owned_count_overrides_the_kpa_until_it_is_handed_back() -> None:
+    async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
+        base = platform.url("digits")
+        bad = await client.put(f"{base}/platform/functions/digits/scale", json={"replicas": -2})
+        assert bad.status_code == 400 and "-2" in bad.json()["error"]
+        owned = await client.put(f"{base}/platform/functions/digits/scale", json={"replicas": 2})
+        assert owned.status_code == 200 and owned.json()["replicas"]["desired"] == 2
+        for _ in range(600):
+            if platform.replicas("digits").ready == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert platform.replicas("digits").ready == 2  # the KPA, idle, would say zero
+        await platform.set_scale("digits", 0)
+        assert platform.replicas("digits").desired == 0
+        answer = await post(client, platform)  # a request at zero still wakes one
+        assert answer.status_code == 200
+        for _ in range(200):  # the next tick gives the count back to its owner
+            if platform.replicas("digits").desired == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert platform.replicas("digits").desired == 0
+        await platform.set_scale("digits", None)  # back to the KPA
+        kinds = [e.detail for e in platform.events(function="digits") if e.kind == "scale"]
+        assert any("owned" in d for d in kinds)
+
+    run(make_config(), body)
+
+
 def test_no_replica_outlives_the_platform() -> None:
     pids: list[int] = []
 
