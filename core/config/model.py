@@ -152,7 +152,7 @@ class AdapterConfig:
 #: ``slackwise`` is the whole system (batching, and the advisor owning capacity); ``slackwise-kpa``
 #: the same batching with the platform's KPA deciding the count (the ablation)
 EXPERIMENT_MODES = ("direct", "mlproxy", "slackwise", "slackwise-kpa")
-#: the full adapter with the autoscaling advisor on (not run unless asked for)
+#: the adapter with the advisor as a floor under the KPA (not run unless asked for)
 ADVISOR_MODE = "slackwise+advisor"
 #: how chains split their SLO over stages and batch; :mod:`adapter.policies.slack` defines each
 #: (a test holds the two lists equal)
