@@ -67,10 +67,13 @@ class Activator(Generic[R]):
         return cc == 0 or replica.in_flight < cc
 
     def _pick(self) -> R | None:
-        free = [r for r in self._replicas if self._has_room(r)]
-        if not free:
-            return None
-        return min(free, key=lambda r: r.in_flight)
+        """Pack, don't spread: the oldest replica with a free slot. The work lands on as few
+        replicas as it needs, so the spare ones stay idle, visibly, and are the ones a smaller
+        count lets go (the fleet drains the least busy first)."""
+        for replica in self._replicas:
+            if self._has_room(replica):
+                return replica
+        return None
 
     def add(self, replica: R) -> None:
         """A replica became ready: it takes traffic from now on."""
