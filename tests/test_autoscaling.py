@@ -62,7 +62,9 @@ class RecordingView:
             raise PinUnsupported("fixed endpoint")
         self.pins.append((function, replicas))
 
-    async def set_scale(self, function: str, replicas: int | None) -> None:
+    async def set_scale(
+        self, function: str, replicas: int | None, *, owner: str = "", lease_s: float | None = None
+    ) -> None:
         if self.unsupported:
             raise PinUnsupported("fixed endpoint")
         self.counts.append((function, replicas))

@@ -40,6 +40,9 @@ logger = logging.getLogger("slackwise.advisor")
 
 #: an owned count is written again this often even when unchanged (a new revision, a restart)
 _REWRITE_S = 10.0
+#: an owned count lapses this long after it was last written: an adapter that dies stops
+#: counting, while one alive re-writes well within it
+LEASE_S = 3 * _REWRITE_S
 #: the least time between two decisions a missed SLO asks for
 _URGENT_GAP_S = 0.1
 
@@ -58,8 +61,11 @@ class Autoscaling:
         view: PlatformView,
         clock: Clock,
         percentiles: Mapping[str, float] | None = None,
+        owner: str = "",
     ) -> None:
         self.settings = settings
+        #: this adapter's name as an owner of the counts it writes (its frontend id)
+        self.owner = owner
         self.view = view
         self.clock = clock
         self.functions: dict[str, FunctionAutoscaler] = {}
@@ -127,7 +133,7 @@ class Autoscaling:
                 target = pin if pin > 0 else None
             try:
                 if self.owns:
-                    await self.view.set_scale(name, target)
+                    await self.view.set_scale(name, target, owner=self.owner, lease_s=LEASE_S)
                 else:
                     await self.view.set_min_scale(name, target)
             except PinUnsupported as exc:
@@ -218,7 +224,7 @@ class Autoscaling:
             if auto.pinned is not None and not self._unsupported:
                 with contextlib.suppress(Exception):
                     if self.owns:
-                        await self.view.set_scale(name, None)
+                        await self.view.set_scale(name, None, owner=self.owner)
                     else:
                         await self.view.set_min_scale(name, None)
                 auto.pinned = None

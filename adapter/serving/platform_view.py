@@ -36,9 +36,12 @@ class PlatformView(Protocol):
         Raises :class:`PinUnsupported` where the platform cannot be told."""
         ...
 
-    async def set_scale(self, function: str, replicas: int | None) -> None:
-        """Own ``function``'s replica count (None: hand it back to the platform's autoscaler).
-        Raises :class:`PinUnsupported` where the platform cannot be told."""
+    async def set_scale(
+        self, function: str, replicas: int | None, *, owner: str = "", lease_s: float | None = None
+    ) -> None:
+        """Own ``function``'s replica count, as ``owner``'s share (the platform runs the largest
+        live share; one not renewed within ``lease_s`` lapses). None withdraws this owner's
+        share. Raises :class:`PinUnsupported` where the platform cannot be told."""
         ...
 
 
@@ -67,8 +70,10 @@ class LocalView:
     async def set_min_scale(self, function: str, replicas: int | None) -> None:
         await self._platform.set_min_scale(function, replicas)
 
-    async def set_scale(self, function: str, replicas: int | None) -> None:
-        await self._platform.set_scale(function, replicas)
+    async def set_scale(
+        self, function: str, replicas: int | None, *, owner: str = "", lease_s: float | None = None
+    ) -> None:
+        await self._platform.set_scale(function, replicas, owner=owner, lease_s=lease_s)
 
 
 class RemoteView:
@@ -137,11 +142,13 @@ class RemoteView:
                 f"{response.status_code}: {response.text[:200]}"
             )
 
-    async def set_scale(self, function: str, replicas: int | None) -> None:
+    async def set_scale(
+        self, function: str, replicas: int | None, *, owner: str = "", lease_s: float | None = None
+    ) -> None:
         """``PUT /platform/functions/{function}/scale`` on the platform's admin API."""
         response = await self._client.put(
             f"{self._base}/platform/functions/{function}/scale",
-            json={"replicas": replicas},
+            json={"replicas": replicas, "frontend": owner, "lease_s": lease_s},
             timeout=5.0,
         )
         if response.status_code != 200:
@@ -173,5 +180,7 @@ class StaticView:
     async def set_min_scale(self, function: str, replicas: int | None) -> None:
         raise PinUnsupported(f"{function} runs at a fixed endpoint: there is no scale to pin")
 
-    async def set_scale(self, function: str, replicas: int | None) -> None:
+    async def set_scale(
+        self, function: str, replicas: int | None, *, owner: str = "", lease_s: float | None = None
+    ) -> None:
         raise PinUnsupported(f"{function} runs at a fixed endpoint: there is no scale to set")

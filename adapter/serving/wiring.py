@@ -175,4 +175,5 @@ def _autoscaling(config: Config, state: AdapterState, slos: dict[str, float]) ->
         view=state.view,
         clock=state.clock,
         percentiles=percentiles,
+        owner=state.frontend_id,
     )

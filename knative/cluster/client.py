@@ -47,6 +47,7 @@ from knative.cluster.errors import (
     ResourceNotFoundError,
     ServiceNotReadyError,
 )
+from knative.cluster.shares import scale_annotations
 from knative.local.events import ReplicaCounts
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
 
 SERVING_GROUP = "serving.knative.dev"
 SERVING_VERSION = "v1"
@@ -354,32 +356,47 @@ class KnativeClient:
             return list(dict.fromkeys(names))
         return [str(self.latest_ready_revision(name)["metadata"]["name"])]
 
-    def set_scale(self, name: str, replicas: int | None) -> list[Obj]:
-        """Own the replica count of every revision that serves ``name``: min-scale and
-        max-scale set together (``replicas``; max-scale at least 1, so a request at zero still
-        wakes one), which Knative >= 1.21 passes straight to the PodAutoscaler. None hands the
-        count back to the template's annotations. Only Revision metadata is patched: no new
-        revision is made; call it again after one is (the adapter's controller does, each tick).
+    def set_scale(
+        self,
+        name: str,
+        replicas: int | None,
+        *,
+        owner: str = "",
+        lease_s: float | None = None,
+        now: float | None = None,
+    ) -> list[Obj]:
+        """Own the replica count of every revision that serves ``name``, as ``owner``'s share.
+
+        Each owner (an adapter, by its frontend id) records its count and when its lease ends
+        in an annotation of its own (``scale.slackwise.dev/<owner>: "<count>@<epoch s>"``), so
+        an adapter that dies stops counting when its lease runs out. The revision then runs the
+        largest live share: min-scale and max-scale set together (max-scale at least 1, so a
+        request at zero still wakes one), which Knative >= 1.21 passes straight to the
+        PodAutoscaler. None withdraws ``owner``'s share; with none left the template's own
+        annotations come back. Only Revision metadata is patched: no new revision is made;
+        owners write again every few seconds, so a new revision gets the count too.
         """
         if replicas is not None and (isinstance(replicas, bool) or replicas < 0):
             raise ValueError(f"scale must be a non-negative integer, got {replicas}")
+        if lease_s is not None and not lease_s > 0:
+            raise ValueError(f"lease_s must be positive, got {lease_s!r}")
         self.check_hook()
+        wall = time.time() if now is None else now
         template = self.get(name).get("spec", {}).get("template", {})
-        annotations = template.get("metadata", {}).get("annotations", {}) or {}
-        limit = int(annotations.get(MAX_SCALE, "0") or 0)
+        defaults = template.get("metadata", {}).get("annotations", {}) or {}
+        limit = int(defaults.get(MAX_SCALE, "0") or 0)
         if replicas is not None and limit > 0 and replicas > limit:
             raise ValueError(f"scale {replicas} exceeds {name}'s max-scale {limit}")
-        if replicas is None:
-            low, high = annotations.get(MIN_SCALE), annotations.get(MAX_SCALE)
-            values = {MIN_SCALE: None if low is None else str(low),
-                      MAX_SCALE: None if high is None else str(high)}  # fmt: skip
-        else:
-            values = {MIN_SCALE: str(replicas), MAX_SCALE: str(max(replicas, 1))}
         patched = []
-        for revision in self.serving_revisions(name):
-            logger.info("scale of %s (%s) -> %s", name, revision, values)
+        for revision_name in self.serving_revisions(name):
+            revision = self._serving("get", "revisions", revision_name)
+            current = revision.get("metadata", {}).get("annotations", {}) or {}
+            values = scale_annotations(
+                current, defaults, owner=owner, replicas=replicas, lease_s=lease_s, now=wall
+            )
+            logger.info("scale of %s (%s) -> %s", name, revision_name, values)
             patch = {"metadata": {"annotations": values}}
-            patched.append(self._serving("patch", "revisions", revision, body=patch))
+            patched.append(self._serving("patch", "revisions", revision_name, body=patch))
         return patched
 
     def _template_min_scale(self, name: str) -> str | None:

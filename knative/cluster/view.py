@@ -94,6 +94,11 @@ class KnativeView:
         """Pin the function's minimum replicas through the Revision's min-scale (the hook)."""
         await asyncio.to_thread(self._client.set_min_scale, function, replicas)
 
-    async def set_scale(self, function: str, replicas: int | None) -> None:
-        """Own the function's count: min- and max-scale together on its serving revisions."""
-        await asyncio.to_thread(self._client.set_scale, function, replicas)
+    async def set_scale(
+        self, function: str, replicas: int | None, *, owner: str = "", lease_s: float | None = None
+    ) -> None:
+        """Own the function's count: this owner's share recorded on its serving revisions, and
+        min- and max-scale set together to the largest live share."""
+        await asyncio.to_thread(
+            self._client.set_scale, function, replicas, owner=owner, lease_s=lease_s
+        )

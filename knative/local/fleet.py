@@ -40,11 +40,18 @@ class FunctionRuntime:
         self.tasks: set[asyncio.Task[None]] = set()
         self.desired = 0
         self.pinned_min: int | None = None
-        #: the count an owner (the adapter's controller) set: the KPA then only measures
-        self.owned: int | None = None
+        #: the counts owners (the adapters' controllers) set, each with when its lease ends:
+        #: the function runs the largest live one, and the KPA then only measures
+        self.owners: dict[str, tuple[int, float]] = {}
         self.ledger = Ledger()
         self.next_index = 1
         self.path = f"/v1/models/{config.name}:predict"
+
+    def owned(self, now: float) -> int | None:
+        """The largest count a live lease asks for (expired leases dropped), or None."""
+        for owner in [o for o, (_, until) in self.owners.items() if until <= now]:
+            del self.owners[owner]
+        return max((count for count, _ in self.owners.values()), default=None)
 
     def count(self, *states: ReplicaState) -> int:
         return sum(1 for r in self.replicas.values() if r.state in states)
@@ -91,13 +98,16 @@ class Fleet:
         decision = fn.kpa.decide(now, ready=ready, current=current, min_scale=fn.pinned_min)
         desired, reason = decision.desired, decision.reason
         detail = f"stable {decision.stable_value:.2f}, panic {decision.panic_value:.2f}"
-        if fn.owned is not None:
-            # the owner's count; a request waiting at zero still wakes one replica, as the
+        owned = fn.owned(now)
+        if owned is not None:
+            # the owners' count; a request waiting at zero still wakes one replica, as the
             # activator does for any request
             waiting = fn.meter.in_flight > 0
-            desired = max(fn.owned, 1 if waiting else 0)
+            desired = max(owned, 1 if waiting else 0)
             reason = "owned"
-            detail = f"set to {fn.owned}" + (", a request waits" if waiting else "")
+            detail = f"set to {owned} by {len(fn.owners)}" + (
+                ", a request waits" if waiting else ""
+            )
         if desired != fn.desired:
             self.events.emit(
                 fn.config.name,

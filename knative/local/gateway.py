@@ -57,7 +57,9 @@ class Platform(Protocol):
 
     async def set_min_scale(self, name: str, replicas: int | None) -> None: ...
 
-    async def set_scale(self, name: str, replicas: int | None) -> None: ...
+    async def set_scale(
+        self, name: str, replicas: int | None, *, owner: str = "", lease_s: float | None = None
+    ) -> None: ...
 
     async def forward(
         self, name: str, body: bytes, content_type: str, headers: Mapping[str, str] | None = None
@@ -135,8 +137,14 @@ def create_gateway(platform: Platform) -> Starlette:
         value = payload["replicas"]
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             return _error(400, f"replicas must be an integer or null, got {value!r}")
+        owner = payload.get("frontend", "")
+        if not isinstance(owner, str):
+            return _error(400, f"frontend must be a string, got {owner!r}")
+        lease = payload.get("lease_s")
+        if lease is not None and (isinstance(lease, bool) or not isinstance(lease, int | float)):
+            return _error(400, f"lease_s must be a number of seconds, got {lease!r}")
         try:
-            await platform.set_scale(name, value)
+            await platform.set_scale(name, value, owner=owner, lease_s=lease)
         except ValueError as exc:
             return _error(400, str(exc))
         return JSONResponse(_describe(name))

@@ -196,19 +196,34 @@ class LocalPlatform:
         fn.pinned_min = replicas
         self._fleet.tick(fn, self.clock.now())
 
-    async def set_scale(self, name: str, replicas: int | None) -> None:
-        """Own ``name``'s replica count: exactly ``replicas`` from now on, the KPA only measuring
-        (a request arriving at zero still wakes one replica); None hands the count back to the
-        KPA. The count must lie within the function's max-scale."""
+    async def set_scale(
+        self,
+        name: str,
+        replicas: int | None,
+        *,
+        owner: str = "",
+        lease_s: float | None = None,
+    ) -> None:
+        """Own ``name``'s replica count: ``replicas`` from now on, the KPA only measuring (a
+        request arriving at zero still wakes one replica). Several owners (adapters, by their
+        frontend id) may each hold a share: the function runs the largest, and a share whose
+        ``lease_s`` runs out without being renewed is dropped, so an owner that dies stops
+        counting. None withdraws ``owner``'s share; with none left the KPA decides again."""
         fn = self._fn(name)
-        if replicas is not None:
+        now = self.clock.now()
+        if replicas is None:
+            fn.owners.pop(owner, None)
+        else:
             if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
                 raise ValueError(f"scale must be a non-negative integer, got {replicas!r}")
             max_scale = fn.config.scaling.max_scale
             if max_scale > 0 and replicas > max_scale:
                 raise ValueError(f"scale {replicas} exceeds {name}'s max-scale {max_scale}")
-        fn.owned = replicas
-        self._fleet.tick(fn, self.clock.now())
+            if lease_s is not None and not lease_s > 0:
+                raise ValueError(f"lease_s must be positive, got {lease_s!r}")
+            until = float("inf") if lease_s is None else now + lease_s
+            fn.owners[owner] = (replicas, until)
+        self._fleet.tick(fn, now)
 
     def events(self, since: int = 0, function: str | None = None) -> list[PlatformEvent]:
         """Events with ``seq`` greater than ``since``."""
