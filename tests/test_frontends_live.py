@@ -93,3 +93,60 @@ def test_two_adapters_agree_on_how_many_frontends_there_are(tmp_path: Path) -> N
     assert [s["frontends"] for s in statuses] == [2, 2]
     rates = [float(s["model_rate"]) for s in statuses]  # type: ignore[arg-type]
     assert min(rates) > 0 and max(rates) / min(rates) < 1.5  # same global estimate, near enough
+
+
+OWNED = """
+platform:
+  autoscaler: {initial-scale: "1", tick-interval: "0.5s"}
+functions:
+  digits:
+    model: digits
+    slo_ms: 500
+    max_batch: 8
+    annotations: {autoscaling.knative.dev/max-scale: "3"}
+adapter:
+  advisor: {tick_s: 0.2, keep_alive: false, capacity: own, lease_s: 1.5}
+"""
+
+
+def test_each_adapter_owns_its_share_and_a_killed_one_lapses(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(OWNED)
+    config = load_config(path)
+    body = {"instances": [[0.0] * 64]}
+
+    async def owners_after(platform: LocalPlatform, want: int, within_s: float) -> int:
+        for _ in range(int(within_s / 0.1)):
+            if len(platform.owners("digits")) == want:
+                break
+            await asyncio.sleep(0.1)
+        return len(platform.owners("digits"))
+
+    async def run() -> list[int]:
+        seen: list[int] = []
+        async with LocalPlatform(config) as platform:
+            adapters = [await start_adapter(path, platform.url("digits")) for _ in range(3)]
+            try:
+                async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+                    for _ in range(10):  # traffic through every adapter: each writes its share
+                        answers = await asyncio.gather(*(
+                            client.post(f"{url}/v1/models/digits:predict", json=body)
+                            for _, url in adapters
+                        ))  # fmt: skip
+                        assert all(a.status_code == 200 for a in answers)
+                        await asyncio.sleep(0.1)
+                    seen.append(await owners_after(platform, 3, 5.0))
+                    adapters[0][0].kill()  # SIGKILL: no goodbye, its lease must lapse
+                    await adapters[0][0].wait()
+                    seen.append(await owners_after(platform, 2, 6.0))
+                    adapters[1][0].terminate()  # a clean stop withdraws its own share at once
+                    await adapters[1][0].wait()
+                    seen.append(await owners_after(platform, 1, 3.0))
+            finally:
+                for proc, _ in adapters:
+                    if proc.returncode is None:
+                        proc.terminate()
+                        await proc.wait()
+        return seen
+
+    assert asyncio.run(run()) == [3, 2, 1]

@@ -38,11 +38,6 @@ __all__ = ["Autoscaling"]
 
 logger = logging.getLogger("slackwise.advisor")
 
-#: an owned count is written again this often even when unchanged (a new revision, a restart)
-_REWRITE_S = 10.0
-#: an owned count lapses this long after it was last written: an adapter that dies stops
-#: counting, while one alive re-writes well within it
-LEASE_S = 3 * _REWRITE_S
 #: the least time between two decisions a missed SLO asks for
 _URGENT_GAP_S = 0.1
 
@@ -113,8 +108,8 @@ class Autoscaling:
 
     async def tick(self, only: str | None = None) -> None:
         """One decision per function (or for ``only``), written to the platform: the count
-        itself when the advisor owns capacity (re-written every ``_REWRITE_S`` as well, so a new
-        revision or a restarted platform gets it), else the floor, when it changed."""
+        itself, as this adapter's leased share, when the advisor owns capacity; else the floor,
+        when it changed."""
         now = self.clock.now()
         for name, auto in self.functions.items():
             if only is not None and name != only:
@@ -123,7 +118,10 @@ class Autoscaling:
             decision = auto.last
             assert decision is not None
             if self.owns:
-                stale = now - self._written.get(name, -_REWRITE_S) >= _REWRITE_S
+                # re-written every third of the lease even when unchanged: the lease stays
+                # alive, and a new revision or a restarted platform hears the count
+                every = self.settings.lease_s / 3.0
+                stale = now - self._written.get(name, -every) >= every
                 if pin == auto.pinned and not stale:
                     continue
                 target: int | None = pin
@@ -133,7 +131,9 @@ class Autoscaling:
                 target = pin if pin > 0 else None
             try:
                 if self.owns:
-                    await self.view.set_scale(name, target, owner=self.owner, lease_s=LEASE_S)
+                    await self.view.set_scale(
+                        name, target, owner=self.owner, lease_s=self.settings.lease_s
+                    )
                 else:
                     await self.view.set_min_scale(name, target)
             except PinUnsupported as exc:

@@ -279,6 +279,7 @@ def advisor_settings(
     return AdvisorSettings(
         enabled=flag(r, data, "enabled", path, d.enabled),
         capacity=choice(r, data, "capacity", path, CAPACITY, d.capacity),
+        lease_s=r.number(data, "lease_s", path, d.lease_s, low=0.1),
         tick_s=r.number(data, "tick_s", path, d.tick_s, low=0.001),
         burst_u=burst_u,
         history_s=number("history_s", low=1.0),

@@ -108,6 +108,9 @@ class AdvisorSettings:
     #: ``own``: the advisor's decision is the replica count (the platform's autoscaler only
     #: measures); ``floor``: it pins the minimum and the platform's autoscaler decides above it
     capacity: str = "own"
+    #: an owned count lapses this long after this adapter last wrote it (it re-writes every
+    #: third of it), so an adapter that dies stops counting
+    lease_s: float = 30.0
     #: seconds between decisions
     tick_s: float = 1.0
     burst_u: float | None = None

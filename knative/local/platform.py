@@ -225,6 +225,12 @@ class LocalPlatform:
             fn.owners[owner] = (replicas, until)
         self._fleet.tick(fn, now)
 
+    def owners(self, name: str) -> dict[str, int]:
+        """The live shares of ``name``'s count, by owner (empty: the KPA decides)."""
+        fn = self._fn(name)
+        fn.owned(self.clock.now())  # drops the lapsed ones
+        return {owner: count for owner, (count, _) in fn.owners.items()}
+
     def events(self, since: int = 0, function: str | None = None) -> list[PlatformEvent]:
         """Events with ``seq`` greater than ``since``."""
         return self._events.since(since, function)
