@@ -118,6 +118,8 @@ class Autoscaling:
             decision = auto.last
             assert decision is not None
             if self.owns:
+                if auto.last_arrival is None:
+                    continue  # no demand seen yet: the platform's own start stands
                 # re-written every third of the lease even when unchanged: the lease stays
                 # alive, and a new revision or a restarted platform hears the count
                 every = self.settings.lease_s / 3.0
