@@ -186,6 +186,8 @@ class Dispatcher:
             self.autoscaling.arrived(self.name, item.arrival, item.size)
         refusal = self.controller.admit(item, item.arrival, ready)
         if refusal is not None:  # Swayam §3.3: refused at once, it would finish late
+            if self.autoscaling is not None:
+                self.autoscaling.missed(self.name, item.arrival)
             raise DeadlinePruned(
                 f"{self.name}: would finish about {1000 * refusal.late_s:.0f} ms after its "
                 f"deadline behind {refusal.queued} queued requests; this function prunes "
