@@ -232,7 +232,7 @@ def test_cli_writes_the_autoscalers_section_from_a_trace_file(
     assert code == 0, capsys.readouterr().err
     doc = json.loads(out.read_text())
     assert doc["trace"] == str(trace) and doc["rate_rps"] == 40
-    assert set(doc["autoscalers"]) == {"clair_a1", "clair_a2", "kpa", "advisor"}
+    assert set(doc["autoscalers"]) == {"clair_a1", "clair_a2", "kpa", "advisor", "slackwise"}
     for row in doc["autoscalers"].values():
         assert {"replica_seconds", "compliance_pct", "violation_pct", "cold_start_hits",
                 "vs_clair_a1", "vs_clair_a2", "normalised"} <= set(row)  # fmt: skip
