@@ -43,12 +43,23 @@ from typing import Literal
 
 from adapter.policies.percentile import ServiceModel, min_replicas, response_time_percentile
 from adapter.policies.rate import RatePredictor
+from adapter.policies.swayam_model import (
+    RandDispatch,
+    rand_min_replicas,
+    rand_response_percentile_ms,
+)
 
 __all__ = ["Advisor", "AdvisorConfig", "AdvisorConfigError", "AdvisorDecision", "Reason"]
 
 #: ``scale-out``: the pin rose now; ``scale-in``: it fell now; ``hold``: the model wants fewer
 #: but the gap has not passed; ``steady``: the model wants the pin as it is
 Reason = Literal["scale-out", "scale-in", "hold", "steady"]
+
+
+#: which resource model sizes the fleet (AdvisorConfig.model)
+ResourceModel = Literal["batched", "swayam"]
+#: RAND's delays for the paper's model: sub-millisecond hops, a 1 ms gap between retries
+_RAND = RandDispatch()
 
 
 class AdvisorConfigError(ValueError):
@@ -97,6 +108,10 @@ class AdvisorConfig:
     floor_at_current: bool = True
     collect_ms: float = 0.0
     overhead_ms: float = 0.0
+    #: the resource model: ``batched`` (how the adapter serves: one queue, batches;
+    #: :mod:`adapter.policies.percentile`) or ``swayam`` (the paper's random dispatch of single
+    #: requests, Eq. 1 and Theorem 2: :mod:`adapter.policies.swayam_model`)
+    model: ResourceModel = "batched"
 
     def __post_init__(self) -> None:
         _positive("slo_ms", self.slo_ms)
@@ -124,6 +139,8 @@ class AdvisorConfig:
             raise AdvisorConfigError(
                 f"floor_at_current must be true or false, got {self.floor_at_current!r}"
             )
+        if self.model not in ("batched", "swayam"):
+            raise AdvisorConfigError(f"model must be batched or swayam, got {self.model!r}")
         _positive("collect_ms", self.collect_ms, allow_zero=True)
         _positive("overhead_ms", self.overhead_ms, allow_zero=True)
 
@@ -233,6 +250,40 @@ class Advisor:
 
     # -- the decision --------------------------------------------------------------------------
 
+    def _fewest(self, rate: float) -> tuple[int, float]:
+        """The fewest replicas for the SLO at ``rate`` and their percentile, by the configured
+        resource model."""
+        cfg = self.config
+        if cfg.model == "swayam":
+            needed = rand_min_replicas(
+                rate, cfg.slo_ms, cfg.percentile, self.service, _RAND,
+                max_replicas=cfg.max_replicas,
+            )  # fmt: skip
+            if needed == 0:
+                return 0, 0.0
+            return needed, rand_response_percentile_ms(
+                rate, needed, self.service, cfg.percentile, _RAND
+            )
+        needed = min_replicas(
+            rate,
+            cfg.slo_ms,
+            cfg.percentile,
+            self.service,
+            max_replicas=cfg.max_replicas,
+            collect_ms=cfg.collect_ms,
+            overhead_ms=cfg.overhead_ms,
+        )
+        if needed == 0:
+            return 0, 0.0
+        return needed, response_time_percentile(
+            rate,
+            needed,
+            self.service,
+            cfg.percentile,
+            collect_ms=cfg.collect_ms,
+            overhead_ms=cfg.overhead_ms,
+        )
+
     def decide(
         self, now: float, *, kpa_wants: int, service: ServiceModel | None = None
     ) -> AdvisorDecision:
@@ -248,27 +299,8 @@ class Advisor:
         current = self.rates.current(now)
         local = max(forecast, current) if cfg.floor_at_current else forecast
         model_rate = local * self._frontends * cfg.burst_u
-        needed = min_replicas(
-            model_rate,
-            cfg.slo_ms,
-            cfg.percentile,
-            self.service,
-            max_replicas=cfg.max_replicas,
-            collect_ms=cfg.collect_ms,
-            overhead_ms=cfg.overhead_ms,
-        )
-        if needed == 0:
-            percentile_ms, feasible = 0.0, True
-        else:
-            percentile_ms = response_time_percentile(
-                model_rate,
-                needed,
-                self.service,
-                cfg.percentile,
-                collect_ms=cfg.collect_ms,
-                overhead_ms=cfg.overhead_ms,
-            )
-            feasible = percentile_ms <= cfg.slo_ms
+        needed, percentile_ms = self._fewest(model_rate)
+        feasible = percentile_ms <= cfg.slo_ms
 
         needs = self._needs
         needs.append((now, needed))

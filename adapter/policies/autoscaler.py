@@ -16,7 +16,8 @@ from adapter.policies.percentile import ServiceModel
 __all__ = ["AdvisorSettingsLike", "FunctionAutoscaler", "function_autoscaler"]
 
 #: the settings that map onto :class:`AdvisorConfig`; None takes the advisor's own default
-_SETTINGS = ("history_s", "burst_u", "min_scale_in_gap_s", "default_setup_s", "floor_at_current")
+_SETTINGS = ("history_s", "burst_u", "min_scale_in_gap_s", "default_setup_s", "floor_at_current",
+             "model")  # fmt: skip
 
 
 class AdvisorSettingsLike(Protocol):
@@ -39,6 +40,9 @@ class AdvisorSettingsLike(Protocol):
 
     @property
     def keep_alive(self) -> bool: ...
+
+    @property
+    def model(self) -> str | None: ...
 
 
 @dataclass
