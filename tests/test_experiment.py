@@ -70,7 +70,7 @@ experiment:
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     doc = json.loads(out.read_text())
-    assert set(doc["modes"]) == {"direct", "mlproxy", "slackwise"}
+    assert set(doc["modes"]) == {"direct", "mlproxy", "slackwise", "slackwise-kpa"}
     for summary in doc["modes"].values():
         assert summary["requests"] > 20
         assert summary["errors"] == 0
