@@ -11,6 +11,9 @@ from core.durations import parse_duration
 
 GROUP = "autoscaling.knative.dev"
 KPA_CLASS = "kpa.autoscaling.knative.dev"
+#: the revision annotations that bound its replica count
+MIN_SCALE = f"{GROUP}/min-scale"
+MAX_SCALE = f"{GROUP}/max-scale"
 WINDOW_MIN_S = 6.0
 WINDOW_MAX_S = 3600.0
 TARGET_MIN = 0.01

@@ -34,6 +34,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from core.scaling_values import MAX_SCALE, MIN_SCALE
 from knative.cluster.errors import (
     API_ERRORS,
     HOOK_SINCE,
@@ -51,6 +52,8 @@ from knative.cluster.shares import scale_annotations
 from knative.local.events import ReplicaCounts
 
 __all__ = [
+    "MAX_SCALE",
+    "MIN_SCALE",
     "AccessDeniedError",
     "HookUnavailableError",
     "InvalidResourceError",
@@ -74,8 +77,6 @@ SERVING_GROUP = "serving.knative.dev"
 SERVING_VERSION = "v1"
 AUTOSCALING_GROUP = "autoscaling.internal.knative.dev"
 AUTOSCALING_VERSION = "v1alpha1"
-MIN_SCALE = "autoscaling.knative.dev/min-scale"
-MAX_SCALE = "autoscaling.knative.dev/max-scale"
 SERVING_NAMESPACE = "knative-serving"
 _VERSION_LABELS = ("app.kubernetes.io/version", "serving.knative.dev/release")
 

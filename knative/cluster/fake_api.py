@@ -38,9 +38,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from core.scaling_values import MIN_SCALE
+
 SERVING = "serving.knative.dev"
 AUTOSCALING = "autoscaling.internal.knative.dev"
-MIN_SCALE = "autoscaling.knative.dev/min-scale"
 _KINDS = {
     (SERVING, "v1", "services"): "Service",
     (SERVING, "v1", "revisions"): "Revision",

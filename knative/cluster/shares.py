@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["SCALE_SHARE", "scale_annotations", "share_of"]
+from core.scaling_values import MAX_SCALE, MIN_SCALE
 
-MIN_SCALE = "autoscaling.knative.dev/min-scale"
-MAX_SCALE = "autoscaling.knative.dev/max-scale"
+__all__ = ["MAX_SCALE", "MIN_SCALE", "SCALE_SHARE", "scale_annotations", "share_of"]
+
 #: the annotation prefix of an owner's share
 SCALE_SHARE = "scale.slackwise.dev/"
 #: when a share without a lease ends (never, in practice)
