@@ -131,29 +131,23 @@ class RemoteView:
 
     async def set_min_scale(self, function: str, replicas: int | None) -> None:
         """``PUT /platform/functions/{function}/min-scale`` on the platform's admin API."""
-        response = await self._client.put(
-            f"{self._base}/platform/functions/{function}/min-scale",
-            json={"min_scale": replicas},
-            timeout=5.0,
-        )
-        if response.status_code != 200:
-            raise RuntimeError(
-                f"pinning {function} to {replicas}: the platform answered "
-                f"{response.status_code}: {response.text[:200]}"
-            )
+        await self._put(function, "min-scale", {"min_scale": replicas})
 
     async def set_scale(
         self, function: str, replicas: int | None, *, owner: str = "", lease_s: float | None = None
     ) -> None:
         """``PUT /platform/functions/{function}/scale`` on the platform's admin API."""
+        await self._put(
+            function, "scale", {"replicas": replicas, "frontend": owner, "lease_s": lease_s}
+        )
+
+    async def _put(self, function: str, what: str, body: dict[str, object]) -> None:
         response = await self._client.put(
-            f"{self._base}/platform/functions/{function}/scale",
-            json={"replicas": replicas, "frontend": owner, "lease_s": lease_s},
-            timeout=5.0,
+            f"{self._base}/platform/functions/{function}/{what}", json=body, timeout=5.0
         )
         if response.status_code != 200:
             raise RuntimeError(
-                f"scaling {function} to {replicas}: the platform answered "
+                f"setting {what} of {function} to {body}: the platform answered "
                 f"{response.status_code}: {response.text[:200]}"
             )
 

@@ -105,7 +105,11 @@ def create_gateway(platform: Platform) -> Starlette:
             return _error(404, f"no function named {name!r}")
         return JSONResponse(_describe(name))
 
-    async def put_min_scale(request: Request) -> Response:
+    async def _count_body(
+        request: Request, key: str, usage: str
+    ) -> tuple[str, dict[str, Any], int | None] | Response:
+        """The function named in the path, the JSON body, and its ``key`` (an integer or
+        null), or the 4xx that says what is wrong."""
         name = request.path_params["name"]
         if name not in platform.functions:
             return _error(404, f"no function named {name!r}")
@@ -113,11 +117,18 @@ def create_gateway(platform: Platform) -> Starlette:
             payload = json.loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return _error(400, f"body is not JSON: {exc}")
-        if not isinstance(payload, dict) or "min_scale" not in payload:
-            return _error(400, 'body must be {"min_scale": N} (or null to unpin)')
-        value = payload["min_scale"]
+        if not isinstance(payload, dict) or key not in payload:
+            return _error(400, f"body must be {usage}")
+        value = payload[key]
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            return _error(400, f"min_scale must be an integer or null, got {value!r}")
+            return _error(400, f"{key} must be an integer or null, got {value!r}")
+        return name, payload, value
+
+    async def put_min_scale(request: Request) -> Response:
+        parsed = await _count_body(request, "min_scale", '{"min_scale": N} (or null to unpin)')
+        if isinstance(parsed, Response):
+            return parsed
+        name, _, value = parsed
         try:
             await platform.set_min_scale(name, value)
         except ValueError as exc:
@@ -125,18 +136,11 @@ def create_gateway(platform: Platform) -> Starlette:
         return JSONResponse(_describe(name))
 
     async def put_scale(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in platform.functions:
-            return _error(404, f"no function named {name!r}")
-        try:
-            payload = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return _error(400, f"body is not JSON: {exc}")
-        if not isinstance(payload, dict) or "replicas" not in payload:
-            return _error(400, 'body must be {"replicas": N} (or null to hand back to the KPA)')
-        value = payload["replicas"]
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            return _error(400, f"replicas must be an integer or null, got {value!r}")
+        usage = '{"replicas": N} (or null to hand back to the KPA)'
+        parsed = await _count_body(request, "replicas", usage)
+        if isinstance(parsed, Response):
+            return parsed
+        name, payload, value = parsed
         owner = payload.get("frontend", "")
         if not isinstance(owner, str):
             return _error(400, f"frontend must be a string, got {owner!r}")
