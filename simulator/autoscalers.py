@@ -118,12 +118,12 @@ class Clairvoyant:
         return max(self.wanted(now, function), busy)
 
 
-class AdvisorScaler:
-    """Knative's KPA under the advisor's min-scale pin, as the live adapter runs it."""
+class _Learning:
+    """What both learning scalers share: a live advisor per function, fed from the request
+    path exactly as ``adapter.serving.autoscaling`` feeds it."""
 
     def __init__(
         self,
-        kpa: KpaScaler,
         settings: AdvisorSettings,
         *,
         slos_ms: Mapping[str, float],
@@ -131,20 +131,12 @@ class AdvisorScaler:
         container_concurrency: Mapping[str, int],
         max_scale: Mapping[str, int],
     ) -> None:
-        self.kpa = kpa
         self.settings = settings
         self._slos = dict(slos_ms)
         self._percentiles = dict(percentiles)
         self._concurrency = dict(container_concurrency)
         self._max_scale = dict(max_scale)
         self.functions: dict[str, FunctionAutoscaler] = {}
-        self._desired: dict[str, int] = {}
-        #: (time, function, pin) whenever a pin changed, for plots and tests
-        self.pins: list[tuple[float, str, int]] = []
-
-    @property
-    def tick_s(self) -> float | None:
-        return self.kpa.tick_s
 
     def bind(self, function: str, model: LatencyModel, limit: Callable[[], int]) -> None:
         self.functions[function] = function_autoscaler(
@@ -164,6 +156,33 @@ class AdvisorScaler:
 
     def cold_start(self, now: float, function: str, seconds: float) -> None:
         self.functions[function].cold_start(now, seconds)
+
+
+class AdvisorScaler(_Learning):
+    """Knative's KPA under the advisor's min-scale pin, as the live adapter runs it."""
+
+    def __init__(
+        self,
+        kpa: KpaScaler,
+        settings: AdvisorSettings,
+        *,
+        slos_ms: Mapping[str, float],
+        percentiles: Mapping[str, float],
+        container_concurrency: Mapping[str, int],
+        max_scale: Mapping[str, int],
+    ) -> None:
+        super().__init__(
+            settings, slos_ms=slos_ms, percentiles=percentiles,
+            container_concurrency=container_concurrency, max_scale=max_scale,
+        )  # fmt: skip
+        self.kpa = kpa
+        self._desired: dict[str, int] = {}
+        #: (time, function, pin) whenever a pin changed, for plots and tests
+        self.pins: list[tuple[float, str, int]] = []
+
+    @property
+    def tick_s(self) -> float | None:
+        return self.kpa.tick_s
 
     def initial(self, function: str) -> int:
         n = self.kpa.initial(function)
@@ -191,7 +210,7 @@ class AdvisorScaler:
         return desired
 
 
-class OwnedScaler:
+class OwnedScaler(_Learning):
     """The adapter's controller owns each function's replica count (see the module docstring)."""
 
     def __init__(
@@ -205,15 +224,13 @@ class OwnedScaler:
         initial: Mapping[str, int],
         min_reevaluate_s: float = 0.1,
     ) -> None:
-        self.settings = settings
-        self._slos = dict(slos_ms)
-        self._percentiles = dict(percentiles)
-        self._concurrency = dict(container_concurrency)
-        self._max_scale = dict(max_scale)
+        super().__init__(
+            settings, slos_ms=slos_ms, percentiles=percentiles,
+            container_concurrency=container_concurrency, max_scale=max_scale,
+        )  # fmt: skip
         self._initial = dict(initial)
         self._min_reevaluate_s = min_reevaluate_s
         self._last_urgent: dict[str, float] = {}
-        self.functions: dict[str, FunctionAutoscaler] = {}
         #: (time, function, count) whenever the count changed, for plots and tests
         self.counts: list[tuple[float, str, int]] = []
         self._count: dict[str, int] = {}
@@ -221,25 +238,6 @@ class OwnedScaler:
     @property
     def tick_s(self) -> float | None:
         return self.settings.tick_s
-
-    def bind(self, function: str, model: LatencyModel, limit: Callable[[], int]) -> None:
-        self.functions[function] = function_autoscaler(
-            function,
-            self.settings,
-            slo_ms=self._slos[function],
-            percentile=self._percentiles[function],
-            model=model,
-            limit=limit,
-            container_concurrency=self._concurrency[function],
-            max_scale=self._max_scale[function],
-            now=0.0,
-        )
-
-    def arrived(self, now: float, function: str, count: int) -> None:
-        self.functions[function].arrived(now, count)
-
-    def cold_start(self, now: float, function: str, seconds: float) -> None:
-        self.functions[function].cold_start(now, seconds)
 
     def missed(self, now: float, function: str) -> bool:
         last = self._last_urgent.get(function)
