@@ -292,7 +292,7 @@ class Simulation:
                     self._push(wake, _WAKE, st)
             return
 
-    def _send(self, st: Station, batch: list[SimRequest], d: BatchDecision, now: float) -> None:
+    def _send(self, st: Station, batch: Sequence[SimRequest], d: BatchDecision, now: float) -> None:
         n = len(batch)
         st.batches += 1
         st.instances += n
@@ -313,7 +313,7 @@ class Simulation:
         self._start(st, batch, now, now, timeout, False)
 
     def _start(
-        self, st: Station, batch: list[SimRequest], sent: float, now: float, timeout: bool,
+        self, st: Station, batch: Sequence[SimRequest], sent: float, now: float, timeout: bool,
         cold: bool,
     ) -> None:  # fmt: skip
         n = len(batch)
@@ -325,9 +325,9 @@ class Simulation:
             ms *= math.exp(sigma * self._service_rng.gauss(0.0, 1.0))
         self._push(now + ms / 1000.0, _DONE, st, (batch, sent, timeout, cold))
 
-    def _done(self, now: float, st: Station, info: tuple[list[SimRequest], float, bool, bool]) -> (
-        None
-    ):  # fmt: skip
+    def _done(
+        self, now: float, st: Station, info: tuple[Sequence[SimRequest], float, bool, bool]
+    ) -> None:
         batch, sent, timeout, cold = info
         controller = st.controller
         controller.released()

@@ -5,6 +5,7 @@ its stations in order, its SLO and the stage estimates its budgets are split by)
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from adapter.policies.controller import Controller
 from adapter.policies.latency import LatencyModel
@@ -103,7 +104,7 @@ class Station:
         self.closed_s = 0.0
         self.desired = 0
         self.next_id = 0
-        self.parked: list[tuple[list[SimRequest], float, bool]] = []
+        self.parked: list[tuple[Sequence[SimRequest], float, bool]] = []
         #: when the latest scheduling step asked to look again (earlier asks are void)
         self.wake_at: float | None = None
         #: bumped whenever the batch sizes or the model change (the stage estimates then do)

@@ -23,8 +23,8 @@ both call exactly these methods, a parity test holds them to the same batches.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Generic, Literal, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
 
 from adapter.policies.aimd import AIMD, AIMDDecision
 from adapter.policies.batching import BatchDecision, LatencyEstimator
@@ -55,7 +55,7 @@ class LateRefusal:
     queued: int
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Step(Generic[T]):
     """What one scheduling step decided.
 
@@ -66,10 +66,10 @@ class Step(Generic[T]):
     """
 
     decision: BatchDecision | None = None
-    batch: list[T] = field(default_factory=list)
+    batch: Sequence[T] = ()
     wake_at: float | None = None
     busy: bool = False
-    late: list[T] = field(default_factory=list)
+    late: Sequence[T] = ()
     tuned: AIMDDecision | None = None
 
 
@@ -178,15 +178,15 @@ class Controller(Generic[T]):
         queue = self.queue
         queue.drop_cancelled()
         if not queue:
-            return Step()
-        late: list[T] = []
+            return _IDLE  # frozen and empty: shared, so an idle step allocates nothing
+        late: Sequence[T] = ()
         if self.late != "serve":
             late = queue.take_late(now, due=_due)
             if not queue:
                 return Step(late=late)
         free = self.slots(ready) - self.inflight
         if free <= 0:
-            return Step(busy=True, late=late)
+            return Step(busy=True, late=late) if late else _BUSY
         tuned = None if self.aimd is None else self.aimd.update(now)
         decision = next_batch(
             now,
@@ -255,6 +255,10 @@ class Controller(Generic[T]):
     def released(self) -> None:
         """A batch sent by :meth:`step` is over (answered or failed): its slot is free."""
         self.inflight -= 1
+
+
+_IDLE: Step[Any] = Step()
+_BUSY: Step[Any] = Step(busy=True)
 
 
 def _due(item: Queued) -> float:

@@ -240,7 +240,7 @@ class Dispatcher:
             self._m_queue.set(len(controller.queue))
             if step.decision is not None and step.batch:
                 self._m_inflight.set(controller.inflight)
-                task = asyncio.create_task(self._send(step.batch, step.decision))
+                task = asyncio.create_task(self._send(list(step.batch), step.decision))
                 self._sends.add(task)
                 task.add_done_callback(self._sends.discard)
                 continue
