@@ -15,7 +15,8 @@ import asyncio
 import contextlib
 import selectors
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Executor
 from typing import Any, Protocol, TypeVar
 
 __all__ = ["Clock", "MonotonicClock", "VirtualClock", "wait_until"]
@@ -110,7 +111,10 @@ class _VirtualSelector(selectors.DefaultSelector):
         ready: list[tuple[Any, int]] = super().select(0)
         if ready or timeout == 0:
             return ready
-        if timeout is None:  # no timer at all: only a thread or a socket can wake the loop
+        busy = isinstance(self.loop, _VirtualLoop) and self.loop.in_threads > 0
+        if timeout is None or busy:
+            # no timer at all, or work in a thread: virtual time stands still while the thread
+            # runs (in real time); its result, or a socket, wakes the loop
             woken: list[tuple[Any, int]] = super().select(None)
             return woken
         target = self._clock.now() + timeout
@@ -125,9 +129,22 @@ class _VirtualSelector(selectors.DefaultSelector):
 class _VirtualLoop(asyncio.SelectorEventLoop):
     def __init__(self, clock: VirtualClock) -> None:
         self._virtual = clock
+        #: calls running in the executor (``asyncio.to_thread``): the clock waits for them
+        self.in_threads = 0
         selector = _VirtualSelector(clock)
         super().__init__(selector)
         selector.loop = self
+
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Executor | None, func: Callable[..., R], *args: Any
+    ) -> asyncio.Future[R]:
+        future = super().run_in_executor(executor, func, *args)
+        self.in_threads += 1
+        future.add_done_callback(self._thread_done)
+        return future
+
+    def _thread_done(self, _: asyncio.Future[Any]) -> None:
+        self.in_threads -= 1
 
     def time(self) -> float:
         return self._virtual.now()

@@ -21,17 +21,21 @@ from __future__ import annotations
 
 import multiprocessing
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from typing import Any
 
+import numpy as np
+
 from adapter.policies.percentile import ServiceModel, min_replicas
 from adapter.policies.slack import stage_policy
 from simulator.autoscalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
+from simulator.clairvoyance import late_ticks, simulated_need
 from simulator.compliance import compliance_pct
 from simulator.config import AutoscalingConfig, SimConfig
 from simulator.engine import Simulation, app_slos_ms
+from simulator.results import SimResult
 from simulator.runner import arrivals_for, curves_for
 from simulator.scaling import KpaScaler, Scaler
 from simulator.service import ServiceCurve
@@ -85,8 +89,15 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
     arrivals = _arrivals(config, rate_rps, seed)
     service = clairvoyant_service(curve, batch_limit=limit, slots=fn.container_concurrency)
 
-    def need(rate: float) -> int:
-        return min_replicas(rate, slo_ms, level, service, max_replicas=cap)
+    model_need: Callable[[float], int] = lambda rate: min_replicas(  # noqa: E731
+        rate, slo_ms, level, service, max_replicas=cap
+    )
+    need = model_need
+    if auto.clair_needs == "simulated" and name in ("clair_a1", "clair_a2"):
+        need = simulated_need(
+            config, fn_name, curve, policy, slo_ms=slo_ms, level_pct=level,
+            window=auto.window, step=auto.step, max_replicas=cap, seed=seed,
+        )  # fmt: skip
 
     def needs() -> dict[str, list[int]]:
         return {fn_name: window_needs(arrivals, tick_s=auto.tick_s, need=need)}
@@ -94,18 +105,41 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
     bootstrap = auto.bootstrap
     if bootstrap is None and name in ("kpa", "advisor", "slackwise"):
         bootstrap = Clairvoyant(
-            needs(), tick_s=auto.tick_s, lookahead_s={fn_name: setup_s}
-        ).initial(fn_name)
-    run_config = config
+            {fn_name: window_needs(arrivals, tick_s=auto.tick_s, need=model_need)},
+            tick_s=auto.tick_s, lookahead_s={fn_name: setup_s},
+        ).initial(fn_name)  # fmt: skip
     scaler: Scaler
-    if name == "clair_a1":
-        run_config = replace(config, functions={fn_name: replace(fn, cold_start_s=0.0)})
-        scaler = Clairvoyant(needs(), tick_s=auto.tick_s)
-    elif name == "clair_a2":
-        scaler = Clairvoyant(
-            needs(), tick_s=auto.tick_s, lookahead_s={fn_name: setup_s}, collect_s=auto.collect_s
-        )
-    elif name == "slackwise":
+    if name in ("clair_a1", "clair_a2"):
+        run_config = config
+        if name == "clair_a1":
+            run_config = replace(config, functions={fn_name: replace(fn, cold_start_s=0.0)})
+        ahead = {} if name == "clair_a1" else {fn_name: setup_s}
+        collect = 0.0 if name == "clair_a1" else auto.collect_s
+        counts = needs()
+        rounds = 0
+        while True:
+            scaler = Clairvoyant(counts, tick_s=auto.tick_s, lookahead_s=ahead, collect_s=collect)
+            sim = Simulation(
+                run_config, policy, curves, rate_rps=rate_rps, requests=len(arrivals), seed=seed,
+                scaler=scaler, arrivals=arrivals,
+            )  # fmt: skip
+            result = sim.run()
+            latencies, _ = sim.latencies_by_arrival()
+            if rounds >= auto.clair_rounds or len(latencies) != len(arrivals):
+                break
+            ticks = late_ticks(
+                latencies, arrivals, slo_ms=slo_ms, level_pct=level, window=auto.window,
+                step=auto.step, tick_s=auto.tick_s,
+            )  # fmt: skip
+            row = counts[fn_name]
+            raised = [t for t in ticks if 0 <= t < len(row) and row[t] < cap]
+            if not raised:
+                break
+            for t in raised:
+                row[t] += 1
+            rounds += 1
+        return _row(name, result, latencies, slo_ms, level, auto, setup_s, None, rounds)
+    if name == "slackwise":
         scaler = OwnedScaler(
             auto.advisor,
             slos_ms={fn_name: slo_ms},
@@ -131,13 +165,27 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
                 max_scale={fn_name: fn.scaling.max_scale},
             )
     sim = Simulation(
-        run_config, policy, curves, rate_rps=rate_rps, requests=len(arrivals), seed=seed,
+        config, policy, curves, rate_rps=rate_rps, requests=len(arrivals), seed=seed,
         scaler=scaler, arrivals=arrivals,
     )  # fmt: skip
     result = sim.run()
     latencies, _ = sim.latencies_by_arrival()
+    return _row(name, result, latencies, slo_ms, level, auto, setup_s, bootstrap, None)
+
+
+def _row(
+    name: str,
+    result: SimResult,
+    latencies: np.ndarray,
+    slo_ms: float,
+    level: float,
+    auto: AutoscalingConfig,
+    setup_s: float,
+    bootstrap: int | None,
+    rounds: int | None,
+) -> dict[str, Any]:
     f = result.functions[0]
-    return {
+    row = {
         "replica_seconds": round(result.replica_seconds, 3),
         "compliance_pct": round(
             compliance_pct(latencies, rt_max_ms=slo_ms, service_level_pct=level,
@@ -156,6 +204,9 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
         "bootstrap": bootstrap if name in ("kpa", "advisor", "slackwise") else None,
         "setup_s": 0.0 if name == "clair_a1" else round(setup_s, 3),
     }  # fmt: skip
+    if rounds is not None:
+        row["clair_rounds"] = rounds
+    return row
 
 
 def _job(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict[str, Any]:

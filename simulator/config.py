@@ -130,6 +130,11 @@ class AutoscalingConfig:
     bootstrap: int | None = None
     window: int = 1000
     step: int = 10
+    #: how ClairA1/A2 find each window's count: ``simulated`` (the simulator itself,
+    #: :mod:`simulator.clairvoyance`) or ``model`` (the analytic percentile model)
+    clair_needs: str = "simulated"
+    #: re-runs over the trace that add a replica where a window still missed the SLA
+    clair_rounds: int = 6
     advisor: AdvisorSettings = field(default_factory=lambda: AdvisorSettings(enabled=True))
 
 
@@ -261,7 +266,7 @@ def _autoscaling(r: Reader, raw: Any, apps: Mapping[str, SimApp]) -> Autoscaling
     path = "autoscaling"
     data = r.mapping(raw, path)
     r.only(data, path, {"compare", "policy", "tick_s", "collect_s", "bootstrap", "window",
-                        "step", "advisor"})  # fmt: skip
+                        "step", "clair_needs", "clair_rounds", "advisor"})  # fmt: skip
     if len(apps) != 1 or len(next(iter(apps.values())).stages) != 1:
         raise r.fail(
             "apps",
@@ -294,6 +299,8 @@ def _autoscaling(r: Reader, raw: Any, apps: Mapping[str, SimApp]) -> Autoscaling
         bootstrap=bootstrap,
         window=r.integer(data, "window", path, 1000, low=1),
         step=r.integer(data, "step", path, 10, low=1),
+        clair_needs=_choice(r, data, "clair_needs", path, "simulated", ("simulated", "model")),
+        clair_rounds=r.integer(data, "clair_rounds", path, 6, low=0),
         advisor=advisor,
     )
 

@@ -215,7 +215,7 @@ def test_a_missed_slo_asks_for_a_decision_at_once() -> None:
         await asyncio.sleep(0.5)
         a.missed("embed", clock.now())
         a.missed("embed", clock.now() + 0.01)  # within the gap: one decision, not two
-        await asyncio.sleep(0.01)
+        await a.settle()
         decided = [when for when, _ in view.times]
         await a.stop()
         return decided

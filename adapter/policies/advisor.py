@@ -43,6 +43,12 @@ from typing import Literal
 
 from adapter.policies.percentile import ServiceModel, min_replicas, response_time_percentile
 from adapter.policies.rate import RatePredictor
+from adapter.policies.replay import (
+    ObservedService,
+    quantised_up,
+    replay_min_replicas,
+    replay_percentile,
+)
 from adapter.policies.swayam_model import (
     RandDispatch,
     rand_min_replicas,
@@ -57,7 +63,10 @@ Reason = Literal["scale-out", "scale-in", "hold", "steady"]
 
 
 #: which resource model sizes the fleet (AdvisorConfig.model)
-ResourceModel = Literal["batched", "swayam"]
+ResourceModel = Literal["replay", "batched", "swayam"]
+RESOURCE_MODELS: tuple[ResourceModel, ...] = ("replay", "batched", "swayam")
+#: answers of the replay model kept per advisor (quantised rate × observed service)
+_REPLAY_CACHE = 512
 #: RAND's delays for the paper's model: sub-millisecond hops, a 1 ms gap between retries
 _RAND = RandDispatch()
 
@@ -108,10 +117,12 @@ class AdvisorConfig:
     floor_at_current: bool = True
     collect_ms: float = 0.0
     overhead_ms: float = 0.0
-    #: the resource model: ``batched`` (how the adapter serves: one queue, batches;
-    #: :mod:`adapter.policies.percentile`) or ``swayam`` (the paper's random dispatch of single
-    #: requests, Eq. 1 and Theorem 2: :mod:`adapter.policies.swayam_model`)
-    model: ResourceModel = "batched"
+    #: the resource model: ``replay`` (the controller's batching replayed on the service times
+    #: it observed per batch size: :mod:`adapter.policies.replay`; ``batched`` until the first
+    #: observations are passed in), ``batched`` (the analytic model of one queue served in
+    #: batches: :mod:`adapter.policies.percentile`) or ``swayam`` (the paper's random dispatch of
+    #: single requests, Eq. 1 and Theorem 2: :mod:`adapter.policies.swayam_model`)
+    model: ResourceModel = "replay"
 
     def __post_init__(self) -> None:
         _positive("slo_ms", self.slo_ms)
@@ -139,8 +150,10 @@ class AdvisorConfig:
             raise AdvisorConfigError(
                 f"floor_at_current must be true or false, got {self.floor_at_current!r}"
             )
-        if self.model not in ("batched", "swayam"):
-            raise AdvisorConfigError(f"model must be batched or swayam, got {self.model!r}")
+        if self.model not in RESOURCE_MODELS:
+            raise AdvisorConfigError(
+                f"model must be one of {', '.join(RESOURCE_MODELS)}, got {self.model!r}"
+            )
         _positive("collect_ms", self.collect_ms, allow_zero=True)
         _positive("overhead_ms", self.overhead_ms, allow_zero=True)
 
@@ -198,6 +211,9 @@ class Advisor:
         self._pin = 0
         self._changed_at: float | None = None
         self._needs: deque[tuple[float, int]] = deque()
+        #: what the controller observed per batch size (the replay model's input)
+        self.observed: ObservedService | None = None
+        self._replayed: dict[tuple[float, ObservedService], tuple[int, float]] = {}
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -254,6 +270,8 @@ class Advisor:
         """The fewest replicas for the SLO at ``rate`` and their percentile, by the configured
         resource model."""
         cfg = self.config
+        if cfg.model == "replay" and self.observed is not None:
+            return self._replay(rate, self.observed)
         if cfg.model == "swayam":
             needed = rand_min_replicas(
                 rate, cfg.slo_ms, cfg.percentile, self.service, _RAND,
@@ -284,21 +302,61 @@ class Advisor:
             overhead_ms=cfg.overhead_ms,
         )
 
+    def rates_at(self, now: float) -> tuple[float, float, float]:
+        """The local forecast ``t_setup`` ahead, the current local rate and the rate the model
+        sizes for (the larger of the two when ``floor_at_current``, × ``n_F`` × ``U``)."""
+        cfg = self.config
+        forecast = self.rates.predict(now, self.setup_s)
+        current = self.rates.current(now)
+        local = max(forecast, current) if cfg.floor_at_current else forecast
+        return forecast, current, local * self._frontends * cfg.burst_u
+
+    def warm(self, rate: float, observed: ObservedService) -> None:
+        """Compute and keep the replay model's answer for ``rate`` on ``observed`` so that the
+        next :meth:`decide` finds it. Touches nothing but the cache: the live loop runs it in a
+        worker thread, so a search of a few tens of milliseconds does not stall requests."""
+        if self.config.model == "replay" and rate > 0.0:
+            self._replay(rate, observed)
+
+    def _replay(self, rate: float, observed: ObservedService) -> tuple[int, float]:
+        """The replay model's count and percentile at ``rate`` rounded up to a 2 % step, cached:
+        rates and observations repeat from tick to tick."""
+        if rate <= 0.0:
+            return 0, 0.0
+        key = (quantised_up(rate), observed)
+        hit = self._replayed.get(key)
+        if hit is not None:
+            return hit
+        cfg = self.config
+        needed = replay_min_replicas(
+            key[0], cfg.slo_ms, cfg.percentile, observed, max_replicas=cfg.max_replicas
+        )
+        value = replay_percentile(key[0], needed, observed, cfg.slo_ms, cfg.percentile)
+        if len(self._replayed) >= _REPLAY_CACHE:
+            self._replayed = {}  # replaced, not cleared: a reader in another thread keeps its own
+        self._replayed[key] = (needed, value)
+        return needed, value
+
     def decide(
-        self, now: float, *, kpa_wants: int, service: ServiceModel | None = None
+        self,
+        now: float,
+        *,
+        kpa_wants: int,
+        service: ServiceModel | None = None,
+        observed: ObservedService | None = None,
     ) -> AdvisorDecision:
         """The floor to pin at ``now``; ``service`` (when given) replaces the service model,
-        which follows the latency fit and the batch limit in use."""
+        which follows the latency fit and the batch limit in use, and ``observed`` what the
+        replay model replays."""
         if isinstance(kpa_wants, bool) or not isinstance(kpa_wants, int) or kpa_wants < 0:
             raise ValueError(f"kpa_wants must be an integer >= 0, got {kpa_wants!r}")
         if service is not None:
             self.service = service
+        if observed is not None:
+            self.observed = observed
         cfg = self.config
         setup = self.setup_s
-        forecast = self.rates.predict(now, setup)
-        current = self.rates.current(now)
-        local = max(forecast, current) if cfg.floor_at_current else forecast
-        model_rate = local * self._frontends * cfg.burst_u
+        forecast, current, model_rate = self.rates_at(now)
         needed, percentile_ms = self._fewest(model_rate)
         feasible = percentile_ms <= cfg.slo_ms
 

@@ -12,6 +12,7 @@ from adapter.policies.advisor import Advisor, AdvisorConfig, AdvisorDecision
 from adapter.policies.keepalive import KeepAlive, KeepAliveConfig
 from adapter.policies.latency import LatencyModel
 from adapter.policies.percentile import ServiceModel
+from adapter.policies.replay import ObservedService
 
 __all__ = ["AdvisorSettingsLike", "FunctionAutoscaler", "function_autoscaler"]
 
@@ -60,6 +61,7 @@ class FunctionAutoscaler:
     pinned: int | None = None
     last: AdvisorDecision | None = None
     keep_warm: bool = False
+    _prepared: tuple[float, ObservedService] | None = None
 
     def service(self, now: float) -> ServiceModel:
         return ServiceModel.from_latency_model(
@@ -84,10 +86,39 @@ class FunctionAutoscaler:
         if seconds > 0:
             self.advisor.observe_cold_start(now, seconds)
 
+    def observed(self, now: float) -> ObservedService | None:
+        """What the replay model is fed at ``now`` (``None`` for the analytic models)."""
+        if self.advisor.config.model != "replay":
+            return None
+        prepared = self._prepared
+        if prepared is not None and prepared[0] == now:
+            return prepared[1]
+        observed = ObservedService.from_latency_model(
+            self.model,
+            now,
+            batch_limit=max(1, self.limit()),
+            container_concurrency=self.container_concurrency,
+        )
+        self._prepared = (now, observed)
+        return observed
+
+    def prepare(self, now: float) -> Callable[[], None] | None:
+        """The expensive half of the decision at ``now``, as a call that touches only the
+        advisor's cache (run it in a worker thread, then :meth:`decide` at the same ``now``);
+        ``None`` when there is nothing expensive to do."""
+        observed = self.observed(now)
+        if observed is None:
+            return None
+        rate = self.advisor.rates_at(now)[2]
+        advisor = self.advisor
+        return lambda: advisor.warm(rate, observed)
+
     def decide(self, now: float, kpa_wants: int) -> int:
         """One advisor decision at ``now`` and the pin it implies (see :meth:`pin_for`); the
         simulator's advisor scaler calls exactly this, as :meth:`Autoscaling.tick` does."""
-        decision = self.advisor.decide(now, kpa_wants=kpa_wants, service=self.service(now))
+        decision = self.advisor.decide(
+            now, kpa_wants=kpa_wants, service=self.service(now), observed=self.observed(now)
+        )
         self.last = decision
         return self.pin_for(decision, now)
 

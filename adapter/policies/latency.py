@@ -83,8 +83,12 @@ class _Window:
 
     def p95(self) -> float:
         """The nearest-rank P95 (the window must not be empty)."""
+        return self.quantile(0.95)
+
+    def quantile(self, q: float) -> float:
+        """The nearest-rank ``q`` quantile, ``0 < q ≤ 1`` (the window must not be empty)."""
         ordered = self._sorted
-        return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+        return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 class _RunningFit:
@@ -257,6 +261,14 @@ class LatencyModel:
         if window is not None and window.prune(now) >= self._min_samples:
             return window.p95()
         return self.estimate_ms(n) * self.spread(now)
+
+    def observed_ms(self, n: int, now: float) -> tuple[float, float] | None:
+        """The observed median and P95 round trip of batches of ``n`` in the window at ``now``,
+        or ``None`` with fewer than ``min_samples`` of them (what the replay model is fed)."""
+        window = self._by_size.get(n)
+        if window is None or window.prune(now) < self._min_samples:
+            return None
+        return window.quantile(0.5), window.p95()
 
 
 class LatencyModels:

@@ -114,6 +114,9 @@ class Autoscaling:
         for name, auto in self.functions.items():
             if only is not None and name != only:
                 continue
+            prepared = auto.prepare(now)
+            if prepared is not None:  # the replay search, off the request path
+                await asyncio.to_thread(prepared)
             pin = auto.decide(now, self.view.replicas(name).desired)
             decision = auto.last
             assert decision is not None
@@ -213,6 +216,10 @@ class Autoscaling:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="advisor")
+
+    async def settle(self) -> None:
+        """Wait for the decisions that misses asked for (:meth:`missed`) to be written."""
+        await asyncio.gather(*self._extra, return_exceptions=True)
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -259,7 +259,7 @@ def _adapter(r: Reader, raw: Any) -> AdapterConfig:
 
 
 #: the advisor's resource models (adapter.policies.advisor.AdvisorConfig.model)
-MODELS = ("batched", "swayam")
+MODELS = ("replay", "batched", "swayam")
 
 
 def advisor_settings(
@@ -291,7 +291,7 @@ def advisor_settings(
         default_setup_s=number("default_setup_s", low=0.0),
         keep_alive=flag(r, data, "keep_alive", path, d.keep_alive),
         floor_at_current=optional_flag("floor_at_current"),
-        model=None if "model" not in data else choice(r, data, "model", path, MODELS, "batched"),
+        model=None if "model" not in data else choice(r, data, "model", path, MODELS, "replay"),
     )
 
 

@@ -122,7 +122,8 @@ class AdvisorSettings:
     keep_alive: bool = True
     #: never forecast below the recent rate (a 500 s regression lags a step in load)
     floor_at_current: bool | None = None
-    #: the resource model: batched (how the adapter serves) or swayam (the paper's RAND model)
+    #: the resource model: replay (the controller's batching replayed on what it observed),
+    #: batched (the analytic model of how the adapter serves) or swayam (the paper's RAND model)
     model: str | None = None
 
 

@@ -1,0 +1,248 @@
+"""The response-time percentile by replaying the controller's own batching on what it observed.
+
+The analytic model (:mod:`adapter.policies.percentile`) assumes one mean batch size and one
+spread for every size. Under work-conserving, deadline-aware batching neither holds: on several
+replicas half the batches are single requests while a busy spell leaves with batches of 15–20,
+and the service time of each size has its own spread. That is why the analytic model is
+optimistic on four or more replicas (``docs/advisor.md``). This model keeps nothing of that
+algebra: it replays Poisson arrivals at the given rate through ``replicas × slots`` servers with
+the batching rule the controller applies (:func:`adapter.policies.batching.decide` with
+``max_wait_ms: 0``: a free slot takes the longest queue prefix whose estimate ``E(n)`` still meets
+the head's deadline, and a head that cannot make it leaves with the late requests behind it),
+each batch's service drawn from a log-normal with the **median and P95 the controller observed
+for that batch size** (:meth:`adapter.policies.latency.LatencyModel.observed_ms`; the fitted
+estimate and spread where a size has too few samples). The batch-size distribution is then not
+assumed but produced by the same rule as live.
+
+It is a model, not the simulator: one function, a fixed SLO from arrival, FIFO order (equal to
+deadline order under one SLO), no cold starts, no AIMD period, no waiting for company (a batch
+held for company only makes waits longer than this predicts when the slots are busy, and shorter
+otherwise: the controller waits only while slots are idle). It is deterministic (seeded, common
+random numbers across replica counts, so the search compares like with like), pure, and costs
+about ``requests`` × a few microseconds per evaluation: :func:`replay_min_replicas` caches
+nothing; the advisor caches its answers per quantised rate and service.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import random
+from collections import deque
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Protocol
+
+__all__ = ["ObservedService", "quantised_up", "replay_min_replicas", "replay_percentile"]
+
+_Z95 = NormalDist().inv_cdf(0.95)
+#: arrivals beyond the percentile's tail: at least this many requests land above it
+_TAIL_SAMPLES = 200
+_MIN_REQUESTS = 4000
+_WARMUP_FRACTION = 0.1
+
+
+class _ObservedLatency(Protocol):
+    """What :meth:`ObservedService.from_latency_model` reads from a latency model."""
+
+    def estimate_ms(self, n: int) -> float: ...
+
+    def spread(self, now: float) -> float: ...
+
+    def observed_ms(self, n: int, now: float) -> tuple[float, float] | None: ...
+
+
+def quantised_up(value: float, step: float = 0.02) -> float:
+    """``value`` rounded up to the next power of ``1 + step`` (so equal services hash equal)."""
+    if value <= 0.0:
+        return 0.0
+    base = math.log1p(step)
+    return math.exp(math.ceil(math.log(value) / base - 1e-9) * base)
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedService:
+    """Per batch size ``n = 1..K`` (index ``n − 1``): the observed median and P95 round trip
+    and the estimate ``E(n)`` the batching decision uses, in milliseconds; ``slots`` batches at
+    once per replica (``containerConcurrency``)."""
+
+    median_ms: tuple[float, ...]
+    p95_ms: tuple[float, ...]
+    estimate_ms: tuple[float, ...]
+    slots: int = 1
+
+    def __post_init__(self) -> None:
+        k = len(self.median_ms)
+        if k < 1 or len(self.p95_ms) != k or len(self.estimate_ms) != k:
+            raise ValueError(
+                "median_ms, p95_ms and estimate_ms need one value per batch size, "
+                f"got {len(self.median_ms)}, {len(self.p95_ms)} and {len(self.estimate_ms)}"
+            )
+        for name in ("median_ms", "p95_ms", "estimate_ms"):
+            for value in getattr(self, name):
+                if not (math.isfinite(value) and value > 0.0):
+                    raise ValueError(f"{name} must hold numbers > 0, got {value!r}")
+        if isinstance(self.slots, bool) or self.slots < 1:
+            raise ValueError(f"slots must be an integer >= 1, got {self.slots!r}")
+
+    @property
+    def batch_limit(self) -> int:
+        return len(self.median_ms)
+
+    @classmethod
+    def from_latency_model(
+        cls,
+        model: _ObservedLatency,
+        now: float,
+        *,
+        batch_limit: int,
+        container_concurrency: int,
+    ) -> ObservedService:
+        """What ``model`` has observed at ``now`` for batches up to ``batch_limit``: each size's
+        window median and P95, or, with too few samples, the estimate as the median and the
+        estimate × spread as the P95. Values are rounded up to 2 % steps (cache keys)."""
+        spread = max(1.0, model.spread(now))
+        medians, p95s, estimates = [], [], []
+        for n in range(1, max(1, batch_limit) + 1):
+            estimate = max(0.1, model.estimate_ms(n))
+            seen = model.observed_ms(n, now)
+            median, p95 = seen if seen is not None else (estimate, estimate * spread)
+            median = max(0.1, median)
+            medians.append(quantised_up(median))
+            p95s.append(quantised_up(max(median, p95)))
+            estimates.append(quantised_up(estimate))
+        for i in range(1, len(estimates)):  # E(n) is monotone for the decision's bisection
+            estimates[i] = max(estimates[i], estimates[i - 1])
+        return cls(tuple(medians), tuple(p95s), tuple(estimates), max(1, container_concurrency))
+
+
+def _requests_for(percentile: float, requests: int | None) -> int:
+    if requests is not None:
+        if requests < 100:
+            raise ValueError(f"requests must be >= 100, got {requests!r}")
+        return requests
+    tail = max(1e-6, 1.0 - percentile / 100.0)
+    return max(_MIN_REQUESTS, math.ceil(_TAIL_SAMPLES / tail))
+
+
+def _check(rate: float, replicas: int, slo_ms: float, percentile: float) -> None:
+    if not (math.isfinite(rate) and rate > 0.0):
+        raise ValueError(f"rate must be a finite number > 0, got {rate!r}")
+    if isinstance(replicas, bool) or replicas < 1:
+        raise ValueError(f"replicas must be an integer >= 1, got {replicas!r}")
+    if not (math.isfinite(slo_ms) and slo_ms > 0.0):
+        raise ValueError(f"slo_ms must be a finite number > 0, got {slo_ms!r}")
+    if not (math.isfinite(percentile) and 0.0 < percentile < 100.0):
+        raise ValueError(f"percentile must be within (0, 100) percent, got {percentile!r}")
+
+
+def replay_percentile(
+    rate: float,
+    replicas: int,
+    service: ObservedService,
+    slo_ms: float,
+    percentile: float,
+    *,
+    requests: int | None = None,
+    seed: int = 1,
+) -> float:
+    """The ``percentile`` response time (ms) of ``rate`` requests per second on ``replicas``,
+    replayed (see the module docstring). ``requests`` defaults to enough that 200 land beyond
+    the percentile (20 000 for P99); the first 10 % are a warm-up and not counted. A backlog
+    that grows all run shows as a percentile far above the SLO, as it would live."""
+    _check(rate, replicas, slo_ms, percentile)
+    count = _requests_for(percentile, requests)
+    arrivals_rng = random.Random(seed)
+    service_rng = random.Random(seed + 7919)
+    limit = service.batch_limit
+    slo_s = slo_ms / 1000.0
+    estimates_s = [e / 1000.0 for e in service.estimate_ms]
+    late_s = estimates_s[0]
+    medians_s = [m / 1000.0 for m in service.median_ms]
+    sigmas = [
+        math.log(p / m) / _Z95 for p, m in zip(service.p95_ms, service.median_ms, strict=True)
+    ]
+    gauss = service_rng.gauss
+    expo = arrivals_rng.expovariate
+    free = replicas * service.slots
+    done: list[float] = []  # completion times of the batches in flight
+    queue: deque[float] = deque()  # arrival times, oldest first
+    latencies: list[float] = []
+    warmup = int(count * _WARMUP_FRACTION)
+    issued = 0
+    next_arrival = expo(rate)
+    inf = math.inf
+    while issued < count or queue:
+        if done and done[0] <= next_arrival:
+            now = heapq.heappop(done)
+            free += 1
+        else:
+            now = next_arrival
+            queue.append(now)
+            issued += 1
+            next_arrival = now + expo(rate) if issued < count else inf
+        while free and queue:
+            room_s = queue[0] + slo_s - now  # the head's time to its deadline
+            if room_s < late_s:  # late head: it leaves with the late ones behind it
+                take = 1
+                cutoff = now + late_s - slo_s  # arrived by then: late too
+                while take < len(queue) and take < limit and queue[take] <= cutoff:
+                    take += 1
+            else:  # the largest prefix whose estimate meets the head's deadline
+                take = min(len(queue), limit, bisect.bisect_right(estimates_s, room_s))
+            ms = medians_s[take - 1] * math.exp(sigmas[take - 1] * gauss(0.0, 1.0))
+            finish = now + ms
+            for _ in range(take):
+                latencies.append(finish - queue.popleft())
+            heapq.heappush(done, finish)
+            free -= 1
+    counted = sorted(latencies[warmup:]) if len(latencies) > warmup else sorted(latencies)
+    rank = max(0, math.ceil(percentile / 100.0 * len(counted)) - 1)
+    return counted[rank] * 1000.0
+
+
+def replay_min_replicas(
+    rate: float,
+    slo_ms: float,
+    percentile: float,
+    service: ObservedService,
+    *,
+    max_replicas: int = 1000,
+    requests: int | None = None,
+    seed: int = 1,
+) -> int:
+    """The fewest replicas whose replayed ``percentile`` is within ``slo_ms`` (``max_replicas``
+    when none is); 0 at rate 0. Starts at the stability bound (full batches at their median)
+    and gallops, then bisects, as :func:`adapter.policies.percentile.min_replicas` does."""
+    if isinstance(max_replicas, bool) or max_replicas < 1:
+        raise ValueError(f"max_replicas must be an integer >= 1, got {max_replicas!r}")
+    if rate == 0.0:
+        return 0
+
+    def meets(replicas: int) -> bool:
+        value = replay_percentile(
+            rate, replicas, service, slo_ms, percentile, requests=requests, seed=seed
+        )
+        return value <= slo_ms
+
+    k = service.batch_limit
+    per_replica = k * service.slots * 1000.0 / service.median_ms[k - 1]
+    low = max(1, math.ceil(rate / per_replica))
+    if low >= max_replicas:
+        return max_replicas
+    if meets(low):
+        return low
+    step, high = 1, low + 1
+    while high < max_replicas and not meets(high):
+        low, step = high, step * 2
+        high = min(max_replicas, low + step)
+    if high >= max_replicas and not meets(max_replicas):
+        return max_replicas
+    while high - low > 1:
+        mid = (low + high) // 2
+        if meets(mid):
+            high = mid
+        else:
+            low = mid
+    return high
