@@ -258,7 +258,10 @@ class OwnedScaler(_Learning):
         return None
 
     def decide(self, now: float, function: str, state: FunctionState) -> int:
-        count = self.functions[function].decide(now, 0)
+        auto = self.functions[function]
+        if auto.last_arrival is None:  # no demand seen yet: the initial count stands, as live
+            return self._count.get(function, 0)
+        count = auto.decide(now, 0)
         if state.inflight or state.queued:
             count = max(count, 1)  # work waiting always finds a server eventually
         if count != self._count.get(function):

@@ -243,3 +243,43 @@ def test_cli_writes_the_autoscalers_section_from_a_trace_file(
     assert rows["clair_a1"]["vs_clair_a1"] == 1.0
     printed = capsys.readouterr().out
     assert "clair_a2" in printed and "compl%" in printed
+
+
+# -- clairvoyants found against the simulator ---------------------------------------------------
+
+
+def test_late_ticks_name_the_late_requests_of_failing_windows_only() -> None:
+    from simulator.clairvoyance import late_ticks
+
+    arrivals = [i * 0.1 for i in range(400)]  # 10 rps for 40 s: ticks of 1 s hold 10 each
+    latencies = np.full(400, 10.0)
+    latencies[50] = 500.0  # one late request alone: its windows still meet 99 % of 100
+    latencies[300:303] = 500.0  # three late in a row: the windows holding them fail
+    ticks = late_ticks(latencies, arrivals, slo_ms=100.0, level_pct=99.0, window=100, step=10,
+                       tick_s=1.0)  # fmt: skip
+    assert ticks == {30}
+
+
+def test_simulated_clairvoyants_meet_the_sla_in_every_window(tmp_path: Path) -> None:
+    trace = tmp_path / "load.rps.txt"
+    trace.write_text("\n".join(["10"] * 20 + ["60"] * 20 + ["10"] * 20) + "\n")
+    config = tmp_path / "as.yaml"
+    config.write_text(
+        "profile: cpu\nwarmup_fraction: 0\nadapter: {max_wait_ms: 0}\n"
+        f"trace: {{name: {trace}}}\nrate_rps: 120\n"
+        "platform: {scaling: kpa}\nfunctions: {embed: {max_batch: 16}}\n"
+        "apps: {embed: {stages: [embed], slo_factor: 3}}\n"
+        "autoscaling: {compare: [clair_a1, clair_a2], collect_s: 10, window: 200, step: 10}\n"
+    )
+    from simulator.comparison import compare
+    from simulator.config import load_sim_config
+
+    loaded = load_sim_config(config)
+    rows = compare(loaded)["autoscalers"]
+    for row in rows.values():
+        assert row["compliance_pct"] == 100.0
+        assert row["clair_rounds"] >= 0
+    with pytest.raises(ConfigError, match=r"autoscaling\.clair_needs.*'oracle'"):
+        _config(autoscaling={"clair_needs": "oracle"})
+    with pytest.raises(ConfigError, match=r"autoscaling\.clair_rounds"):
+        _config(autoscaling={"clair_rounds": -1})

@@ -14,6 +14,7 @@ import logging
 import signal
 import sys
 from collections.abc import Coroutine, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from core.config import Config, ConfigError, load_config
@@ -236,6 +237,32 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return simulator_cli.run(args)
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from adapter.cli import report
+
+    root = Path(args.root).resolve()
+    if not (root / "docs").is_dir():
+        print(f"slackwise: --root {args.root}: no docs/ directory there", file=sys.stderr)
+        return 2
+    if args.run:
+        for group in report.GROUPS if args.run == "all" else (args.run,):
+            status = report.run_group(group, root, jobs=args.jobs)
+            if status:
+                return status
+    try:
+        stale = report.update_docs(root, check=args.check)
+    except ValueError as exc:
+        print(f"slackwise: {exc}", file=sys.stderr)
+        return 2
+    for block in stale:
+        where = f"{block.doc.relative_to(root)}:{block.start + 1}"
+        verb = "differs from" if args.check else "rewritten from"
+        print(f"{where}: {block.kind} table {verb} {', '.join(block.sources)}")
+    if not stale:
+        print("every report table matches its results")
+    return 1 if args.check and stale else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slackwise", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
@@ -330,6 +357,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     simulator_cli.add_arguments(simulate)
     simulate.set_defaults(func=_cmd_simulate)
+
+    report = sub.add_parser(
+        "report", help="re-render the docs' result tables from their JSON (--run: re-run first)"
+    )
+    report.add_argument(
+        "--check",
+        action="store_true",
+        help="only list the tables that differ from their JSON (exit 1 if any)",
+    )
+    report.add_argument(
+        "--run", choices=("fig9", "grandslam", "all"), help="re-run this group of simulations first"
+    )
+    report.add_argument("--jobs", type=int, default=2, help="processes per simulation")
+    report.add_argument("--root", default=".", help="the project directory (docs/, experiments/)")
+    report.set_defaults(func=_cmd_report)
 
     validate = sub.add_parser("validate", help="check a config file")
     validate.add_argument("-c", "--config", required=True, help="YAML config file")

@@ -1,0 +1,198 @@
+"""``slackwise report``: the docs' result tables, made from the JSON the experiments wrote.
+
+A table in ``docs/*.md`` that comes from results is fenced by two comments::
+
+    <!-- report: fig9 experiments/sim/results/autoscale-nasa.json ... -->
+    | ... the table ... |
+    <!-- /report -->
+
+``slackwise report`` renders every fenced block again from the files it names (the kind says
+how) and rewrites it; ``--check`` only says which blocks differ (the test suite runs it, so a
+table cannot drift from its JSON); ``--run GROUP`` first re-runs that group's simulations
+(writing their JSON and text summaries) so that one command refreshes numbers and tables.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["GROUPS", "RENDERERS", "Block", "find_blocks", "render", "run_group", "update_docs"]
+
+_OPEN = re.compile(r"^<!-- report: (?P<kind>[\w-]+)(?P<paths>(?: [^\s>]+)+) -->$")
+_CLOSE = "<!-- /report -->"
+
+_GPU_POLICIES = ("--policies", "ED-30,ED-50,ED-DYN,EDF-30,EDF-50,EDF-DYN,GS")
+
+#: the simulated experiments each ``--run`` group re-runs: (config, JSON written, extra flags of
+#: ``slackwise simulate``); a text summary goes beside each JSON (``.txt``)
+GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
+    "fig9": tuple(
+        (f"experiments/sim/autoscale-{name}.yaml",
+         f"experiments/sim/results/autoscale-{name}.json", ())
+        for name in ("nasa", "twitter", "big-spike", "steep-tri-phase", "nasa-quiet")
+    ),
+    "grandslam": tuple(
+        (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json",
+         _GPU_POLICIES if "gpu" in name else ())
+        for name in ("wl1-cpu", "wl2-cpu", "wl1-gpu", "wl2-gpu")
+    ),
+}  # fmt: skip
+
+
+def _int(value: float) -> str:
+    """Thousands with a thin space, as the docs write them (``26 193``)."""
+    return f"{round(value):,}".replace(",", " ")
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _trace_label(doc: dict[str, Any]) -> str:
+    trace = str(doc.get("trace") or "Poisson")
+    known = {"nasa": "NASA", "twitter": "Twitter"}
+    if trace in known:
+        return known[trace]
+    stem = Path(trace).name.split(".")[0].removeprefix("synthetic-autoscale-")
+    return f"{stem.replace('-', ' ')} (synthetic)" if "synthetic" in trace else stem
+
+
+def _fig9(docs: Sequence[dict[str, Any]]) -> str:
+    lines = [
+        "| trace | scaler | replica-s | / ClairA1 | / ClairA2 | compliance % | viol % | "
+        "cold hits | p99 ms |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for doc in docs:
+        label = _trace_label(doc)
+        for i, (name, row) in enumerate(doc["autoscalers"].items()):
+            lines.append(
+                f"| {label if i == 0 else ''} | {name} | {_int(row['replica_seconds'])} | "
+                f"{_ratio(row.get('vs_clair_a1'))} | {_ratio(row.get('vs_clair_a2'))} | "
+                f"{row['compliance_pct']:.1f} | {row['violation_pct']:.2f} | "
+                f"{row['cold_start_hits']} | {row['p99_ms']:.0f} |"
+            )
+    return "\n".join(lines)
+
+
+def _policies(docs: Sequence[dict[str, Any]]) -> str:
+    (doc,) = docs
+    lines = [
+        "| policy | viol % | p50 ms | p99 ms | mean ms | mean batch | replica-s | "
+        "max rps at SLA | vs GS |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, row in doc["policies"].items():
+        top = row.get("max_rps_at_sla")
+        lines.append(
+            f"| {name} | {row['violation_pct']:.2f} | {row['p50_ms']:.0f} | "
+            f"{row['p99_ms']:.0f} | {row['mean_ms']:.0f} | {row['mean_batch']:.2f} | "
+            f"{row['replica_seconds']:.0f} | {'-' if top is None else f'{top:.0f}'} | "
+            f"{_ratio(row.get('max_rps_vs_gs'))} |"
+        )
+    best = doc.get("gs_over_best_prior")
+    if best is not None:
+        lines += ["", f"GS max rps at SLA / best prior policy's: **{best:.2f}**"]
+    return "\n".join(lines)
+
+
+#: how each kind of block is rendered from the JSON documents it names
+RENDERERS: dict[str, Callable[[Sequence[dict[str, Any]]], str]] = {
+    "fig9": _fig9,
+    "policies": _policies,
+}
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced table: where it is, what it is made from, and what it says now."""
+
+    doc: Path
+    kind: str
+    sources: tuple[str, ...]
+    start: int  # index of the opening comment's line
+    end: int  # index of the closing comment's line
+    text: str
+
+
+def find_blocks(doc: Path) -> list[Block]:
+    """The fenced blocks of one markdown file; a ValueError names an unclosed or unknown one."""
+    lines = doc.read_text(encoding="utf-8").splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        match = _OPEN.match(lines[i].strip())
+        if match is None:
+            i += 1
+            continue
+        kind = match["kind"]
+        if kind not in RENDERERS:
+            raise ValueError(
+                f"{doc}:{i + 1}: unknown report kind {kind!r} "
+                f"(one of {', '.join(sorted(RENDERERS))})"
+            )
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == _CLOSE), None)
+        if end is None:
+            raise ValueError(f"{doc}:{i + 1}: {kind} block has no closing {_CLOSE}")
+        text = "\n".join(lines[i + 1 : end]).strip("\n")
+        blocks.append(Block(doc, kind, tuple(match["paths"].split()), i, end, text))
+        i = end + 1
+    return blocks
+
+
+def render(block: Block, root: Path) -> str:
+    """The table ``block`` should hold, from its JSON sources under ``root``."""
+    docs = []
+    for source in block.sources:
+        path = root / source
+        if not path.is_file():
+            raise ValueError(f"{block.doc}:{block.start + 1}: no results file {source}")
+        docs.append(json.loads(path.read_text(encoding="utf-8")))
+    return RENDERERS[block.kind](docs)
+
+
+def update_docs(root: Path, *, check: bool = False) -> list[Block]:
+    """Re-render every fenced block under ``root/docs``; the blocks whose text differed (with
+    ``check`` nothing is written)."""
+    stale = []
+    for doc in sorted((root / "docs").glob("*.md")):
+        blocks = find_blocks(doc)
+        if not blocks:
+            continue
+        lines = doc.read_text(encoding="utf-8").splitlines()
+        changed = False
+        for block in reversed(blocks):  # from the end, so earlier indices stay valid
+            fresh = render(block, root)
+            if fresh != block.text:
+                stale.append(block)
+                changed = True
+                lines[block.start + 1 : block.end] = fresh.splitlines()
+        if changed and not check:
+            doc.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return stale
+
+
+def run_group(group: str, root: Path, *, jobs: int = 2) -> int:
+    """Re-run one group's simulations from ``root`` (each writes its JSON, and its printed table
+    to the ``.txt`` beside it); the first non-zero exit status, or 0."""
+    from adapter.cli import simulate
+    from adapter.cli.main import build_parser
+
+    for config, out, extra in GROUPS[group]:
+        argv = ["simulate", "-c", str(root / config), "--json", str(root / out),
+                "--jobs", str(jobs), *extra]  # fmt: skip
+        args = build_parser().parse_args(argv)
+        print("slackwise " + " ".join(argv), flush=True)
+        text = io.StringIO()
+        status = simulate.run(args, out=text)
+        if status:
+            return status
+        summary = text.getvalue().replace(str(root) + "/", "")
+        (root / out).with_suffix(".txt").write_text(summary, encoding="utf-8")
+        print(summary, flush=True)
+    return 0
