@@ -112,8 +112,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     port = config.adapter.port if args.port is None else args.port
     print(f"slackwise adapter ({args.mode or config.adapter.mode}) on http://{host}:{port}",
           flush=True)  # fmt: skip
+    from adapter.serving.platform_view import PlatformUnreachable
+
     try:
         _run(serve(app, host, port))
+    except PlatformUnreachable as exc:
+        raise SystemExit(f"slackwise: {exc}") from None
     except OSError as exc:
         raise SystemExit(f"slackwise: cannot listen on {host}:{port}: {exc}") from None
     return 0

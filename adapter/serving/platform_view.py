@@ -45,6 +45,10 @@ class PlatformView(Protocol):
         ...
 
 
+class PlatformUnreachable(RuntimeError):
+    """The platform the adapter was pointed at does not answer: the adapter cannot start."""
+
+
 class PinUnsupported(RuntimeError):
     """The platform behind this view takes no minimum-replica pin."""
 
@@ -111,7 +115,14 @@ class RemoteView:
                 logger.warning("platform poll failed: %s", exc)
 
     async def start(self) -> None:
-        await self.refresh()
+        try:
+            await self.refresh()
+        except (httpx.HTTPError, KeyError, ValueError) as exc:
+            raise PlatformUnreachable(
+                f"the platform at {self._base} did not list its functions "
+                f"(GET /platform/functions: {exc or type(exc).__name__}); start it with "
+                "`slackwise up -c CONFIG` or point --platform-url at a running one"
+            ) from None
         self._task = asyncio.create_task(self._loop(), name="platform-poll")
 
     async def stop(self) -> None:
