@@ -22,6 +22,7 @@ from knative.cluster.crd_schema import (
     validate_service,
 )
 from knative.cluster.kn_commands import kn_create_args
+from knative.cluster.kn_rules import KnLineError, check_kn_args, check_kn_line
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "experiments"
@@ -106,6 +107,8 @@ def test_experiment_configs_validate(name: str) -> None:
         )
         assert "nodeSelector" not in pod and "tolerations" not in pod
     assert len(bundle.kn_lines) == len(config.functions)
+    for line in bundle.kn_lines:
+        check_kn_line(line)  # kn would accept it
 
 
 def test_gpu_variant() -> None:
@@ -143,13 +146,15 @@ def test_gpu_variant() -> None:
         "--limit nvidia.com/gpu=1",
         "--node-selector nvidia.com/gpu.present=true",
         "--toleration Key=nvidia.com/gpu,Operator=Exists,Effect=NoSchedule",
-        "--probe-readiness http:/v1/models/embed-gpu",
+        "--probe-readiness http:::/v1/models/embed-gpu",
+        "--security-context strict",
         "--annotation-revision autoscaling.knative.dev/panic-window-percentage=20",
         "--env OMP_NUM_THREADS=4",
         "--cmd python",
         "--arg=--model --arg=embed",
     ):
         assert part in line, part
+    check_kn_args(args)
 
 
 def test_unknown_field_in_container_is_rejected(digits: dict[str, Any]) -> None:
@@ -375,3 +380,69 @@ def test_the_adapter_deployment_runs_a_serve_command_the_cli_accepts() -> None:
     assert args[:2] == ["--platform", "knative"]
     parsed = build_parser().parse_args([*command[1:], *args])
     assert parsed.platform == "knative" and parsed.port == 8080
+
+
+@pytest.mark.parametrize("config", sorted(p.name for p in EXPERIMENTS.glob("*.yaml")))
+def test_every_printed_kn_line_follows_kns_rules(config: str) -> None:
+    path = EXPERIMENTS / config
+    bundle = manifests.build(load_config(path), path.read_text(encoding="utf-8"))
+    for line in bundle.kn_lines:
+        check_kn_line(line)
+
+
+def test_a_fractional_target_goes_to_an_annotation_not_to_kns_integer_flag(
+    digits: dict[str, Any],
+) -> None:
+    service = copy.deepcopy(digits)
+    annotations = service["spec"]["template"]["metadata"]["annotations"]
+    annotations["autoscaling.knative.dev/target"] = "2.5"
+    annotations["autoscaling.knative.dev/target-utilization-percentage"] = "85.5"
+    args = kn_create_args(service)
+    assert "--scale-target" not in args and "--scale-utilization" not in args
+    assert "autoscaling.knative.dev/target=2.5" in args
+    check_kn_args(args)
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--probe-readiness", "http:/v1/models/embed"], "http:HOST:PORT:PATH"),
+        (["--scale-target", "2.5"], "must be an integer"),
+        (["--scale-utilization=85.5"], "must be an integer"),
+        (["--scale-window", "60"], "Go duration"),
+        (["--security-context", "restricted"], "none or strict"),
+        (["--env", "NOVALUE"], "KEY=VALUE"),
+        (["--request", "gpu=1"], "resource must be"),
+        (["--scale-min", "1", "--scale-min", "2"], "given twice"),
+        (["--scale-minimum", "1"], "unknown flag"),
+        (["--timeout"], "needs a value"),
+    ],
+)
+def test_kn_rules_refuse_what_kn_refuses(flags: list[str], expected: str) -> None:
+    with pytest.raises(KnLineError, match=expected):
+        check_kn_args(["kn", "service", "create", "fn", "--image", "x:1", *flags])
+    with pytest.raises(KnLineError, match="--image: required"):
+        check_kn_args(["kn", "service", "create", "fn"])
+
+
+def test_manifests_without_the_crd_still_write_checked_by_the_webhook_rules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a fresh install far from the checkout: no ../shared/knative anywhere
+    monkeypatch.setenv("SLACKWISE_KNATIVE_DIR", str(tmp_path / "nowhere"))
+    out = tmp_path / "manifests"
+    assert manifests.run(_args(EXPERIMENTS / "local.yaml", out)) == 0
+    printed = capsys.readouterr().out
+    assert "checked by Knative's webhook rules only" in printed
+    assert (out / "10-function-digits.yaml").is_file()
+    # the webhook's rules still refuse what the webhook refuses
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "functions: {f: {model: digits, slo_ms: 100, annotations: "
+        "{autoscaling.knative.dev/min-scale: '9', autoscaling.knative.dev/max-scale: '4'}}}\n"
+    )
+    assert manifests.run(_args(bad, tmp_path / "bad-out")) == 2
+    assert "min-scale" in capsys.readouterr().err
+    # a directory named on the command line must hold the CRD
+    assert manifests.run(_args(EXPERIMENTS / "local.yaml", out, "--knative-dir",
+                               str(tmp_path))) == 2  # fmt: skip

@@ -1,9 +1,13 @@
 """The ``kn service create`` line equivalent to one generated Knative Service manifest.
 
 Built from the manifest itself (not from the config), so the line and the YAML cannot drift:
-autoscaling annotations that ``kn`` has a flag for become ``--scale-*`` flags, the rest go to
-``--annotation-revision``; containerConcurrency, timeoutSeconds, resources, node selector,
-tolerations, the readiness probe path, env, command and args map to their flags.
+autoscaling annotations that ``kn`` has a flag for become ``--scale-*`` flags (where ``kn``'s
+flag can hold the value: ``--scale-target`` and ``--scale-utilization`` take integers, so 2.5
+goes to ``--annotation-revision`` instead), the rest go to ``--annotation-revision``;
+containerConcurrency, timeoutSeconds, resources, node selector, tolerations, the readiness
+probe (``http:HOST:PORT:PATH``, kn's format), the security context (``--security-context
+strict``, written out because current kn defaults to none), env, command and args map to their
+flags. :mod:`knative.cluster.kn_rules` checks a line against kn's own flag rules.
 """
 
 from __future__ import annotations
@@ -24,6 +28,19 @@ SCALE_FLAGS = {
     "initial-scale": "--scale-init",
     "target-utilization-percentage": "--scale-utilization",
 }
+
+
+#: scale flags that kn parses as integers
+INTEGER_SCALE = frozenset({"min-scale", "max-scale", "target", "initial-scale",
+                           "target-utilization-percentage"})  # fmt: skip
+
+
+def _is_int(value: str) -> bool:
+    try:
+        int(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _pairs(flag: str, data: Mapping[str, Any]) -> list[str]:
@@ -59,7 +76,7 @@ def kn_create_args(manifest: Mapping[str, Any]) -> list[str]:
     rest: dict[str, str] = {}
     for key, value in annotations.items():
         short = key[len(GROUP) + 1 :] if key.startswith(GROUP + "/") else None
-        if short in SCALE_FLAGS:
+        if short in SCALE_FLAGS and (short not in INTEGER_SCALE or _is_int(value)):
             args += [SCALE_FLAGS[short], value]
         else:
             rest[key] = value
@@ -77,8 +94,12 @@ def kn_create_args(manifest: Mapping[str, Any]) -> list[str]:
     if port is not None:
         args += ["--port", str(port)]
     probe = container.get("readinessProbe", {}).get("httpGet")
-    if probe is not None:
-        args += ["--probe-readiness", f"http:{probe['path']}"]
+    if probe is not None:  # kn: http:HOST:PORT:PATH, empty host and port for the defaults
+        scheme = str(probe.get("scheme", "HTTP")).lower()
+        probe_port = probe.get("port", "")
+        args += ["--probe-readiness", f"{scheme}::{probe_port}:{probe['path']}"]
+    if container.get("securityContext"):
+        args += ["--security-context", "strict"]
     args += _pairs("--annotation-revision", rest)
     for env in container.get("env", ()):
         args += ["--env", f"{env['name']}={env['value']}"]

@@ -37,8 +37,10 @@ from core.scaling import AutoscalerConfig
 from knative.cluster.crd_schema import (
     API_VERSION,
     KIND,
+    KnativeSchemaMissing,
     ManifestError,
     knative_dir,
+    service_schema,
     validate_service,
 )
 from knative.cluster.kn_commands import kn_create_line
@@ -251,9 +253,21 @@ def build(
     adapter_image: str = ADAPTER_IMAGE,
     namespace: str | None = None,
     knative: Path | None = None,
+    schema_required: bool = True,
 ) -> Bundle:
-    """All manifests for ``config``; every Knative Service is validated (ManifestError)."""
+    """All manifests for ``config``; every Knative Service is validated (ManifestError): against
+    the Serving CRD's schema and the webhook's rules, or, when the CRD is not found and
+    ``schema_required`` is off, the webhook's rules alone (with a warning saying so)."""
     bundle = Bundle()
+    if not schema_required:
+        try:
+            service_schema(knative)
+        except KnativeSchemaMissing as exc:
+            bundle.warnings.append(
+                f"{exc}: the Services were checked by Knative's webhook rules only; for the "
+                "strict schema check point --knative-dir or SLACKWISE_KNATIVE_DIR at a "
+                "directory with Knative Serving's service.yaml"
+            )
     bundle.files["00-rbac.yaml"] = rbac_objects(namespace)
     errors: list[str] = []
     if config.platform.autoscaler != AutoscalerConfig():
@@ -266,8 +280,9 @@ def build(
         service = function_service(fn, namespace)
         try:
             warnings = validate_service(
-                service, function=fn.name, autoscaler=config.platform.autoscaler, directory=knative
-            )
+                service, function=fn.name, autoscaler=config.platform.autoscaler,
+                directory=knative, schema_required=schema_required,
+            )  # fmt: skip
         except ManifestError as exc:
             errors.append(str(exc))
             continue
@@ -343,6 +358,7 @@ def run(args: argparse.Namespace) -> int:
             adapter_image=args.adapter_image,
             namespace=args.namespace,
             knative=knative,
+            schema_required=bool(args.knative_dir),  # a directory given must hold the CRD
         )
     except (ConfigError, ManifestError) as exc:
         print(f"slackwise manifests: {exc}", file=sys.stderr)
