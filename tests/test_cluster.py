@@ -85,8 +85,7 @@ def test_reapply_is_idempotent_and_a_spec_change_makes_a_new_revision(
     _, changed = client.apply(service("asr"))
     assert not changed
     assert fake.names("revisions", NS) == ["asr-00001"]
-    assert fake.get("services", NS, "asr") == version
-    assert not [r for r in fake.requests if r[0] == "PATCH"]
+    assert fake.get("services", NS, "asr") == version  # a no-op apply: nothing was written
 
     _, changed = client.apply(service("asr", image="registry.local/asr:2"))
     assert changed
@@ -183,7 +182,7 @@ def test_older_knative_refuses_the_hook(
     revision = fake.get("revisions", NS, "asr-00001")
     assert revision is not None
     assert revision["metadata"]["annotations"][MIN_SCALE] == "0"
-    assert not [r for r in fake.requests if r[0] == "PATCH"]
+    assert not [r for r in fake.requests if r[0] == "PATCH" and "/revisions/" in r[1]]
 
 
 def test_unknown_version_is_refused_unless_stated(fake: FakeKubernetes) -> None:
@@ -363,3 +362,122 @@ def test_owning_the_count_sets_min_and_max_scale_on_every_serving_revision(
     with pytest.raises(ValueError, match="exceeds asr's max-scale 5"):
         client.set_scale("asr", 6)
     assert fake.names("revisions", NS) == ["asr-00001", "asr-00002"]  # no new revision
+
+
+def test_a_key_removed_from_the_config_goes_away_on_the_cluster(
+    fake: FakeKubernetes, client: KnativeClient
+) -> None:
+    client.apply(service("asr"))
+    without = service("asr")
+    del without["spec"]["template"]["metadata"]["annotations"]["autoscaling.knative.dev/max-scale"]
+    _, changed = client.apply(without)
+    assert changed
+    stored = fake.get("services", NS, "asr")
+    assert stored is not None
+    annotations = stored["spec"]["template"]["metadata"]["annotations"]
+    assert "autoscaling.knative.dev/max-scale" not in annotations  # a merge patch would keep it
+    assert fake.names("revisions", NS) == ["asr-00001", "asr-00002"]
+
+
+def test_a_dry_run_is_judged_by_the_server_and_stores_nothing(
+    fake: FakeKubernetes, client: KnativeClient
+) -> None:
+    _, changed = client.apply(service("asr"), dry_run=True)
+    assert changed and fake.names("services", NS) == []
+    bad = service("asr")
+    bad["spec"]["template"]["spec"]["containerConcurrency"] = 5000
+    with pytest.raises(InvalidResourceError, match="containerConcurrency"):
+        client.apply(bad, dry_run=True)
+    assert fake.names("services", NS) == []
+
+
+def test_the_api_refuses_what_knatives_webhook_refuses(client: KnativeClient) -> None:
+    bad = service("asr", min_scale="9")  # above its max-scale of 5
+    with pytest.raises(InvalidResourceError, match="min-scale"):
+        client.apply(bad)
+    unknown = service("asr")
+    unknown["spec"]["template"]["spec"]["containers"][0]["gpus"] = 1
+    with pytest.raises(InvalidResourceError, match="gpus"):
+        client.apply(unknown)
+
+
+def test_a_revision_is_unknown_before_it_is_ready(fake: FakeKubernetes) -> None:
+    fake.ready_after_s = 0.3
+    try:
+        client = KnativeClient(fake.api_client(), NS, serving_version="1.23.0")
+        client.apply(service("asr"))
+        lines: list[str] = []
+        client.wait_ready("asr", timeout_s=10.0, progress=lines.append, poll_s=0.05)
+        assert lines[0].startswith("asr: Ready=Unknown") and lines[-1] == "asr: Ready=True"
+    finally:
+        fake.ready_after_s = 0.0
+
+
+def test_the_adapter_runs_its_whole_cycle_under_the_role_it_is_given(
+    fake: FakeKubernetes,
+) -> None:
+    from knative.cluster.manifests import rbac_objects
+
+    admin = KnativeClient(fake.api_client(), NS)
+    admin.apply(service("asr"))  # deploy, as a user with rights on Services
+    (role,) = [o for o in rbac_objects(NS) if o["kind"] == "Role"]
+    fake.enforce(role)
+    try:
+        adapter = KnativeClient(fake.api_client(), NS, serving_version="1.23")
+        assert adapter.url("asr")
+        adapter.ready_replicas("asr")
+        adapter.set_scale("asr", 3, owner="a", lease_s=30.0)
+        adapter.set_scale("asr", None, owner="a")
+        assert fake.denied == []
+        with pytest.raises(AccessDeniedError):
+            adapter.delete("asr")  # the Role grants no delete: a user's job
+        # without a stated version the adapter would read a cluster-scoped namespace: refused
+        unstated = KnativeClient(fake.api_client(), NS)
+        with pytest.raises(HookUnavailableError, match="adapter.serving_version"):
+            unstated.set_scale("asr", 2, owner="b", lease_s=30.0)
+    finally:
+        fake.enforce(None)
+        fake.denied.clear()
+    admin.delete("asr")
+    assert fake.names("services", NS) == []
+
+
+def test_cli_errors_are_one_line_with_what_to_do(
+    fake: FakeKubernetes,
+    client: KnativeClient,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("functions: {asr: {model: asr, slo_ms: 500}}\n")
+    # no kubeconfig anywhere
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cluster.run_deploy(_args(str(config))) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("slackwise deploy: no usable kubeconfig") and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    # a user without rights on Services
+    fake.forbid("services")
+    assert cluster.run_deploy(_args(str(config)), client) == 2
+    err = capsys.readouterr().err
+    assert "slackwise deploy:" in err and "403" in err and "needs get, create, patch" in err
+    # a bad config names the key
+    config.write_text("functions: {asr: {model: asr, slo_ms: -1}}\n")
+    assert cluster.run_status(_args(str(config)), client) == 2
+    assert "functions.asr.slo_ms" in capsys.readouterr().err
+
+
+def test_cli_dry_run_stores_nothing(
+    fake: FakeKubernetes,
+    client: KnativeClient,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(cluster, "_services", lambda args: [service("asr")])
+    args = _args()
+    args.dry_run = True
+    assert cluster.run_deploy(args, client) == 0
+    assert "asr: would change (dry run: accepted)" in capsys.readouterr().out
+    assert fake.names("services", NS) == []

@@ -87,7 +87,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             config = dataclasses.replace(
                 config, adapter=dataclasses.replace(config.adapter, advisor=settings)
             )
-    if args.platform_url or args.platform or args.stage_policy:
+    if args.platform_url or args.platform or args.stage_policy or args.serving_version:
         import dataclasses
 
         from adapter.policies.slack import stage_policy
@@ -97,6 +97,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             adapter = dataclasses.replace(adapter, platform_url=args.platform_url)
         if args.platform:
             adapter = dataclasses.replace(adapter, platform=args.platform)
+        if args.serving_version:
+            adapter = dataclasses.replace(adapter, serving_version=args.serving_version)
         if args.stage_policy:
             try:
                 chosen = stage_policy(args.stage_policy).name
@@ -284,6 +286,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--platform-url",
         help="a running local platform (`slackwise up`) instead of an embedded one",
+    )
+    serve.add_argument(
+        "--serving-version",
+        metavar="X.Y",
+        help="Knative Serving's version on the cluster (default: adapter.serving_version; "
+        "the adapter's Role cannot read it from the cluster)",
     )
     serve.add_argument(
         "--platform",

@@ -16,8 +16,11 @@ from typing import Protocol
 import httpx
 
 from core.clock import Clock, MonotonicClock
+from core.platform_errors import PinUnsupported
 from knative.local.events import ReplicaCounts
 from knative.local.platform import LocalPlatform
+
+__all__ = ["LocalView", "PinUnsupported", "PlatformUnreachable", "PlatformView", "RemoteView"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +50,6 @@ class PlatformView(Protocol):
 
 class PlatformUnreachable(RuntimeError):
     """The platform the adapter was pointed at does not answer: the adapter cannot start."""
-
-
-class PinUnsupported(RuntimeError):
-    """The platform behind this view takes no minimum-replica pin."""
 
 
 class LocalView:

@@ -141,10 +141,11 @@ async def _knative_view(config: Config, stack: contextlib.AsyncExitStack) -> Pla
     from knative.cluster.view import KnativeView
 
     namespace = config.adapter.namespace or _pod_namespace()
+    version = config.adapter.serving_version
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        client = await asyncio.to_thread(connect_in_cluster, namespace)
+        client = await asyncio.to_thread(connect_in_cluster, namespace, serving_version=version)
     else:
-        client = await asyncio.to_thread(connect, namespace)
+        client = await asyncio.to_thread(connect, namespace, serving_version=version)
     view = KnativeView(client, list(config.functions), ingress=config.adapter.ingress)
     await view.start()
     stack.push_async_callback(view.stop)

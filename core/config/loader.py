@@ -246,6 +246,7 @@ def _adapter(r: Reader, raw: Any) -> AdapterConfig:
         platform_url=platform_url,
         platform=choice(r, data, "platform", path, PLATFORMS, d.platform),
         namespace=optional_string(r, data, "namespace", path),
+        serving_version=optional_string(r, data, "serving_version", path),
         ingress=optional_string(r, data, "ingress", path),
         max_wait_ms=None
         if data.get("max_wait_ms") is None

@@ -141,6 +141,10 @@ class AdapterConfig:
     #: where the functions run: the local platform, or Knative Services in ``namespace``
     platform: str = "local"
     namespace: str | None = None
+    #: Knative Serving's version on the cluster (e.g. ``1.23``): the adapter needs >= 1.21 to
+    #: set a revision's scale, and reading it from the cluster is a cluster-scoped read the
+    #: adapter's namespaced Role does not grant; unset, the adapter tries and, refused, says so
+    serving_version: str | None = None
     ingress: str | None = None
     max_wait_ms: float | None = None
     #: slackwise mode waits for company only while the slots could not keep up with smaller

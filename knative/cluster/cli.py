@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import sys
+from collections.abc import Callable
 from typing import Any
 
+from core.config import ConfigError
 from knative.cluster.client import (
+    AccessDeniedError,
     KnativeClient,
     ResourceNotFoundError,
     ServiceNotReadyError,
     connect,
     ready_condition,
 )
+from knative.cluster.errors import KnativeError
 
 Obj = dict[str, Any]
 
@@ -26,15 +32,58 @@ def add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
         "--timeout-s", type=float, default=300.0, help="deploy: seconds to wait for Ready"
     )
     parser.add_argument("--serving-version", help="Knative Serving version, if not detectable")
+    parser.add_argument(
+        "--dry-run", action="store_true",
+        help="deploy: send every Service with dryRun=All (Knative's webhooks judge it; nothing "
+        "is stored)",
+    )  # fmt: skip
+
+
+class _Refused(Exception):
+    """A one-line reason the command cannot go on (printed without a traceback)."""
 
 
 def _connect(args: argparse.Namespace) -> KnativeClient:
-    return connect(
-        args.namespace,
-        kubeconfig=args.kubeconfig,
-        context=args.context,
-        serving_version=args.serving_version,
-    )
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        return connect(
+            args.namespace,
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            serving_version=args.serving_version,
+        )
+    except (ConfigException, OSError) as exc:
+        raise _Refused(
+            f"no usable kubeconfig ({exc}); set KUBECONFIG or --kubeconfig to a cluster's "
+            "config (kubectl config view shows the current one)"
+        ) from None
+
+
+Command = Callable[[argparse.Namespace, KnativeClient | None], int]
+
+
+def _guarded(command: Command) -> Command:
+    """One line on stderr and exit status 2 for what the user can fix, never a traceback."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace, client: KnativeClient | None = None) -> int:
+        verb = command.__name__.removeprefix("run_")
+        try:
+            return command(args, client)
+        except _Refused as exc:
+            message = str(exc)
+        except ConfigError as exc:
+            message = str(exc)
+        except AccessDeniedError as exc:
+            message = (f"{exc}; your user needs get, create, patch and delete on "
+                       f"services.serving.knative.dev in namespace {args.namespace}")  # fmt: skip
+        except KnativeError as exc:
+            message = str(exc)
+        print(f"slackwise {verb}: {message}", file=sys.stderr)
+        return 2
+
+    return run
 
 
 def _services(args: argparse.Namespace) -> list[Obj]:
@@ -45,14 +94,19 @@ def _services(args: argparse.Namespace) -> list[Obj]:
     return [function_service(fn, args.namespace) for fn in config.functions.values()]
 
 
+@_guarded
 def run_deploy(args: argparse.Namespace, client: KnativeClient | None = None) -> int:
-    """Apply every function's Service and wait for each to be Ready."""
-    client = client or _connect(args)
+    """Apply every function's Service (server-side apply) and wait for each to be Ready."""
     services = _services(args)
+    client = client or _connect(args)
+    dry_run = bool(getattr(args, "dry_run", False))
     for service in services:
         name = service["metadata"]["name"]
-        _, changed = client.apply(service)
-        print(f"{name}: {'applied' if changed else 'unchanged'}", flush=True)
+        _, changed = client.apply(service, dry_run=dry_run)
+        state = "would change" if dry_run and changed else "applied" if changed else "unchanged"
+        print(f"{name}: {state}{' (dry run: accepted)' if dry_run else ''}", flush=True)
+    if dry_run:
+        return 0
     failed = 0
     for service in services:
         name = service["metadata"]["name"]
@@ -65,12 +119,14 @@ def run_deploy(args: argparse.Namespace, client: KnativeClient | None = None) ->
     return 1 if failed else 0
 
 
+@_guarded
 def run_status(args: argparse.Namespace, client: KnativeClient | None = None) -> int:
     """A table of every function's Service: name, ready, url, replicas."""
+    services = _services(args)
     client = client or _connect(args)
     rows = [("NAME", "READY", "URL", "REPLICAS")]
     missing = 0
-    for service in _services(args):
+    for service in services:
         name = service["metadata"]["name"]
         try:
             current = client.get(name)
@@ -95,10 +151,12 @@ def run_status(args: argparse.Namespace, client: KnativeClient | None = None) ->
     return 1 if missing else 0
 
 
+@_guarded
 def run_delete(args: argparse.Namespace, client: KnativeClient | None = None) -> int:
     """Delete every function's Service; absent ones are reported, not errors."""
+    services = _services(args)
     client = client or _connect(args)
-    for service in _services(args):
+    for service in services:
         name = service["metadata"]["name"]
         try:
             client.delete(name)

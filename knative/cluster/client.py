@@ -123,6 +123,20 @@ def _covers(actual: Any, desired: Any) -> bool:
     return bool(actual == desired)
 
 
+#: the field manager of every server-side apply (Kubernetes records who owns which field)
+FIELD_MANAGER = "slackwise"
+
+
+def _authored(obj: Obj) -> Obj:
+    """What a client writes of an object: its spec, labels and annotations."""
+    meta = obj.get("metadata", {})
+    return {
+        "spec": obj.get("spec"),
+        "labels": meta.get("labels"),
+        "annotations": meta.get("annotations"),
+    }
+
+
 def _as_obj(value: object) -> Obj:
     if not isinstance(value, dict):
         raise KnativeError(f"unexpected API answer: {type(value).__name__}")
@@ -167,30 +181,38 @@ class KnativeClient:
     def create(self, service: Mapping[str, Any]) -> Obj:
         return self._serving("create", "services", body=self._own(service))
 
-    def apply(self, service: Mapping[str, Any]) -> tuple[Obj, bool]:
-        """Create or update ``service``; returns it and whether anything changed.
+    def apply(self, service: Mapping[str, Any], *, dry_run: bool = False) -> tuple[Obj, bool]:
+        """Create or update ``service`` by server-side apply (field manager ``slackwise``);
+        returns it and whether anything changed.
 
-        An existing Service is merge-patched only when its labels, annotations or spec lack
-        something ``service`` sets, so re-applying an unchanged spec makes no new revision.
+        The API server owns the merge: a key removed from ``service`` since the last apply goes
+        away on the cluster (a merge patch cannot delete), an unchanged spec is a no-op (no new
+        revision), and fields other managers set (Knative's defaults) stay. ``dry_run`` sends
+        the same request with ``dryRun=All``: Knative's webhooks judge it, nothing is stored.
         """
         body = self._own(service)
         name = body["metadata"]["name"]
         try:
-            current = self.get(name)
+            before: Obj | None = self.get(name)
         except ResourceNotFoundError:
-            try:
-                return self.create(body), True
-            except ResourceConflictError:
-                current = self.get(name)
-        metadata = body["metadata"]
-        patch: Obj = {"spec": body.get("spec", {}), "metadata": {}}
-        for key in ("labels", "annotations"):
-            if key in metadata:
-                patch["metadata"][key] = metadata[key]
-        if _covers(current, patch):
-            return current, False
-        logger.info("updating service %s in %s", name, self.namespace)
-        return self._serving("patch", "services", name, body=patch), True
+            before = None
+        extra: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
+        try:
+            answer = self._objects.patch_namespaced_custom_object(
+                SERVING_GROUP, SERVING_VERSION, self.namespace, "services", name, body,
+                field_manager=FIELD_MANAGER, force=True,
+                _content_type="application/apply-patch+yaml", **extra,
+            )  # fmt: skip
+        except ApiException as exc:
+            raise _api_error(exc, f"services.{SERVING_GROUP}/{name} in {self.namespace}") from None
+        # the client reads a 201 (created by the apply) as no body: ask for what was made
+        result = _as_obj(answer) if answer is not None else body if dry_run else self.get(name)
+        if before is None:
+            return result, True
+        changed = _authored(result) != _authored(before)
+        if changed and not dry_run:
+            logger.info("updated service %s in %s", name, self.namespace)
+        return result, changed
 
     def delete(self, name: str) -> None:
         self._serving("delete", "services", name)
@@ -207,8 +229,10 @@ class KnativeClient:
     ) -> Obj:
         """Poll until the Service's current generation is Ready=True; returns the Service.
 
-        Raises :class:`ServiceNotReadyError` on Ready=False and :class:`ReadyTimeoutError`
-        after ``timeout_s``, each with the Ready condition's reason and message.
+        Ready=False is not final (a revision that failed to pull can recover, and kn waits for
+        it too): it is reported and the wait goes on. After ``timeout_s`` the error is
+        :class:`ServiceNotReadyError` when the last state was Ready=False, else
+        :class:`ReadyTimeoutError`, each with the Ready condition's reason and message.
         """
         deadline = clock() + timeout_s
         last = ""
@@ -227,9 +251,9 @@ class KnativeClient:
             last = line
             if state == "True":
                 return service
-            if state == "False":
-                raise ServiceNotReadyError(name, reason, message)
             if clock() >= deadline:
+                if state == "False":
+                    raise ServiceNotReadyError(name, reason, message)
                 raise ReadyTimeoutError(name, timeout_s, reason, message)
             sleep(min(poll_s, max(0.0, deadline - clock())))
 
@@ -306,14 +330,18 @@ class KnativeClient:
         except ApiException as exc:
             error = _api_error(exc, f"namespaces/{SERVING_NAMESPACE}")
             raise HookUnavailableError(
-                "unknown", f"cannot read the version ({error}); state it with --serving-version"
+                "unknown",
+                f"cannot read Knative Serving's version ({error}); state it in the config "
+                "(adapter.serving_version, e.g. '1.23') or with --serving-version",
             ) from None
         labels = (namespace.metadata.labels or {}) if namespace.metadata else {}
         for label in _VERSION_LABELS:
             if labels.get(label):
                 return str(labels[label])
         raise HookUnavailableError(
-            "unknown", f"namespace {SERVING_NAMESPACE} has no version label; use --serving-version"
+            "unknown",
+            f"namespace {SERVING_NAMESPACE} has no version label; state it in the config "
+            "(adapter.serving_version) or with --serving-version",
         )
 
     def check_hook(self) -> None:

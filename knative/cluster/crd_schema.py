@@ -335,8 +335,8 @@ def _container_errors(containers: Sequence[Any], base: str) -> list[str]:
         for j, port in enumerate(container.get("ports") or ()):
             if isinstance(port, Mapping):
                 ports.append((f"{base}[{i}].ports[{j}].containerPort", port.get("containerPort")))
-    if len(ports) != 1:
-        errors.append(f"{base}: exactly one container port is needed, got {len(ports)}")
+    if len(ports) > 1:  # none is fine: Knative defaults the port to 8080
+        errors.append(f"{base}: at most one container port, got {len(ports)}")
     for path, number in ports:
         if not _is_int(number) or not 0 < number < 65536:
             errors.append(f"{path}: must be a port number in [1, 65535], got {number!r}")

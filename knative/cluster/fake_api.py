@@ -4,20 +4,19 @@ It is not Kubernetes and not Knative. It serves, over real HTTP on 127.0.0.1 (St
 uvicorn, in a thread), just the REST paths that :class:`knative.cluster.client.KnativeClient` calls:
 
 - ``/apis/serving.knative.dev/v1/namespaces/{ns}/services[/{name}]``: GET, POST, PUT, PATCH
-  (``application/merge-patch+json`` only), DELETE;
+  (``application/merge-patch+json``, and server-side apply: ``application/apply-patch+yaml``
+  with a ``fieldManager``, :mod:`knative.cluster.apply_patch`), DELETE; ``dryRun=All`` judges a
+  write without storing it;
 - ``.../revisions[/{name}]``: list (``labelSelector`` with ``k=v`` terms), GET, PATCH;
 - ``/apis/autoscaling.internal.knative.dev/v1alpha1/namespaces/{ns}/podautoscalers/{name}``;
 - ``/api/v1/namespaces/{name}``: GET, so the client can read Knative Serving's version label.
 
-Errors are ``Status`` objects with Kubernetes' codes and reasons (404 NotFound, 409 AlreadyExists
-and Conflict, 422 Invalid, 403 Forbidden when injected with :meth:`FakeKubernetes.forbid`).
-Every write bumps ``metadata.resourceVersion``.
-
-A toy controller stands in for Knative's: when a Service is created or its spec changes it bumps
-``metadata.generation`` and makes Revision ``NAME-0000N`` plus a PodAutoscaler of the same name,
-then sets the Service's status (conditions, ``url``, ``address.url``, latest revision names). What
-happens to a new revision is set per service with :meth:`FakeKubernetes.set_outcome`: ``ready``
-(default), ``pending`` (Ready=Unknown forever) or ``failed`` (Ready=False).
+Errors are ``Status`` objects with Kubernetes' codes and reasons (404, 409, 422 Invalid, 403
+Forbidden). Every write bumps ``metadata.resourceVersion``. As on a cluster, a Service written is
+judged by the Serving CRD's schema (when found) and Knative's webhook rules; with
+:meth:`FakeKubernetes.enforce` only what a Role grants is allowed (never a cluster-scoped read);
+a new revision is Ready ``ready_after_s`` after it was made (``Ready=Unknown`` until then). A toy
+controller (:mod:`knative.cluster.fake_controller`) stands in for Knative's.
 """
 
 from __future__ import annotations
@@ -32,16 +31,28 @@ from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
+import yaml
 from kubernetes import client as k8s
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from core.scaling_values import MIN_SCALE
+from knative.cluster.apply_patch import apply_configuration
+from knative.cluster.crd_schema import ManifestError, validate_service
+from knative.cluster.fake_controller import (
+    SERVING,
+    ToyController,
+    matches,
+    merge_patch,
+    parse_selector,
+)
+from knative.cluster.rbac import allows, verb_for
 
-SERVING = "serving.knative.dev"
 AUTOSCALING = "autoscaling.internal.knative.dev"
+#: metadata the API server sets, not the client (left out when judging what was written)
+_SERVER_SET = frozenset({"generation", "uid", "resourceVersion", "creationTimestamp",
+                         "managedFields", "selfLink"})  # fmt: skip
 _KINDS = {
     (SERVING, "v1", "services"): "Service",
     (SERVING, "v1", "revisions"): "Revision",
@@ -59,19 +70,6 @@ class _Failure:
     message: str
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
 def _status(code: int, reason: str, message: str, name: str = "", kind: str = "") -> JSONResponse:
     body = {
         "kind": "Status",
@@ -86,14 +84,26 @@ def _status(code: int, reason: str, message: str, name: str = "", kind: str = ""
     return JSONResponse(body, status_code=code)
 
 
-class FakeKubernetes:
+class FakeKubernetes(ToyController):
     """The store, the toy controller and the HTTP server; use as a context manager."""
 
     def __init__(
-        self, *, serving_version: str | None = "1.23.0", domain: str = "example.com"
+        self,
+        *,
+        serving_version: str | None = "1.23.0",
+        domain: str = "example.com",
+        ready_after_s: float = 0.0,
+        validate: bool = True,
     ) -> None:
         self.serving_version = serving_version
         self.domain = domain
+        self.ready_after_s = ready_after_s
+        self.validate = validate
+        #: the rules of the Role in force (None: everything is allowed, as for an admin)
+        self.rules: list[Obj] | None = None
+        self.denied: list[tuple[str, str]] = []
+        self._applied: dict[tuple[str, str, str, str], Obj] = {}
+        self._becoming_ready: dict[tuple[str, str], tuple[float, str]] = {}
         self.requests: list[tuple[str, str]] = []
         self._objects: dict[tuple[str, str, str], Obj] = {}
         self._outcomes: dict[str, tuple[str, str, str]] = {}
@@ -122,6 +132,42 @@ class FakeKubernetes:
             f' cannot {verb} resource "{plural}" in the namespace'
         )
         self._failures[(plural, name, method)] = _Failure(403, "Forbidden", message)
+
+    def enforce(self, role: Obj | None) -> None:
+        """Allow only what ``role`` (a Role object, or None for everything) grants."""
+        self.rules = None if role is None else list(role.get("rules", []))
+
+    def _forbidden(self, request: Request, *, cluster_scoped: bool = False) -> JSONResponse | None:
+        if self.rules is None:
+            return None
+        p = request.path_params
+        group, plural, name = p.get("group", ""), p.get("plural", "namespaces"), p.get("name")
+        watch = request.query_params.get("watch") in ("true", "1")
+        verb = verb_for(request.method, named=name is not None, watch=watch)
+        if allows(self.rules, group=group, resource=plural, verb=verb, name=name,
+                  cluster_scoped=cluster_scoped):  # fmt: skip
+            return None
+        self.denied.append((verb, request.url.path))
+        where = "at the cluster scope" if cluster_scoped else "in the namespace"
+        message = (
+            f'{plural} "{name or ""}" is forbidden: User "system:serviceaccount:slackwise-adapter" '
+            f'cannot {verb} resource "{plural}" in API group "{group}" {where}'
+        )
+        return _status(403, "Forbidden", message, name or "", plural)
+
+    def _invalid(self, plural: str, obj: Obj) -> JSONResponse | None:
+        if plural != "services" or not self.validate:
+            return None
+        name = str(obj.get("metadata", {}).get("name", ""))
+        authored = {k: v for k, v in obj.items() if k != "status"}  # what a client wrote
+        authored["metadata"] = {k: v for k, v in obj.get("metadata", {}).items()
+                                if k not in _SERVER_SET}  # fmt: skip
+        try:
+            validate_service(authored, function=name, schema_required=False)
+        except ManifestError as exc:
+            message = f'Service.serving.knative.dev "{name}" is invalid: {exc}'
+            return _status(422, "Invalid", message, name, plural)
+        return None
 
     def fail(self, plural: str, status: int, reason: str, message: str, **where: str) -> None:
         """Answer ``status`` to requests on ``plural`` (``name=`` and ``method=`` narrow it)."""
@@ -218,16 +264,20 @@ class FakeKubernetes:
         kind = self._kind(request)
         if kind is None:
             return _status(404, "NotFound", "the server could not find the requested resource")
+        forbidden = self._forbidden(request)
+        if forbidden is not None:
+            return forbidden
         injected = self._injected(plural, None, request.method)
         if injected is not None:
             return injected
         if request.method == "GET":
-            selector = _parse_selector(request.query_params.get("labelSelector", ""))
+            selector = parse_selector(request.query_params.get("labelSelector", ""))
             with self._lock:
+                self._settle()
                 items = [
                     copy.deepcopy(obj)
                     for (p, ns, _), obj in sorted(self._objects.items())
-                    if p == plural and ns == namespace and _matches(obj, selector)
+                    if p == plural and ns == namespace and matches(obj, selector)
                 ]
             return JSONResponse({"kind": f"{kind}List", "apiVersion": "v1", "items": items})
         body = await request.json()
@@ -237,6 +287,11 @@ class FakeKubernetes:
         injected = self._injected(plural, name, request.method)
         if injected is not None:
             return injected
+        invalid = self._invalid(plural, body)
+        if invalid is not None:
+            return invalid
+        if request.query_params.get("dryRun") == "All":
+            return JSONResponse(copy.deepcopy(body), status_code=201)
         with self._lock:
             if (plural, namespace, name) in self._objects:
                 message = f'{plural}.{request.path_params["group"]} "{name}" already exists'
@@ -259,13 +314,23 @@ class FakeKubernetes:
         kind = self._kind(request)
         if kind is None:
             return _status(404, "NotFound", "the server could not find the requested resource")
+        forbidden = self._forbidden(request)
+        if forbidden is not None:
+            return forbidden
         injected = self._injected(plural, name, request.method)
         if injected is not None:
             return injected
         key = (plural, namespace, name)
-        body = None if request.method in ("GET", "DELETE") else await request.json()
         content_type = request.headers.get("content-type", "")
+        applying = request.method == "PATCH" and content_type.startswith("application/apply-patch")
+        body = None
+        if request.method not in ("GET", "DELETE"):
+            raw = await request.body()
+            body = yaml.safe_load(raw) if applying else await request.json()
+        if applying:
+            return self._apply(request, key, body)
         with self._lock:
+            self._settle()
             current = self._objects.get(key)
             if current is None:
                 message = f'{plural}.{p["group"]} "{name}" not found'
@@ -292,22 +357,77 @@ class FakeKubernetes:
                     return _status(409, "Conflict", message, name, plural)
                 updated = copy.deepcopy(body)
                 updated["status"] = current.get("status", {})
-            for field in ("name", "namespace", "uid", "generation"):
-                updated["metadata"][field] = current["metadata"][field]
-            spec_changed = updated.get("spec") != current.get("spec")
-            if spec_changed:
-                updated["metadata"]["generation"] += 1
-            self._objects[key] = updated
-            self._bump(updated)
-            if plural == "services" and spec_changed:
-                self._reconcile(namespace, updated)
-            if plural == "revisions":
-                self._sync_autoscaler(namespace, updated)
+            return self._store(key, current, updated, dry_run=False)
+
+    def _apply(self, request: Request, key: tuple[str, str, str], body: Any) -> JSONResponse:
+        """Server-side apply: create, or update the fields this manager owns."""
+        plural, namespace, name = key
+        manager = request.query_params.get("fieldManager", "")
+        if not manager:
+            return _status(400, "BadRequest", "PATCH with application/apply-patch requires a "
+                           "fieldManager")  # fmt: skip
+        if not isinstance(body, dict):
+            return _status(400, "BadRequest", "an apply configuration must be an object")
+        dry_run = request.query_params.get("dryRun") == "All"
+        with self._lock:
+            self._settle()
+            current = self._objects.get(key)
+            previous = self._applied.get((*key, manager))
+            base = current if current is not None else {}
+            updated = apply_configuration(base, previous, body)
+            updated.setdefault("metadata", {})["name"] = name
+            invalid = self._invalid(plural, updated)
+            if invalid is not None:
+                return invalid
+            if current is None:
+                if dry_run:
+                    return JSONResponse(copy.deepcopy(updated), status_code=201)
+                updated["metadata"].update(
+                    namespace=namespace, generation=1, uid=f"uid-{next(self._versions)}"
+                )
+                updated.pop("status", None)
+                self._objects[key] = updated
+                self._applied[(*key, manager)] = copy.deepcopy(body)
+                self._bump(updated)
+                if plural == "services":
+                    self._reconcile(namespace, updated)
+                return JSONResponse(copy.deepcopy(updated), status_code=201)
+            updated["status"] = current.get("status", {})
+            if not dry_run:
+                self._applied[(*key, manager)] = copy.deepcopy(body)
+            if updated == current:
+                return JSONResponse(copy.deepcopy(current))  # a no-op: nothing bumped
+            return self._store(key, current, updated, dry_run=dry_run)
+
+    def _store(self, key: tuple[str, str, str], current: Obj, updated: Obj, *,
+               dry_run: bool) -> JSONResponse:  # fmt: skip
+        """Keep ``updated`` in place of ``current`` (the lock is held)."""
+        plural, namespace, _ = key
+        for field in ("name", "namespace", "uid", "generation"):
+            updated["metadata"][field] = current["metadata"][field]
+        if plural == "services" and updated.get("spec") != current.get("spec"):
+            invalid = self._invalid(plural, updated)
+            if invalid is not None:
+                return invalid
+        if dry_run:
             return JSONResponse(copy.deepcopy(updated))
+        spec_changed = updated.get("spec") != current.get("spec")
+        if spec_changed:
+            updated["metadata"]["generation"] += 1
+        self._objects[key] = updated
+        self._bump(updated)
+        if plural == "services" and spec_changed:
+            self._reconcile(namespace, updated)
+        if plural == "revisions":
+            self._sync_autoscaler(namespace, updated)
+        return JSONResponse(copy.deepcopy(updated))
 
     async def _namespace(self, request: Request) -> JSONResponse:
         name = request.path_params["name"]
         self.requests.append((request.method, request.url.path))
+        forbidden = self._forbidden(request, cluster_scoped=True)
+        if forbidden is not None:
+            return forbidden
         injected = self._injected("namespaces", name, "GET")
         if injected is not None:
             return injected
@@ -319,119 +439,6 @@ class FakeKubernetes:
         }
         metadata = {"name": name, "labels": labels}
         return JSONResponse({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata})
-
-    # -- toy controller (called with the lock held) ---------------------------------------------
-
-    def _bump(self, obj: Obj) -> None:
-        obj["metadata"]["resourceVersion"] = str(next(self._versions))
-
-    def _delete(self, namespace: str, plural: str, name: str) -> None:
-        del self._objects[(plural, namespace, name)]
-        if plural != "services":
-            return
-        for key, obj in list(self._objects.items()):
-            labels = obj["metadata"].get("labels", {})
-            if key[1] == namespace and labels.get(f"{SERVING}/service") == name:
-                del self._objects[key]
-                self._objects.pop(("podautoscalers", namespace, key[2]), None)
-
-    def _reconcile(self, namespace: str, service: Obj) -> None:
-        name = service["metadata"]["name"]
-        generation = service["metadata"]["generation"]
-        template = service.get("spec", {}).get("template", {})
-        annotations = dict(template.get("metadata", {}).get("annotations", {}))
-        count = sum(
-            1
-            for (p, ns, _), obj in self._objects.items()
-            if p == "revisions"
-            and ns == namespace
-            and obj["metadata"].get("labels", {}).get(f"{SERVING}/service") == name
-        )
-        revision_name = f"{name}-{count + 1:05d}"
-        outcome, reason, message = self._outcomes.get(name, ("ready", "", ""))
-        initial = int(annotations.get(MIN_SCALE, "0") or 0) or 1
-        ready_replicas = initial if outcome == "ready" else 0
-        revision: Obj = {
-            "apiVersion": f"{SERVING}/v1",
-            "kind": "Revision",
-            "metadata": {
-                "name": revision_name,
-                "namespace": namespace,
-                "generation": 1,
-                "uid": f"uid-{next(self._versions)}",
-                "labels": {
-                    f"{SERVING}/service": name,
-                    f"{SERVING}/configuration": name,
-                    f"{SERVING}/configurationGeneration": str(generation),
-                },
-                "annotations": annotations,
-            },
-            "spec": copy.deepcopy(template.get("spec", {})),
-            "status": {
-                "observedGeneration": 1,
-                "conditions": [_condition(outcome, reason, message)],
-                "actualReplicas": ready_replicas,
-                "desiredReplicas": initial,
-            },
-        }
-        self._objects[("revisions", namespace, revision_name)] = revision
-        self._bump(revision)
-        autoscaler: Obj = {
-            "apiVersion": f"{AUTOSCALING}/v1alpha1",
-            "kind": "PodAutoscaler",
-            "metadata": {"name": revision_name, "namespace": namespace, "generation": 1},
-            "spec": {"reachability": "Reachable"},
-            "status": {"desiredScale": initial, "actualScale": ready_replicas},
-        }
-        self._objects[("podautoscalers", namespace, revision_name)] = autoscaler
-        self._bump(autoscaler)
-        status = service.setdefault("status", {})
-        status["observedGeneration"] = generation
-        status["latestCreatedRevisionName"] = revision_name
-        status["address"] = {"url": f"http://{name}.{namespace}.svc.cluster.local"}
-        if outcome == "ready":
-            status["latestReadyRevisionName"] = revision_name
-            status["url"] = f"http://{name}.{namespace}.{self.domain}"
-            status["traffic"] = [{"revisionName": revision_name, "percent": 100}]
-            status["conditions"] = [_condition("ready", "", "")]
-        elif outcome == "pending":
-            wait = f'Configuration "{name}" is waiting for a Revision to become ready.'
-            status["conditions"] = [_condition("pending", "RevisionMissing", wait)]
-        else:
-            failed = f'Revision "{revision_name}" failed with message: {message}'
-            status["conditions"] = [_condition("failed", "RevisionMissing", failed)]
-        self._bump(service)
-
-    def _sync_autoscaler(self, namespace: str, revision: Obj) -> None:
-        name = revision["metadata"]["name"]
-        autoscaler = self._objects.get(("podautoscalers", namespace, name))
-        if autoscaler is None:
-            return
-        raw = revision["metadata"].get("annotations", {}).get(MIN_SCALE)
-        floor = int(raw) if raw else 0
-        status = autoscaler.setdefault("status", {})
-        status["desiredScale"] = max(floor, int(status.get("actualScale", 0)))
-        self._bump(autoscaler)
-
-
-def _condition(outcome: str, reason: str, message: str) -> Obj:
-    status = {"ready": "True", "pending": "Unknown", "failed": "False"}[outcome]
-    condition: Obj = {"type": "Ready", "status": status}
-    if reason:
-        condition["reason"] = reason
-    if message:
-        condition["message"] = message
-    return condition
-
-
-def _parse_selector(text: str) -> dict[str, str]:
-    terms = [t for t in text.split(",") if t]
-    return dict(t.split("=", 1) for t in terms)
-
-
-def _matches(obj: Obj, selector: dict[str, str]) -> bool:
-    labels = obj.get("metadata", {}).get("labels", {})
-    return all(labels.get(k) == v for k, v in selector.items())
 
 
 @contextmanager

@@ -147,16 +147,25 @@ def rbac_objects(namespace: str | None = None) -> list[dict[str, Any]]:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
             "metadata": _metadata(ADAPTER_NAME, namespace, labels),
+            # exactly what the adapter calls (tests/test_cluster.py runs the adapter's whole
+            # cycle against the in-memory API enforcing this Role): its Services' URLs and
+            # traffic, the serving revisions' counts and the scale it sets on them, and the
+            # PodAutoscalers' actual scale
             "rules": [
                 {
                     "apiGroups": ["serving.knative.dev"],
-                    "resources": ["services", "revisions", "routes"],
-                    "verbs": ["get", "list", "watch"],
+                    "resources": ["services"],
+                    "verbs": ["get"],
                 },
                 {
                     "apiGroups": ["serving.knative.dev"],
                     "resources": ["revisions"],
-                    "verbs": ["patch"],
+                    "verbs": ["get", "patch"],
+                },
+                {
+                    "apiGroups": ["autoscaling.internal.knative.dev"],
+                    "resources": ["podautoscalers"],
+                    "verbs": ["get"],
                 },
             ],
         },
@@ -174,10 +183,17 @@ def rbac_objects(namespace: str | None = None) -> list[dict[str, Any]]:
     ]
 
 
+#: adapter replicas: two, so one can go (a drain, a crash) while the other answers
+ADAPTER_REPLICAS = 2
+
+
 def adapter_objects(
     config_text: str, *, image: str = ADAPTER_IMAGE, namespace: str | None = None
 ) -> list[dict[str, Any]]:
-    """ConfigMap (the config file), Deployment and ClusterIP Service of the adapter."""
+    """ConfigMap (the config file), Deployment, ClusterIP Service and PodDisruptionBudget of
+    the adapter: two replicas (each counts the other through the functions' gossip, so their
+    capacity shares agree), requests and limits, readiness and liveness on ``/healthz``, and
+    at most one replica away at a time in a voluntary disruption (a node drain)."""
     labels = {**PART_OF, "app.kubernetes.io/name": ADAPTER_NAME}
     selector = {"app.kubernetes.io/name": ADAPTER_NAME}
     container = {
@@ -187,7 +203,19 @@ def adapter_objects(
         # the functions are Knative Services in this namespace, read with the RBAC below
         "args": ["--platform", "knative", "--host", "0.0.0.0", "--port", str(ADAPTER_PORT)],
         "ports": [{"name": "http", "containerPort": ADAPTER_PORT}],
-        "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}},
+        "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5},
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": "http"},
+            "initialDelaySeconds": 10,
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        },
+        # the adapter is one event loop: one core is what it can use; the memory holds queues
+        # of up to adapter.max_queue requests per function
+        "resources": {
+            "requests": {"cpu": "500m", "memory": "256Mi"},
+            "limits": {"cpu": "1", "memory": "1Gi"},
+        },
         "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
         "securityContext": _container_security(),
     }
@@ -196,7 +224,7 @@ def adapter_objects(
         "kind": "Deployment",
         "metadata": _metadata(ADAPTER_NAME, namespace, labels),
         "spec": {
-            "replicas": 1,
+            "replicas": ADAPTER_REPLICAS,
             "selector": {"matchLabels": selector},
             "template": {
                 "metadata": {"labels": dict(labels)},
@@ -232,6 +260,12 @@ def adapter_objects(
                 "selector": selector,
                 "ports": [{"name": "http", "port": 80, "targetPort": "http"}],
             },
+        },
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": _metadata(ADAPTER_NAME, namespace, labels),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": dict(selector)}},
         },
     ]
 

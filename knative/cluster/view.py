@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from urllib.parse import urlsplit
 
+from core.platform_errors import PinUnsupported
 from knative.cluster.client import KnativeClient
-from knative.cluster.errors import KnativeError
+from knative.cluster.errors import AccessDeniedError, HookUnavailableError, KnativeError
 from knative.local.events import ReplicaCounts
 
 __all__ = ["KnativeView"]
@@ -92,13 +93,34 @@ class KnativeView:
 
     async def set_min_scale(self, function: str, replicas: int | None) -> None:
         """Pin the function's minimum replicas through the Revision's min-scale (the hook)."""
-        await asyncio.to_thread(self._client.set_min_scale, function, replicas)
+        with _classified(function):
+            await asyncio.to_thread(self._client.set_min_scale, function, replicas)
 
     async def set_scale(
         self, function: str, replicas: int | None, *, owner: str = "", lease_s: float | None = None
     ) -> None:
         """Own the function's count: this owner's share recorded on its serving revisions, and
         min- and max-scale set together to the largest live share."""
-        await asyncio.to_thread(
-            self._client.set_scale, function, replicas, owner=owner, lease_s=lease_s
-        )
+        with _classified(function):
+            await asyncio.to_thread(
+                self._client.set_scale, function, replicas, owner=owner, lease_s=lease_s
+            )
+
+
+@contextlib.contextmanager
+def _classified(function: str) -> Iterator[None]:
+    """Knative's errors as the autoscaling loop reads them: no hook in this version or no
+    permission is :class:`PinUnsupported` (the advisor stops, with one warning naming what to
+    do); anything else (a conflict, a 5xx, a revision not ready yet) is a RuntimeError, retried
+    on the next tick."""
+    try:
+        yield
+    except HookUnavailableError as exc:
+        raise PinUnsupported(f"{function}: {exc}") from None
+    except AccessDeniedError as exc:
+        raise PinUnsupported(
+            f"{function}: {exc}; grant the adapter's service account the Role that "
+            "`slackwise manifests` writes (00-rbac.yaml)"
+        ) from None
+    except KnativeError as exc:
+        raise RuntimeError(f"{function}: {exc}") from None
