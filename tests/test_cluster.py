@@ -240,7 +240,7 @@ def test_view_answers_url_and_replicas_from_its_poll(
 
     async def poll() -> None:
         await view.start()
-        assert view.url("asr") == "http://asr.ml.example.com"
+        assert view.url("asr") == "http://asr.ml.svc.cluster.local"  # status.address.url
         assert view.replicas("asr").ready == 1
         client.set_min_scale("asr", 4)
         for _ in range(200):
@@ -433,7 +433,7 @@ def test_the_adapter_runs_its_whole_cycle_under_the_role_it_is_given(
             adapter.delete("asr")  # the Role grants no delete: a user's job
         # without a stated version the adapter would read a cluster-scoped namespace: refused
         unstated = KnativeClient(fake.api_client(), NS)
-        with pytest.raises(HookUnavailableError, match="adapter.serving_version"):
+        with pytest.raises(HookUnavailableError, match=r"adapter\.serving_version"):
             unstated.set_scale("asr", 2, owner="b", lease_s=30.0)
     finally:
         fake.enforce(None)

@@ -48,7 +48,10 @@ class KnativeView:
         """Read every function's URL and replicas (blocking)."""
         for name in self._functions:
             try:
-                self._urls[name] = self._client.url(name)
+                # in the cluster the Service's own address (status.address.url) reaches it
+                # without leaving the cluster; through an ingress, its public URL's host is
+                # the Host header (see host_header)
+                self._urls[name] = self._client.url(name, cluster_local=self._ingress is None)
                 self._counts[name] = self._client.ready_replicas(name)
             except KnativeError as exc:
                 logger.warning("knative poll of %s failed: %s", name, exc)
