@@ -153,6 +153,49 @@ def test_a_refused_instance_fails_only_its_own_request() -> None:
     assert responses[10].json()["error"] == "echo: instances[1]: not a digit"
 
 
+def test_a_batch_refused_without_naming_the_instance_is_split_until_the_bad_one_is_alone() -> None:
+    sizes: list[int] = []
+
+    def standard(request: httpx.Request) -> httpx.Response:
+        # a standard server: refuses the whole request, says nothing about which instance
+        instances = json.loads(request.content)["instances"]
+        sizes.append(len(instances))
+        if "bad" in instances:
+            return httpx.Response(400, json={"error": "Failed to decode the request"})
+        return echo(request)
+
+    with client(standard, ready=1) as c:
+        bodies = [{"instances": [n]} for n in range(12)] + [{"instances": ["bad"]}]
+        responses = many(c, bodies)
+    assert [r.status_code for r in responses[:12]] == [200] * 12
+    assert [r.json()["predictions"] for r in responses[:12]] == [[{"echo": n}] for n in range(12)]
+    assert responses[12].status_code == 400
+    assert "Failed to decode" in responses[12].json()["error"]
+    assert max(sizes) > 1  # batched at first, split afterwards
+
+
+def test_a_503_on_the_way_in_is_retried_within_the_deadline() -> None:
+    calls = {"n": 0}
+
+    def activator(request: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        if calls["n"] <= 2:  # the activator or queue-proxy had no replica for it yet
+            return httpx.Response(503, text="no healthy upstream")
+        return echo(request)
+
+    with client(activator) as c:
+        r = c.post("/v1/models/echo:predict", json={"instances": [1]})
+    assert r.status_code == 200 and r.json()["predictions"] == [{"echo": 1}]
+    assert calls["n"] == 3
+
+    def down(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(502, text="bad gateway")
+
+    with client(down) as c:
+        r = c.post("/v1/models/echo:predict", json={"instances": [1]})
+    assert r.status_code == 502 and "502" in r.json()["error"]  # retries end, one answer
+
+
 def test_a_crash_mid_batch_answers_every_member_with_an_error() -> None:
     def dies(request: httpx.Request) -> httpx.Response:
         raise httpx.RemoteProtocolError("server disconnected without sending a response")

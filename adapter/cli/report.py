@@ -180,14 +180,16 @@ def update_docs(root: Path, *, check: bool = False) -> list[Block]:
 def run_group(group: str, root: Path, *, jobs: int = 2) -> int:
     """Re-run one group's simulations from ``root`` (each writes its JSON, and its printed table
     to the ``.txt`` beside it); the first non-zero exit status, or 0."""
+    import argparse
+
     from adapter.cli import simulate
-    from adapter.cli.main import build_parser
 
     for config, out, extra in GROUPS[group]:
-        argv = ["simulate", "-c", str(root / config), "--json", str(root / out),
-                "--jobs", str(jobs), *extra]  # fmt: skip
-        args = build_parser().parse_args(argv)
-        print("slackwise " + " ".join(argv), flush=True)
+        argv = ["-c", str(root / config), "--json", str(root / out), "--jobs", str(jobs), *extra]
+        parser = argparse.ArgumentParser(prog="slackwise simulate")
+        simulate.add_arguments(parser)
+        args = parser.parse_args(argv)
+        print("slackwise simulate " + " ".join(argv), flush=True)
         text = io.StringIO()
         status = simulate.run(args, out=text)
         if status:

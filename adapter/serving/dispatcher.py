@@ -10,9 +10,8 @@ clock it runs in virtual time. In-flight batches are bounded by the platform's r
 buffers it and starts a replica, as a request at scale zero does) and the rest keep queueing.
 
 Every member of every batch is answered exactly once: with its share of the predictions, or with
-an :class:`adapter.serving.errors.AdapterError` that says what failed. When the function rejects
-one member's input (400 naming ``instances[i]``), only that member fails and the rest are sent
-again.
+an :class:`adapter.serving.errors.AdapterError` that says what failed; a refused or failed batch
+is handled as :mod:`adapter.serving.rejections` says (isolate, split, retry).
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from typing import Any
 
 import orjson
@@ -48,15 +46,11 @@ from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.pending import Answer, Pending
 from adapter.serving.platform_view import PlatformView
 from adapter.serving.records import RecordWriter
+from adapter.serving.rejections import Rejection, halves, read_rejection, send_with_retries
 from adapter.serving.upstream import SendFailed, SendTimeout, Upstream
 from core.clock import Clock
 from core.config import FunctionConfig
-from functions.headers import (
-    COLD_START,
-    COMPUTE_MS,
-    FRONTEND_ID,
-    FRONTEND_WINDOW_S,
-)
+from functions.headers import COLD_START, COMPUTE_MS, FRONTEND_ID, FRONTEND_WINDOW_S
 from knative.http1 import Http1Response
 
 logger = logging.getLogger(__name__)
@@ -64,7 +58,6 @@ decisions_log = logging.getLogger("slackwise.aimd")
 
 #: the shortest window the functions count adapters over (t_setup may be measured tiny)
 _MIN_GOSSIP_WINDOW_S = 2.0
-_BAD_INSTANCE = re.compile(r"^instances\[(\d+)\]: (.*)$", re.DOTALL)
 #: how often to look again at the replica count while every slot is busy
 _CAPACITY_POLL_S = 0.02
 
@@ -293,8 +286,14 @@ class Dispatcher:
             self._m_timeouts.inc()
         body = orjson.dumps({"instances": instances})
         try:
-            response = await self.upstream.post(
-                self.name, body, self._send_headers(), float(self.function.timeout_s)
+            response = await send_with_retries(
+                lambda: self.upstream.post(
+                    self.name, body, self._send_headers(), float(self.function.timeout_s)
+                ),
+                clock=self.clock,
+                earliest_deadline=min(p.deadline for p in batch),
+                expected_s=self.controller.model.estimate_ms(total) / 1000.0,
+                label=self.name,
             )
         except SendTimeout:
             error: AdapterError = UpstreamTimeout(
@@ -305,11 +304,11 @@ class Dispatcher:
         except SendFailed as exc:
             self._fail_all(batch, UpstreamFailed(f"{self.name}: batch of {total} failed: {exc}"))
             return
-        done = self.clock.now()
         if response.status_code == 200:
-            self._answer(batch, response, sent, done, total, cold_hint, decision)
+            self._answer(batch, response, sent, self.clock.now(), total, cold_hint, decision)
         else:
-            self._reject(batch, response, total)
+            await self._rejected(batch, read_rejection(response.status_code, response.content),
+                                 decision)  # fmt: skip
 
     def _send_headers(self) -> dict[str, str]:
         headers = {"content-type": "application/json", **self._headers}
@@ -379,36 +378,33 @@ class Dispatcher:
                 item.future.set_result(answer)
             self._account(item, done, 200, total, cold, missed)
 
-    def _reject(self, batch: list[Pending], response: Http1Response, total: int) -> None:
-        try:
-            reason = str(orjson.loads(response.content).get("error", response.text))
-        except (ValueError, AttributeError):
-            reason = response.text[:500]
-        status = response.status_code
-        if 400 <= status < 500:
-            match = _BAD_INSTANCE.match(reason)
-            if status == 400 and match is not None and len(batch) > 1:
-                self._isolate(batch, int(match.group(1)), match.group(2))
-                return
-            self._fail_all(batch, UpstreamRejected(f"{self.name}: {reason}", status))
+    async def _rejected(
+        self, batch: list[Pending], rejection: Rejection, decision: BatchDecision
+    ) -> None:
+        """A 4xx: fail the member it names and requeue the rest; without a name, split the
+        batch and send each half again, until the bad member is alone (see rejections)."""
+        live = [p for p in batch if not p.cancelled]
+        if rejection.index is not None and len(batch) > 1:
+            offset = 0
+            for item in batch:
+                if offset <= rejection.index < offset + item.size:
+                    own = rejection.index - offset
+                    reason = f"{self.name}: instances[{own}]: {rejection.detail}"
+                    self._fail(item, UpstreamRejected(reason, 400))
+                    self.controller.queue.push_front([p for p in live if p is not item])
+                    return
+                offset += item.size
+        if len(live) > 1 and 400 <= rejection.status < 500:
+            cut, _ = halves([p.size for p in live])
+            for half in (live[:cut], live[cut:]):
+                await self._send_once(half, decision)
             return
-        self._fail_all(batch, UpstreamFailed(f"{self.name} answered {status}: {reason}"))
-
-    def _isolate(self, batch: list[Pending], index: int, reason: str) -> None:
-        """Fail the member whose instance the function refused; send the others again."""
-        offset = 0
-        keep: list[Pending] = []
-        for item in batch:
-            if offset <= index < offset + item.size:
-                own = index - offset
-                self._fail(item, UpstreamRejected(f"{self.name}: instances[{own}]: {reason}", 400))
-            else:
-                keep.append(item)
-            offset += item.size
-        if len(keep) == len(batch):  # the index fits no member: refuse them all
-            self._fail_all(batch, UpstreamRejected(f"{self.name}: {reason}", 400))
-            return
-        self.controller.queue.push_front([p for p in keep if not p.cancelled])
+        if 400 <= rejection.status < 500:
+            self._fail_all(batch, UpstreamRejected(f"{self.name}: {rejection.reason}",
+                                                   rejection.status))  # fmt: skip
+        else:
+            reason = f"{self.name} answered {rejection.status}: {rejection.reason}"
+            self._fail_all(batch, UpstreamFailed(reason))
 
     # -- answers -------------------------------------------------------------------------------
 

@@ -60,7 +60,7 @@ def _connect(args: argparse.Namespace) -> KnativeClient:
         ) from None
 
 
-Command = Callable[[argparse.Namespace, KnativeClient | None], int]
+Command = Callable[..., int]
 
 
 def _guarded(command: Command) -> Command:

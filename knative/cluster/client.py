@@ -1,13 +1,9 @@
 """Knative Services on a real cluster, through the official ``kubernetes`` client.
 
-:class:`KnativeClient` creates, updates, waits for and deletes Knative Services in one namespace,
-reads their URLs and replica counts, and raises a function's minimum replicas ahead of demand by
-patching its latest ready Revision's own ``autoscaling.knative.dev/min-scale`` annotation. The
-Revision is the source of truth for its PodAutoscaler from Knative Serving 1.21 on
-(knative/serving#16186), so no new revision is made; on older clusters the hook is refused.
-:class:`KnativeView` is the adapter's :class:`~adapter.serving.platform_view.PlatformView` over a
-client.
-
+:class:`KnativeClient` applies (server-side), waits for and deletes Knative Services in one
+namespace, reads their URLs and replica counts, and sets a function's scale on its serving
+Revisions' own annotations (the Revision is its PodAutoscaler's source of truth from Knative
+Serving 1.21 on, knative/serving#16186: no new revision is made; older clusters are refused).
 Exceptions (all carry the values they name)::
 
     KnativeError
@@ -106,21 +102,6 @@ def ready_condition(obj: Obj) -> Obj:
         if condition.get("type") == "Ready":
             return dict(condition)
     return {}
-
-
-def _covers(actual: Any, desired: Any) -> bool:
-    """Whether ``actual`` already holds everything ``desired`` sets (server defaults aside)."""
-    if isinstance(desired, dict):
-        return isinstance(actual, dict) and all(
-            _covers(actual.get(k), v) for k, v in desired.items()
-        )
-    if isinstance(desired, list):
-        return (
-            isinstance(actual, list)
-            and len(actual) == len(desired)
-            and all(_covers(a, d) for a, d in zip(actual, desired, strict=True))
-        )
-    return bool(actual == desired)
 
 
 #: the field manager of every server-side apply (Kubernetes records who owns which field)
