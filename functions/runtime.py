@@ -1,10 +1,13 @@
-"""Turn a :class:`~functions.model.Model` into a Starlette app speaking the KServe V1 protocol.
+"""Turn a :class:`~functions.model.Model` into a Starlette app speaking KServe V1 and V2.
 
 Routes:
 
 - ``POST /v1/models/{name}:predict`` with ``{"instances": [...]}`` answers
   ``{"predictions": [...]}``; bad input is 400 with a reason, a model failure 500 with a reason.
-- ``GET /v1/models/{name}`` answers 200 when the model is loaded and healthy, 503 while loading.
+- ``GET /v1/models/{name}`` answers 200 when the model is loaded and healthy, 503 while loading;
+  ``GET /v1/models`` lists the model.
+- The Open Inference Protocol (V2, :mod:`functions.v2`): ``POST /v2/models/{name}/infer``,
+  ``GET /v2/models/{name}/ready``, ``GET /v2/health/live`` and ``/v2/health/ready``.
 
 Every predict response carries the headers the adapter reads (names in :data:`FUNCTION_ANSWER`): the
 batch's compute time, whether this was the first request the process served (cold), the process
@@ -50,6 +53,7 @@ from functions.headers import (
     PROCESS_START,
 )
 from functions.model import InvalidInput, Model
+from functions.v2 import v2_instances, v2_outputs
 
 logger = logging.getLogger(__name__)
 
@@ -117,10 +121,12 @@ def v1_instances(body: bytes) -> list[Any]:
     return instances
 
 
-def _parse_instances(body: bytes, model: Model) -> list[Any]:
+def _parse_instances(body: bytes, model: Model, *, v2: bool = False) -> list[Any]:
     if len(body) > MAX_BODY_BYTES:
         raise InvalidInput(f"body of {len(body)} bytes exceeds the limit of {MAX_BODY_BYTES}")
-    instances = v1_instances(body)
+    if not body:
+        raise InvalidInput('empty body: send {"instances": [...]}')
+    instances = v2_instances(body) if v2 else v1_instances(body)
     if len(instances) > model.max_instances:
         raise InvalidInput(
             f"{len(instances)} instances exceed this model's limit of {model.max_instances}"
@@ -176,17 +182,27 @@ def create_app(model: Model, *, name: str | None = None) -> Starlette:
             return wrong
         state.in_flight += 1
         try:
-            return await _predict(request, state.in_flight)
+            return await _predict(request, state.in_flight, v2=request.url.path.endswith("/infer"))
         finally:
             state.in_flight -= 1
 
-    async def _predict(request: Request, in_flight: int) -> Response:
+    async def live(request: Request) -> Response:
+        return JSONResponse({"live": True})
+
+    async def server_ready(request: Request) -> Response:
+        ok = state.loaded and state.load_error is None
+        return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+
+    async def models(request: Request) -> Response:
+        return JSONResponse({"models": [state.name]})
+
+    async def _predict(request: Request, in_flight: int, *, v2: bool = False) -> Response:
         if not state.loaded:
             reason = state.load_error or "model is still loading"
             return _error(503, reason)
         body = await request.body()
         try:
-            instances = _parse_instances(body, state.model)
+            instances = _parse_instances(body, state.model, v2=v2)
         except InvalidInput as exc:
             return _error(400, str(exc))
         start = time.perf_counter()
@@ -223,11 +239,11 @@ def create_app(model: Model, *, name: str | None = None) -> Starlette:
             state.frontends.seen(frontend[:128], now)
             window = parse_window(request.headers.get(FRONTEND_WINDOW_S))
             headers[FRONTENDS] = str(state.frontends.count(now, window))
-        return Response(
-            orjson.dumps({"predictions": predictions}, option=orjson.OPT_SERIALIZE_NUMPY),
-            headers=headers,
-            media_type="application/json",
-        )
+        if v2:
+            content = v2_outputs(state.name, predictions)
+        else:
+            content = orjson.dumps({"predictions": predictions}, option=orjson.OPT_SERIALIZE_NUMPY)
+        return Response(content, headers=headers, media_type="application/json")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -241,5 +257,11 @@ def create_app(model: Model, *, name: str | None = None) -> Starlette:
     routes = [
         Route("/v1/models/{name}:predict", predict, methods=["POST"]),
         Route("/v1/models/{name}", ready, methods=["GET"]),
+        Route("/v1/models", models, methods=["GET"]),
+        # the Open Inference Protocol (V2), for KServe V2, Triton and MLServer clients
+        Route("/v2/models/{name}/infer", predict, methods=["POST"]),
+        Route("/v2/models/{name}/ready", ready, methods=["GET"]),
+        Route("/v2/health/live", live, methods=["GET"]),
+        Route("/v2/health/ready", server_ready, methods=["GET"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

@@ -481,3 +481,13 @@ def test_cli_dry_run_stores_nothing(
     assert cluster.run_deploy(args, client) == 0
     assert "asr: would change (dry run: accepted)" in capsys.readouterr().out
     assert fake.names("services", NS) == []
+
+
+def test_a_function_served_by_a_kserve_predictor_is_found_by_its_service(
+    client: KnativeClient,
+) -> None:
+    client.apply(service("embed-predictor"))  # KServe's InferenceService "embed"
+    view = KnativeView(client, {"embed": "embed-predictor"})
+    view.refresh()
+    assert view.url("embed") == "http://embed-predictor.ml.svc.cluster.local"
+    assert view.replicas("embed").ready == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -260,3 +261,27 @@ def test_digits_forward_pass_matches_scikit_learn() -> None:
     assert ours.shape == theirs.shape
     assert abs(ours - theirs).max() < 1e-9
     assert (ours.argmax(axis=1) == theirs.argmax(axis=1)).all()
+
+
+def test_functions_speak_the_open_inference_protocol_too(digits: TestClient) -> None:
+    images = DigitsClassifier().sample_instances(3)
+    flat = [float(x) for row in images for x in row]
+    body = {"inputs": [{"name": "input-0", "shape": [3, len(images[0])], "datatype": "FP32",
+                        "data": flat}]}  # fmt: skip
+    v2 = digits.post("/v2/models/digits/infer", json=body)
+    assert v2.status_code == 200, v2.text
+    (tensor,) = v2.json()["outputs"]
+    assert tensor["shape"][0] == 3
+    v1 = digits.post("/v1/models/digits:predict", json={"instances": images}).json()
+    # the same predictions, V2 carrying non-numeric ones as JSON strings
+    if tensor["datatype"] == "BYTES":
+        assert [json.loads(x) for x in tensor["data"]] == v1["predictions"]
+    else:
+        assert tensor["data"] == v1["predictions"]
+    assert digits.get("/v2/health/live").status_code == 200
+    assert digits.get("/v2/health/ready").json() == {"ready": True}
+    assert digits.get("/v2/models/digits/ready").status_code == 200
+    assert digits.get("/v1/models").json() == {"models": ["digits"]}
+    bad = digits.post("/v2/models/digits/infer", json={"inputs": [{"shape": [2, 3], "data": [1]}]})
+    assert bad.status_code == 400 and "2 values" not in bad.json()["error"]
+    assert "1 values for shape [2, 3]" in bad.json()["error"]

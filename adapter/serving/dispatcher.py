@@ -21,8 +21,6 @@ import contextlib
 import logging
 from typing import Any
 
-import orjson
-
 from adapter.policies.aimd import AIMD, AIMDDecision
 from adapter.policies.batching import BatchDecision
 from adapter.policies.controller import Controller, Late
@@ -45,6 +43,7 @@ from adapter.serving.errors import (
 from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.pending import Answer, Pending
 from adapter.serving.platform_view import PlatformView
+from adapter.serving.protocols import codec_for
 from adapter.serving.records import RecordWriter
 from adapter.serving.rejections import Rejection, halves, read_rejection, send_with_retries
 from adapter.serving.upstream import SendFailed, SendTimeout, Upstream
@@ -87,6 +86,9 @@ class Dispatcher:
         path_margin_ms: float = 1.0,
     ) -> None:
         self.function = function
+        up = function.upstream
+        self._codec = codec_for(up.protocol, function.model_name, input_name=up.input,
+                                output_name=up.output)  # fmt: skip
         self.name = function.name
         self.view = view
         self.upstream = upstream
@@ -284,7 +286,7 @@ class Dispatcher:
         self._m_batch.observe(total)
         if decision.timeout_dispatch:
             self._m_timeouts.inc()
-        body = orjson.dumps({"instances": instances})
+        body = self._codec.encode(instances)
         try:
             response = await send_with_retries(
                 lambda: self.upstream.post(
@@ -329,10 +331,8 @@ class Dispatcher:
         decision: BatchDecision,
     ) -> None:
         try:
-            predictions = orjson.loads(response.content)["predictions"]
-            if not isinstance(predictions, list) or len(predictions) != total:
-                raise ValueError(f"{len(predictions)} predictions for {total} instances")
-        except (ValueError, KeyError, TypeError) as exc:
+            predictions = self._codec.decode(response.content, total)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
             self._fail_all(batch, UpstreamFailed(f"{self.name}: malformed answer: {exc}"))
             return
         round_trip_ms = (done - sent) * 1000.0

@@ -20,7 +20,15 @@ from core.platform_errors import PinUnsupported
 from knative.local.events import ReplicaCounts
 from knative.local.platform import LocalPlatform
 
-__all__ = ["LocalView", "PinUnsupported", "PlatformUnreachable", "PlatformView", "RemoteView"]
+__all__ = [
+    "LocalView",
+    "PinUnsupported",
+    "PlatformUnreachable",
+    "PlatformView",
+    "RemoteView",
+    "RoutedView",
+    "StaticView",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -188,3 +196,33 @@ class StaticView:
         self, function: str, replicas: int | None, *, owner: str = "", lease_s: float | None = None
     ) -> None:
         raise PinUnsupported(f"{function} runs at a fixed endpoint: there is no scale to set")
+
+
+class RoutedView:
+    """Some functions at fixed endpoints (``functions.X.upstream.url``), the rest on the
+    platform behind ``base``."""
+
+    def __init__(self, base: PlatformView, fixed: StaticView, names: set[str]) -> None:
+        self._base = base
+        self._fixed = fixed
+        self._names = set(names)
+
+    def _for(self, function: str) -> PlatformView:
+        return self._fixed if function in self._names else self._base
+
+    def url(self, function: str) -> str:
+        return self._for(function).url(function)
+
+    def replicas(self, function: str) -> ReplicaCounts:
+        return self._for(function).replicas(function)
+
+    def request_headers(self, function: str) -> dict[str, str]:
+        return self._for(function).request_headers(function)
+
+    async def set_min_scale(self, function: str, replicas: int | None) -> None:
+        await self._for(function).set_min_scale(function, replicas)
+
+    async def set_scale(
+        self, function: str, replicas: int | None, *, owner: str = "", lease_s: float | None = None
+    ) -> None:
+        await self._for(function).set_scale(function, replicas, owner=owner, lease_s=lease_s)

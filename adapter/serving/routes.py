@@ -150,6 +150,17 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"ok": True, "mode": state.preset.name})
 
 
+async def model_list(request: Request) -> Response:
+    """KServe V1's list of models: every function this adapter fronts."""
+    state: AdapterState = request.app.state.adapter
+    return JSONResponse({"models": sorted(state.config.functions)})
+
+
+async def live(request: Request) -> Response:
+    """V2 liveness: the adapter answers."""
+    return JSONResponse({"live": True})
+
+
 async def metrics(request: Request) -> Response:
     state: AdapterState = request.app.state.adapter
     return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
@@ -160,6 +171,9 @@ def routes() -> list[Route]:
         Route("/v1/apps/{name}:predict", app_predict, methods=["POST"]),
         Route("/v1/apps/{name}", app_status, methods=["GET"]),
         Route("/v1/models/{name}", model_status, methods=["GET"]),
+        Route("/v1/models", model_list, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/v2/health/live", live, methods=["GET"]),
+        Route("/v2/health/ready", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]

@@ -69,10 +69,19 @@ class PlatformUpstream:
 class HttpUpstream:
     """Batches POSTed to ``view.url(function)``; one lean pool per plain-HTTP origin."""
 
-    def __init__(self, view: PlatformView, client: httpx.AsyncClient, *, lean: bool = True) -> None:
+    def __init__(
+        self,
+        view: PlatformView,
+        client: httpx.AsyncClient,
+        *,
+        lean: bool = True,
+        paths: Mapping[str, str] | None = None,
+    ) -> None:
         self._view = view
         self._client = client
         self._lean = lean
+        #: each function's request path (its protocol and model name); V1 with its own name else
+        self._paths_of = dict(paths or {})
         self._pools: dict[Origin, Http1Pool] = {}
         self._paths: dict[str, tuple[Http1Pool, str] | None] = {}
 
@@ -88,7 +97,7 @@ class HttpUpstream:
         pool = self._pools.get(origin)
         if pool is None:
             pool = self._pools[origin] = Http1Pool(origin, max_idle=256)
-        route = (pool, f"{prefix}/v1/models/{function}:predict")
+        route = (pool, f"{prefix}{self._path(function)}")
         self._paths[base + "\0" + function] = route
         return route
 
@@ -104,7 +113,7 @@ class HttpUpstream:
                 raise SendTimeout(str(exc)) from None
             except Http1ConnectionError as exc:
                 raise SendFailed(str(exc)) from None
-        url = f"{self._view.url(function)}/v1/models/{function}:predict"
+        url = f"{self._view.url(function)}{self._path(function)}"
         try:
             response = await self._client.post(
                 url, content=body, headers=dict(headers), timeout=timeout_s
@@ -115,8 +124,30 @@ class HttpUpstream:
             raise SendFailed(f"{type(exc).__name__}: {exc}") from None
         return Http1Response(response.status_code, response.headers, response.content)
 
+    def _path(self, function: str) -> str:
+        return self._paths_of.get(function) or f"/v1/models/{function}:predict"
+
     async def aclose(self) -> None:
         for pool in self._pools.values():
             pool.close()
         self._pools.clear()
         self._paths.clear()
+
+
+class RoutedUpstream:
+    """Each function to its own upstream (a fixed endpoint, or a V2 server, over HTTP), the
+    rest to ``default``."""
+
+    def __init__(self, default: Upstream, routes: Mapping[str, Upstream]) -> None:
+        self._default = default
+        self._routes = dict(routes)
+
+    async def post(
+        self, function: str, body: bytes, headers: Mapping[str, str], timeout_s: float
+    ) -> Http1Response:
+        upstream = self._routes.get(function, self._default)
+        return await upstream.post(function, body, headers, timeout_s)
+
+    async def aclose(self) -> None:
+        for upstream in {id(u): u for u in [self._default, *self._routes.values()]}.values():
+            await upstream.aclose()

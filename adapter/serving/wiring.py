@@ -15,10 +15,17 @@ import httpx
 from adapter.policies.latency import LatencyModel
 from adapter.serving.autoscaling import Autoscaling
 from adapter.serving.dispatcher import Dispatcher
-from adapter.serving.platform_view import LocalView, PlatformView, RemoteView
+from adapter.serving.platform_view import (
+    LocalView,
+    PlatformView,
+    RemoteView,
+    RoutedView,
+    StaticView,
+)
+from adapter.serving.protocols import codec_for
 from adapter.serving.records import RecordWriter
 from adapter.serving.state import AdapterState
-from adapter.serving.upstream import HttpUpstream, PlatformUpstream, Upstream
+from adapter.serving.upstream import HttpUpstream, PlatformUpstream, RoutedUpstream, Upstream
 from core.config import Config
 
 __all__ = ["latency_prior", "running"]
@@ -62,11 +69,7 @@ async def running(
 
                 platform = await stack.enter_async_context(LocalPlatform(config))
                 state.view = LocalView(platform)
-        upstream: Upstream
-        if isinstance(state.view, LocalView) and transport is None:
-            upstream = PlatformUpstream(state.view.platform)
-        else:
-            upstream = HttpUpstream(state.view, client, lean=transport is None)
+        upstream = _upstream(config, state, client, transport)
         stack.push_async_callback(upstream.aclose)
         path = records_path or (Path(config.adapter.records) if config.adapter.records else None)
         state.records = RecordWriter(path)
@@ -146,10 +149,37 @@ async def _knative_view(config: Config, stack: contextlib.AsyncExitStack) -> Pla
         client = await asyncio.to_thread(connect_in_cluster, namespace, serving_version=version)
     else:
         client = await asyncio.to_thread(connect, namespace, serving_version=version)
-    view = KnativeView(client, list(config.functions), ingress=config.adapter.ingress)
+    services = {name: fn.service for name, fn in config.functions.items() if not fn.upstream.url}
+    view = KnativeView(client, services, ingress=config.adapter.ingress)
     await view.start()
     stack.push_async_callback(view.stop)
     return view
+
+
+def _upstream(
+    config: Config,
+    state: AdapterState,
+    client: httpx.AsyncClient,
+    transport: httpx.AsyncBaseTransport | None,
+) -> Upstream:
+    """How batches reach each function: in process to the embedded local platform, over HTTP
+    otherwise; a function at a fixed URL (``upstream.url``) or spoken to in V2 over HTTP always,
+    at its own path."""
+    base = state.view
+    assert base is not None
+    fixed = {n: fn.upstream.url for n, fn in config.functions.items() if fn.upstream.url}
+    view: PlatformView = base
+    if fixed:
+        view = state.view = RoutedView(base, StaticView(fixed), set(fixed))
+    paths = {name: codec_for(fn.upstream.protocol, fn.model_name).path
+             for name, fn in config.functions.items()}  # fmt: skip
+    lean = transport is None
+    http = HttpUpstream(view, client, lean=lean, paths=paths)
+    if not (isinstance(base, LocalView) and lean):
+        return http
+    special = {n for n, fn in config.functions.items()
+               if fn.upstream.url or fn.upstream.protocol != "v1"}  # fmt: skip
+    return RoutedUpstream(PlatformUpstream(base.platform), {n: http for n in special})
 
 
 def _pod_namespace() -> str:

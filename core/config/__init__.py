@@ -20,6 +20,7 @@ from core.config.model import (
     FunctionConfig,
     PlatformConfig,
     Resources,
+    UpstreamConfig,
 )
 from core.config.reader import ConfigError, Reader
 
@@ -43,6 +44,7 @@ __all__ = [
     "PlatformConfig",
     "Reader",
     "Resources",
+    "UpstreamConfig",
     "load_config",
     "parse_config",
     "parse_modes",

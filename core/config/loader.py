@@ -49,6 +49,7 @@ from core.config.model import (
     Resources,
 )
 from core.config.reader import ConfigError, Reader, choice, flag, fraction, optional_string
+from core.config.upstream import upstream_config
 from core.scaling import AutoscalerConfig, resolve_spec
 from core.scaling_values import ScalingConfigError
 
@@ -104,6 +105,7 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> F
         "image",
         "slo_ms",
         "late",
+        "upstream",
     }
     r.only(data, path, keys)
     model = r.string(data, "model", path, None)
@@ -139,6 +141,7 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> F
     if late not in LATE:
         raise r.fail(f"{path}.late", f"must be one of {', '.join(LATE)}, got {late!r}")
     return FunctionConfig(
+        upstream=upstream_config(r, data.get("upstream"), f"{path}.upstream"),
         name=name,
         model=model,
         variant=variant,
@@ -404,6 +407,15 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
     app_raw = r.mapping(data.get("apps"), "apps")
     apps = {name: _app(r, name, spec, functions) for name, spec in app_raw.items()}
     adapter = _adapter(r, data.get("adapter"))
+    for name, fn in functions.items():
+        if (
+            fn.upstream.protocol == "v2"
+            and fn.upstream.url is None
+            and adapter.platform != "knative"
+        ):
+            raise r.fail(f"functions.{name}.upstream.protocol",
+                         "v2 needs upstream.url or adapter.platform: knative (the local platform "
+                         "relays V1 only)")  # fmt: skip
     experiment = None
     if data.get("experiment") is not None:
         experiment = _experiment(r, data["experiment"], functions, apps)

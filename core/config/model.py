@@ -24,6 +24,25 @@ class Resources:
 
 
 @dataclass(frozen=True, kw_only=True)
+class UpstreamConfig:
+    """Who serves a function and how it is spoken to (``functions.X.upstream``).
+
+    ``protocol``: ``v1`` (KServe V1, ours) or ``v2`` (Open Inference Protocol); ``service``: the
+    platform's name for it (Knative Service; a KServe InferenceService ``m`` is ``m-predictor``),
+    default the function's name; ``model``: the model name in the path, default the function's
+    name; ``url``: a fixed endpoint (the platform neither starts nor scales it); ``input`` and
+    ``output``: the V2 tensor names.
+    """
+
+    protocol: str = "v1"
+    service: str | None = None
+    model: str | None = None
+    url: str | None = None
+    input: str = "input-0"
+    output: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class FunctionConfig:
     """One function: which model, how it runs, and its Knative scaling annotations."""
 
@@ -40,7 +59,18 @@ class FunctionConfig:
     image: str | None = None
     slo_ms: float | None = None
     late: str = "serve"
+    upstream: UpstreamConfig = field(default_factory=UpstreamConfig)
     scaling: ScalingSpec
+
+    @property
+    def service(self) -> str:
+        """The platform's name for this function (its Knative Service)."""
+        return self.upstream.service or self.name
+
+    @property
+    def model_name(self) -> str:
+        """The model's name in the upstream's paths."""
+        return self.upstream.model or self.name
 
 
 @dataclass(frozen=True, kw_only=True)

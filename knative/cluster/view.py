@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from core.platform_errors import PinUnsupported
@@ -24,19 +24,24 @@ class KnativeView:
 
     With ``ingress`` (an address such as ``192.0.2.10`` or ``192.0.2.10:8080``), :meth:`url`
     is ``http://INGRESS`` for every function and callers send :meth:`host_header` as ``Host``.
+    ``functions`` is a list of Service names, or a mapping from each function to its Service
+    (a KServe InferenceService ``m`` is served by the Knative Service ``m-predictor``).
     """
 
     def __init__(
         self,
         client: KnativeClient,
-        functions: Sequence[str],
+        functions: Sequence[str] | Mapping[str, str],
         *,
         ingress: str | None = None,
         domain: str = "svc.cluster.local",
         poll_s: float = 2.0,
     ) -> None:
         self._client = client
-        self._functions = list(functions)
+        self._services = (
+            dict(functions) if isinstance(functions, Mapping) else {f: f for f in functions}
+        )
+        self._functions = list(self._services)
         self._ingress = ingress
         self._domain = domain
         self._poll_s = poll_s
@@ -51,8 +56,9 @@ class KnativeView:
                 # in the cluster the Service's own address (status.address.url) reaches it
                 # without leaving the cluster; through an ingress, its public URL's host is
                 # the Host header (see host_header)
-                self._urls[name] = self._client.url(name, cluster_local=self._ingress is None)
-                self._counts[name] = self._client.ready_replicas(name)
+                service = self._services[name]
+                self._urls[name] = self._client.url(service, cluster_local=self._ingress is None)
+                self._counts[name] = self._client.ready_replicas(service)
             except KnativeError as exc:
                 logger.warning("knative poll of %s failed: %s", name, exc)
 
@@ -75,17 +81,20 @@ class KnativeView:
         if self._ingress is not None:
             return f"http://{self._ingress}"
         if function not in self._urls:
-            self._urls[function] = self._client.url(function)
+            self._urls[function] = self._client.url(self._service(function))
         return self._urls[function]
+
+    def _service(self, function: str) -> str:
+        return self._services.get(function, function)
 
     def host_header(self, function: str) -> str:
         """``<svc>.<ns>.<domain>``: the Service URL's host, else built from ``domain``."""
         known = self._urls.get(function)
         if known is None:
             with contextlib.suppress(KnativeError):
-                known = self._urls[function] = self._client.url(function)
+                known = self._urls[function] = self._client.url(self._service(function))
         host = urlsplit(known).netloc if known else ""
-        return host or f"{function}.{self._client.namespace}.{self._domain}"
+        return host or f"{self._service(function)}.{self._client.namespace}.{self._domain}"
 
     def replicas(self, function: str) -> ReplicaCounts:
         return self._counts.get(function, ReplicaCounts(0, 0, 0, 0, 0))
@@ -97,7 +106,7 @@ class KnativeView:
     async def set_min_scale(self, function: str, replicas: int | None) -> None:
         """Pin the function's minimum replicas through the Revision's min-scale (the hook)."""
         with _classified(function):
-            await asyncio.to_thread(self._client.set_min_scale, function, replicas)
+            await asyncio.to_thread(self._client.set_min_scale, self._service(function), replicas)
 
     async def set_scale(
         self, function: str, replicas: int | None, *, owner: str = "", lease_s: float | None = None
@@ -106,8 +115,9 @@ class KnativeView:
         min- and max-scale set together to the largest live share."""
         with _classified(function):
             await asyncio.to_thread(
-                self._client.set_scale, function, replicas, owner=owner, lease_s=lease_s
-            )
+                self._client.set_scale, self._service(function), replicas, owner=owner,
+                lease_s=lease_s,
+            )  # fmt: skip
 
 
 @contextlib.contextmanager

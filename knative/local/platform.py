@@ -90,7 +90,8 @@ class LocalPlatform:
         )
         now = self.clock.now()
         for fn_config in self.config.functions.values():
-            fleet.add(fn_config, now)
+            if fn_config.upstream.url is None:  # a fixed endpoint is served elsewhere
+                fleet.add(fn_config, now)
         if self._serve_http:
             await self._start_gateway()
         self._loop_task = asyncio.create_task(fleet.autoscale_loop(), name="autoscale")

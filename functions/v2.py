@@ -1,0 +1,100 @@
+"""The Open Inference Protocol (V2) bodies of a function: a batch in as one input tensor, the
+predictions out as one output tensor.
+
+A request's first input tensor, of shape ``[n, ...]``, is ``n`` instances (each a row, nested as
+the shape says; a ``BYTES`` tensor of shape ``[n]`` is ``n`` strings, as our text models take
+them). Predictions that are numbers or lists of numbers go out as one ``FP32`` (or ``INT64``)
+tensor of shape ``[n, ...]``; anything else (a label with its score, a set of boxes) as a
+``BYTES`` tensor of ``n`` JSON strings, which a V2 client decodes per row.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+
+from functions.model import InvalidInput
+
+__all__ = ["v2_instances", "v2_outputs"]
+
+_NUMERIC = ("FP16", "FP32", "FP64", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
+            "UINT32", "UINT64", "BOOL")  # fmt: skip
+
+
+def _rows(flat: list[Any], shape: list[int]) -> list[Any]:
+    if len(shape) == 1:
+        return list(flat)
+    step = math.prod(shape[1:])
+    return [_rows(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+def v2_instances(body: bytes) -> list[Any]:
+    """The instances of a V2 infer body; InvalidInput says what is wrong."""
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"body is not JSON: {exc}") from None
+    inputs = payload.get("inputs") if isinstance(payload, dict) else None
+    if not isinstance(inputs, list) or not inputs or not isinstance(inputs[0], dict):
+        raise InvalidInput("body must be an object with an 'inputs' list of tensors")
+    tensor = inputs[0]
+    shape, data = tensor.get("shape"), tensor.get("data")
+    if not isinstance(shape, list) or not shape or not all(isinstance(d, int) for d in shape):
+        raise InvalidInput(f"inputs[0].shape must be a list of integers, got {shape!r}")
+    if not isinstance(data, list):
+        raise InvalidInput("inputs[0].data must be a flat list")
+    if any(isinstance(x, list) for x in data):  # a nested form is allowed by the protocol
+        flat: list[Any] = []
+        stack = [data]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, list):
+                stack.extend(reversed(item))
+            else:
+                flat.append(item)
+        data = flat
+    if len(data) != math.prod(shape):
+        raise InvalidInput(f"inputs[0]: {len(data)} values for shape {shape}")
+    if shape[0] < 1:
+        raise InvalidInput("inputs[0] holds no instance")
+    return _rows(data, shape)
+
+
+def _shape(value: Any) -> list[int]:
+    shape = []
+    while isinstance(value, list):
+        shape.append(len(value))
+        value = value[0] if value else None
+    return shape
+
+
+def v2_outputs(name: str, predictions: list[Any]) -> bytes:
+    """The V2 answer for ``predictions`` of model ``name``."""
+    flat: list[Any] = []
+    numeric = True
+    for p in predictions:
+        stack = [p]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, list):
+                stack.extend(reversed(item))
+            elif isinstance(item, bool | int | float):
+                flat.append(item)
+            else:
+                numeric = False
+                break
+        if not numeric:
+            break
+    row = _shape(predictions[0]) if predictions else []
+    if numeric and all(_shape(p) == row for p in predictions):
+        integer = all(isinstance(x, int) and not isinstance(x, bool) for x in flat)
+        tensor = {"name": "output-0", "shape": [len(predictions), *row],
+                  "datatype": "INT64" if integer else "FP32", "data": flat}  # fmt: skip
+    else:
+        data = [orjson.dumps(p, option=orjson.OPT_SERIALIZE_NUMPY).decode() for p in predictions]
+        tensor = {"name": "output-0", "shape": [len(predictions)], "datatype": "BYTES",
+                  "data": data}  # fmt: skip
+    return orjson.dumps({"model_name": name, "outputs": [tensor]},
+                        option=orjson.OPT_SERIALIZE_NUMPY)  # fmt: skip

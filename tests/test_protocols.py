@@ -1,0 +1,76 @@
+"""KServe V1 and the Open Inference Protocol (V2) as the adapter writes and reads them, and an
+adapter in front of a V2 server at a fixed URL."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import orjson
+import pytest
+from starlette.testclient import TestClient
+
+from adapter.serving.app import create_app
+from adapter.serving.protocols import codec_for
+from core.config import ConfigError, parse_config
+
+
+def test_v1_is_instances_and_predictions() -> None:
+    codec = codec_for("v1", "embed")
+    assert codec.path == "/v1/models/embed:predict"
+    assert orjson.loads(codec.encode(["a", "b"])) == {"instances": ["a", "b"]}
+    assert codec.decode(b'{"predictions": [1, 2]}', 2) == [1, 2]
+    with pytest.raises(ValueError, match="1 predictions for 2"):
+        codec.decode(b'{"predictions": [1]}', 2)
+
+
+def test_v2_is_one_tensor_each_way() -> None:
+    codec = codec_for("v2", "mnist", input_name="x")
+    assert codec.path == "/v2/models/mnist/infer"
+    body = orjson.loads(codec.encode([[1.5, 2.0], [3.0, 4.0]]))
+    assert body == {"inputs": [{"name": "x", "shape": [2, 2], "datatype": "FP32",
+                                "data": [1.5, 2.0, 3.0, 4.0]}]}  # fmt: skip
+    assert orjson.loads(codec.encode(["hi", "yo"]))["inputs"][0]["datatype"] == "BYTES"
+    assert orjson.loads(codec.encode([[1, 2]]))["inputs"][0]["datatype"] == "INT64"
+    answer = {"outputs": [{"name": "y", "shape": [2, 3], "datatype": "FP32",
+                           "data": [1, 2, 3, 4, 5, 6]}]}  # fmt: skip
+    assert codec.decode(orjson.dumps(answer), 2) == [[1, 2, 3], [4, 5, 6]]
+    scalars = {"outputs": [{"name": "y", "shape": [2], "datatype": "INT64", "data": [7, 9]}]}
+    assert codec.decode(orjson.dumps(scalars), 2) == [7, 9]
+    with pytest.raises(ValueError, match="shape"):
+        codec.decode(orjson.dumps(scalars), 3)
+    with pytest.raises(ValueError, match="protocol"):
+        codec_for("v3", "m")
+
+
+def test_an_adapter_fronts_a_v2_server_at_a_fixed_url() -> None:
+    seen: list[str] = []
+
+    def triton(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        (tensor,) = json.loads(request.content)["inputs"]
+        n = tensor["shape"][0]
+        data = [sum(tensor["data"][i * 2 : i * 2 + 2]) for i in range(n)]
+        return httpx.Response(200, json={"outputs": [{"name": "sum", "shape": [n],
+                                                      "datatype": "FP32", "data": data}]})  # fmt: skip
+
+    cfg = parse_config({
+        "functions": {"adder": {"model": "digits", "slo_ms": 500, "upstream": {
+            "protocol": "v2", "url": "http://triton.test:8000", "model": "add_two"}}},
+    })  # fmt: skip
+    with TestClient(create_app(cfg, transport=httpx.MockTransport(triton))) as c:
+        r = c.post("/v1/models/adder:predict", json={"instances": [[1, 2], [3, 4]]})
+        assert r.status_code == 200, r.text
+        assert r.json()["predictions"] == [3, 7]
+        assert c.get("/v1/models").json() == {"models": ["adder"]}
+        assert c.get("/v2/health/live").status_code == 200
+    assert seen and all(u == "http://triton.test:8000/v2/models/add_two/infer" for u in seen)
+
+
+def test_v2_on_the_local_platform_is_refused_with_the_reason() -> None:
+    with pytest.raises(ConfigError, match=r"functions\.f\.upstream\.protocol: v2 needs"):
+        parse_config({"functions": {"f": {"model": "digits", "slo_ms": 100,
+                                          "upstream": {"protocol": "v2"}}}})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"functions\.f\.upstream\.url"):
+        parse_config({"functions": {"f": {"model": "digits", "slo_ms": 100,
+                                          "upstream": {"url": "triton:8000"}}}})  # fmt: skip
