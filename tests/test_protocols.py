@@ -51,8 +51,8 @@ def test_an_adapter_fronts_a_v2_server_at_a_fixed_url() -> None:
         (tensor,) = json.loads(request.content)["inputs"]
         n = tensor["shape"][0]
         data = [sum(tensor["data"][i * 2 : i * 2 + 2]) for i in range(n)]
-        return httpx.Response(200, json={"outputs": [{"name": "sum", "shape": [n],
-                                                      "datatype": "FP32", "data": data}]})  # fmt: skip
+        out = {"name": "sum", "shape": [n], "datatype": "FP32", "data": data}
+        return httpx.Response(200, json={"outputs": [out]})
 
     cfg = parse_config({
         "functions": {"adder": {"model": "digits", "slo_ms": 500, "upstream": {
