@@ -233,3 +233,11 @@ def test_an_app_experiment_draws_its_plots_from_chain_records(tmp_path: Path) ->
     paths = plot_experiment(result, {"GS": run}, tmp_path)
     assert [p.name for p in paths] == ["timeseries.png", "ccdf.png", "stages.png"]
     assert all(p.stat().st_size > 5_000 for p in paths)
+
+
+def test_an_experiment_says_when_and_on_what_it_ran() -> None:
+    from adapter.cli.results import ExperimentResult
+
+    doc = ExperimentResult("f", 100.0, "nasa", 10.0, 1.0, 60.0, 0.0, 1).to_json()
+    ran = doc["ran_on"]
+    assert ran["at"].endswith("+00:00") and ran["cores"] >= 1 and ran["python"]

@@ -197,7 +197,7 @@ def test_live_and_simulated_loops_send_the_same_batches(
     times = arrivals()
     expected = simulated(policy, times, max_wait_ms)
     got = live(policy, times, max_wait_ms)
-    assert len(expected) > 50
+    assert len(expected) > 20  # enough batches to compare (static ones are large)
     if POLICIES[policy].batching != "none":
         assert sum(len(members) > 1 for _, _, members in expected) > 10  # it batched
     for function in PROFILES:  # the order of two functions' sends at one instant is arbitrary

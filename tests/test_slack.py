@@ -198,9 +198,19 @@ def test_no_batching_sends_one_request_at_a_time() -> None:
     assert step(queue_of([1.0] * 5), batching="none", deadline_aware=False) == (1, "static")
 
 
-def test_static_batching_sends_whatever_is_queued_up_to_its_size() -> None:
-    assert step(queue_of([1.0] * 5), batching="static", limit=30) == (5, "static")
+def test_static_batching_waits_to_fill_its_size_while_the_head_can_wait() -> None:
+    # five queued of thirty, a second to go: wait for the batch to fill
+    assert step(queue_of([1.0] * 5), batching="static", limit=30) == (0, "wait")
     assert step(queue_of([1.0] * 40), batching="static", limit=30) == (30, "static")
+    assert step(queue_of([1.0] * 30), batching="static", limit=30) == (30, "static")
+    # the head's deadline leaves no time to wait for a full batch: what is queued goes now
+    q = queue_of([0.01] + [1.0] * 4)
+    assert next_batch(0.0, q, Flat(), batching="static", deadline_aware=False, limit=30,
+                      late_limit=30, free_slots=1, cold=False, inflight=0).take == 5  # fmt: skip
+    waiting = next_batch(0.0, queue_of([1.0] * 5), Flat(), batching="static",
+                         deadline_aware=False, limit=30, late_limit=30, free_slots=1,
+                         cold=False, inflight=0)  # fmt: skip
+    assert waiting.wake_at is not None and 0.0 < waiting.wake_at < 1.0
 
 
 def test_dynamic_batching_waits_for_company_while_the_deadline_allows() -> None:

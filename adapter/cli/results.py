@@ -86,7 +86,30 @@ class ExperimentResult:
     def to_json(self) -> dict[str, Any]:
         doc = dataclasses.asdict(self)
         doc["modes"] = {m: dataclasses.asdict(s) for m, s in self.modes.items()}
+        doc["ran_on"] = machine()
         return doc
+
+
+def machine() -> dict[str, Any]:
+    """When and on what a live experiment ran: its numbers depend on both."""
+    import datetime
+    import os
+    import platform
+
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info
+                          if line.startswith("model name")), "")  # fmt: skip
+    except OSError:
+        model = platform.processor()
+    return {
+        "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "system": f"{platform.system()} {platform.release()}",
+    }
 
 
 def stage_times(

@@ -53,7 +53,9 @@ def next_batch(
     """The batch to send from ``queue`` at ``now`` (see the module docstring).
 
     ``limit`` is the batch cap in instances for dynamic batching (AIMD's limit within the
-    function's maximum), the fixed size for static batching, ignored without batching.
+    function's maximum), the fixed size for static batching, ignored without batching. Static
+    batching waits until that many instances are queued, or until the head's deadline less a
+    full batch's expected time, whichever comes first, then sends what it has.
     ``late_limit`` caps a batch of late requests (dynamic, deadline-aware only).
     ``arrival_rate``, ``slots`` (ready replicas × containerConcurrency), ``target_utilization``
     and ``margin_s`` go to :func:`adapter.policies.batching.decide` (whether waiting for company
@@ -89,7 +91,14 @@ def next_batch(
             if total + item.size > cap:
                 break
             take, total = take + 1, total + item.size
-        decision = BatchDecision(take=take, instances=total, wake_at=None, reason="static")
+        full = total >= cap or take < len(items)
+        # static batching waits to fill its fixed size (GrandSLAM's static baselines), but not
+        # past the latest start at which a full batch still lets the head make its deadline
+        latest = items[0].deadline - model.estimate_ms(cap) / 1000.0
+        if batching == "static" and not full and now < latest:
+            decision = BatchDecision(take=0, instances=0, wake_at=latest, reason="wait")
+        else:
+            decision = BatchDecision(take=take, instances=total, wake_at=None, reason="static")
     if decision.take == 0 and inflight == 0 and cold:
         head = items[0]
         return BatchDecision(take=1, instances=head.size, wake_at=None, reason="activate")
