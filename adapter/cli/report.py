@@ -1,6 +1,7 @@
 """``slackwise report``: the docs' result tables, made from the JSON the experiments wrote.
 
-A table in ``docs/*.md`` that comes from results is fenced by two comments::
+A table in ``docs/*.md`` that comes from results is fenced by two comments (kinds: ``fig9`` and
+``policies`` render JSON; ``include`` copies a text file a benchmark printed)::
 
     <!-- report: fig9 experiments/sim/results/autoscale-nasa.json ... -->
     | ... the table ... |
@@ -131,7 +132,7 @@ def find_blocks(doc: Path) -> list[Block]:
             i += 1
             continue
         kind = match["kind"]
-        if kind not in RENDERERS:
+        if kind not in RENDERERS and kind != "include":
             raise ValueError(
                 f"{doc}:{i + 1}: unknown report kind {kind!r} "
                 f"(one of {', '.join(sorted(RENDERERS))})"
@@ -146,14 +147,17 @@ def find_blocks(doc: Path) -> list[Block]:
 
 
 def render(block: Block, root: Path) -> str:
-    """The table ``block`` should hold, from its JSON sources under ``root``."""
-    docs = []
+    """The table ``block`` should hold, from its sources under ``root`` (JSON documents; the
+    ``include`` kind takes a text file a benchmark printed, as it is)."""
+    texts = []
     for source in block.sources:
         path = root / source
         if not path.is_file():
             raise ValueError(f"{block.doc}:{block.start + 1}: no results file {source}")
-        docs.append(json.loads(path.read_text(encoding="utf-8")))
-    return RENDERERS[block.kind](docs)
+        texts.append(path.read_text(encoding="utf-8"))
+    if block.kind == "include":
+        return "\n".join(text.strip("\n") for text in texts)
+    return RENDERERS[block.kind]([json.loads(text) for text in texts])
 
 
 def update_docs(root: Path, *, check: bool = False) -> list[Block]:
