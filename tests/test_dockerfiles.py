@@ -89,5 +89,5 @@ def test_adapter_dockerfile() -> None:
     user = _user(path)
     assert user is not None and user not in ROOT_USERS
     runs = " ".join(rest for word, rest in _instructions(path) if word == "RUN")
-    assert "pip install ." in runs
+    assert "pip install --no-deps ." in runs and "requirements.txt" in runs  # deps first
     assert "[models]" not in runs and "torch" not in runs
