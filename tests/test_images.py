@@ -193,27 +193,30 @@ def _free_port() -> int:
 
 def _serve_until(cmd: list[str], url: str, cwd: Path, timeout_s: float = 180.0) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    try:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"exited with {proc.returncode}: {proc.stdout.read()[-3000:]}")  # type: ignore[union-attr]
-            try:
-                if httpx.get(url, timeout=2.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        pytest.fail(f"{url} not ready within {timeout_s} s")
-    finally:
-        proc.send_signal(signal.SIGTERM)
+    log = cwd / "serve.log"
+    with (
+        log.open("w") as out,
+        subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT) as proc,
+    ):
         try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    pytest.fail(f"exited with {proc.returncode}: {log.read_text()[-3000:]}")
+                try:
+                    if httpx.get(url, timeout=2.0).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.3)
+            pytest.fail(f"{url} not ready within {timeout_s} s: {log.read_text()[-3000:]}")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def test_the_parser_reads_what_the_dockerfiles_install() -> None:
