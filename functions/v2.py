@@ -17,17 +17,29 @@ import orjson
 
 from functions.model import InvalidInput
 
-__all__ = ["v2_instances", "v2_outputs"]
+__all__ = ["flatten", "rows", "tensor_shape", "v2_instances", "v2_outputs"]
 
 _NUMERIC = ("FP16", "FP32", "FP64", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
             "UINT32", "UINT64", "BOOL")  # fmt: skip
 
 
-def _rows(flat: list[Any], shape: list[int]) -> list[Any]:
+def rows(flat: list[Any], shape: list[int]) -> Any:
+    """``flat`` (row-major) nested as ``shape`` says; a scalar for an empty shape."""
+    if not shape:
+        return flat[0]
     if len(shape) == 1:
         return list(flat)
     step = math.prod(shape[1:])
-    return [_rows(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
+    return [rows(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+def flatten(value: Any, out: list[Any]) -> None:
+    """Append the leaves of a nested list to ``out`` in row-major order."""
+    if isinstance(value, list):
+        for item in value:
+            flatten(item, out)
+    else:
+        out.append(value)
 
 
 def v2_instances(body: bytes) -> list[Any]:
@@ -47,22 +59,18 @@ def v2_instances(body: bytes) -> list[Any]:
         raise InvalidInput("inputs[0].data must be a flat list")
     if any(isinstance(x, list) for x in data):  # a nested form is allowed by the protocol
         flat: list[Any] = []
-        stack = [data]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, list):
-                stack.extend(reversed(item))
-            else:
-                flat.append(item)
+        flatten(data, flat)
         data = flat
     if len(data) != math.prod(shape):
         raise InvalidInput(f"inputs[0]: {len(data)} values for shape {shape}")
     if shape[0] < 1:
         raise InvalidInput("inputs[0] holds no instance")
-    return _rows(data, shape)
+    result: list[Any] = rows(data, shape)
+    return result
 
 
-def _shape(value: Any) -> list[int]:
+def tensor_shape(value: Any) -> list[int]:
+    """The shape of a nested list (its first element's, all the way down)."""
     shape = []
     while isinstance(value, list):
         shape.append(len(value))
@@ -87,8 +95,8 @@ def v2_outputs(name: str, predictions: list[Any]) -> bytes:
                 break
         if not numeric:
             break
-    row = _shape(predictions[0]) if predictions else []
-    if numeric and all(_shape(p) == row for p in predictions):
+    row = tensor_shape(predictions[0]) if predictions else []
+    if numeric and all(tensor_shape(p) == row for p in predictions):
         integer = all(isinstance(x, int) and not isinstance(x, bool) for x in flat)
         tensor = {"name": "output-0", "shape": [len(predictions), *row],
                   "datatype": "INT64" if integer else "FP32", "data": flat}  # fmt: skip

@@ -21,25 +21,11 @@ from typing import Any
 
 import orjson
 
+from functions.v2 import flatten, rows, tensor_shape
+
 __all__ = ["PROTOCOLS", "Codec", "codec_for"]
 
 PROTOCOLS = ("v1", "v2")
-
-
-def _shape(value: Any) -> list[int]:
-    shape: list[int] = []
-    while isinstance(value, list):
-        shape.append(len(value))
-        value = value[0] if value else None
-    return shape
-
-
-def _flatten(value: Any, out: list[Any]) -> None:
-    if isinstance(value, list):
-        for item in value:
-            _flatten(item, out)
-    else:
-        out.append(value)
 
 
 def _datatype(flat: list[Any]) -> str:
@@ -50,15 +36,6 @@ def _datatype(flat: list[Any]) -> str:
     if all(isinstance(x, bool) for x in flat):
         return "BOOL"
     return "FP32"
-
-
-def _nest(flat: list[Any], shape: list[int]) -> Any:
-    if not shape:
-        return flat[0]
-    if len(shape) == 1:
-        return list(flat)
-    step = math.prod(shape[1:])
-    return [_nest(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +58,8 @@ class Codec:
             return orjson.dumps({"instances": instances})
         flat: list[Any] = []
         for instance in instances:
-            _flatten(instance, flat)
-        row = _shape(instances[0]) if instances else []
+            flatten(instance, flat)
+        row = tensor_shape(instances[0]) if instances else []
         tensor = {
             "name": self.input_name,
             "shape": [len(instances), *row],
@@ -109,7 +86,7 @@ class Codec:
             flat = list(tensor["data"])
             if len(flat) != math.prod(shape):
                 raise ValueError(f"{len(flat)} values for output shape {shape}")
-            predictions = _nest(flat, shape)
+            predictions = rows(flat, shape)
         if not isinstance(predictions, list) or len(predictions) != total:
             raise ValueError(f"{len(predictions)} predictions for {total} instances")
         return predictions
