@@ -276,6 +276,75 @@ def test_on_knative_the_pin_lands_on_the_revision_min_scale(fake: FakeKubernetes
         assert revision is not None and revision["metadata"]["annotations"][MIN_SCALE] == "0"
 
 
+def test_deploy_advise_delete_runs_under_the_generated_role_with_no_403_and_no_traceback(
+    fake: FakeKubernetes, tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The whole cycle on the in-memory API: a user deploys the Services a config makes (judged
+    by the CRD schema where it is found, and the webhook's rules), the adapter, holding only the
+    Role the manifests grant, owns the count on the serving revision and withdraws it on
+    stop, and the user deletes. No call is refused and nothing is logged with a traceback."""
+    import argparse
+    import logging
+
+    import yaml
+
+    from knative.cluster import cli as cluster
+    from knative.cluster.client import MAX_SCALE
+    from knative.cluster.manifests import rbac_objects
+
+    ns = "ml"
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump({"functions": {"embed": {
+        "model": "embed", "slo_ms": 300, "max_batch": 8, "container_concurrency": 1,
+        "annotations": {"autoscaling.knative.dev/max-scale": "6"},
+    }}}), encoding="utf-8")  # fmt: skip
+    parser = argparse.ArgumentParser()
+    cluster.add_deploy_arguments(parser)
+    args = parser.parse_args(["-c", str(path), "-n", ns, "--timeout-s", "5"])
+    caplog.set_level(logging.INFO)
+    with fake.api_client() as admin_api:
+        admin = KnativeClient(admin_api, ns)
+        assert cluster.run_deploy(args, admin) == 0
+        (role,) = [o for o in rbac_objects(ns) if o["kind"] == "Role"]
+        fake.enforce(role)
+        try:
+            with fake.api_client() as api:
+                view = KnativeView(KnativeClient(api, ns, serving_version="1.23"), ["embed"],
+                                   poll_s=0.01)  # fmt: skip
+                clock = Clock()
+                a = autoscaling(view, clock, capacity="own", keep_alive=False)
+                held: list[tuple[str, str]] = []
+
+                async def run() -> None:
+                    await view.start()
+                    for _ in range(12):
+                        for i in range(150):
+                            a.arrived("embed", clock.t + i / 150, 1)
+                        clock.t += 1.0
+                        await a.tick()
+                        await a.settle()
+                    revision = fake.get("revisions", ns, "embed-00001") or {}
+                    notes = revision["metadata"]["annotations"]
+                    held.append((notes[MIN_SCALE], notes[MAX_SCALE]))
+                    await a.stop()
+                    await view.stop()
+
+                asyncio.run(run())
+            assert fake.denied == []
+        finally:
+            fake.enforce(None)
+            fake.denied.clear()
+        ((low, high),) = held
+        assert low == high and int(low) >= 2  # owned: min and max together, above the floor
+        revision = fake.get("revisions", ns, "embed-00001")
+        assert revision is not None  # withdrawn on stop: the template's own bounds again
+        assert revision["metadata"]["annotations"][MAX_SCALE] == "6"
+        assert cluster.run_delete(args, admin) == 0
+    assert fake.names("services", ns) == []
+    loud = [r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    assert loud == []
+
+
 # -- the functions' gossip ------------------------------------------------------------------
 
 

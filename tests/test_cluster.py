@@ -26,6 +26,7 @@ from knative.cluster.client import (
 )
 from knative.cluster.fake_api import FakeKubernetes
 from knative.cluster.view import KnativeView
+from knative.local.events import ReplicaCounts
 
 NS = "ml"
 
@@ -232,27 +233,96 @@ def test_replica_counts_fall_back_to_the_revision_when_podautoscalers_are_forbid
     assert (counts.ready, counts.desired, counts.min_scale) == (2, 2, 2)
 
 
-def test_view_answers_url_and_replicas_from_its_poll(
-    fake: FakeKubernetes, client: KnativeClient
+@pytest.mark.parametrize("watch", [True, False], ids=["watch", "poll"])
+def test_view_answers_url_and_replicas_from_its_watch_or_its_poll(
+    fake: FakeKubernetes, client: KnativeClient, watch: bool
 ) -> None:
     client.apply(service("asr"))
-    view = KnativeView(client, ["asr"], poll_s=0.01)
+    view = KnativeView(client, ["asr"], poll_s=0.01, watch=watch)
+    calls: list[int] = []
 
-    async def poll() -> None:
+    async def follow() -> None:
         await view.start()
         assert view.url("asr") == "http://asr.ml.svc.cluster.local"  # status.address.url
         assert view.replicas("asr").ready == 1
+        before = len(fake.requests)
         client.set_min_scale("asr", 4)
-        for _ in range(200):
+        calls.append(len(fake.requests) - before)
+        for _ in range(300):
             if view.replicas("asr").desired == 4:
                 break
             await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # some refreshes more
+        calls.append(len(fake.requests) - before)
         await view.stop()
 
-    asyncio.run(poll())
+    asyncio.run(follow())
     counts = view.replicas("asr")
     assert (counts.ready, counts.starting, counts.desired, counts.min_scale) == (1, 3, 4, 4)
     assert view.replicas("unknown").ready == 0
+    pinned, followed = calls
+    if watch:  # the change came down the open streams: no call of the view's own
+        assert followed == pinned
+    else:  # every refresh asks again
+        assert followed > pinned + 4
+
+
+def test_a_watch_follows_new_revisions_and_deletions_and_resumes_after_its_timeout(
+    fake: FakeKubernetes, client: KnativeClient
+) -> None:
+    import time
+
+    from knative.cluster.watch import ServingWatch
+
+    client.apply(service("asr"))
+    watch = ServingWatch(client.api_client, NS, timeout_s=1)  # streams end every second
+
+    def until(check: Any) -> bool:
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            if check():
+                return True
+            time.sleep(0.01)
+        return False
+
+    watch.start()
+    try:
+        assert watch.replicas("asr") is not None
+        time.sleep(1.3)  # past the first timeout: the streams resumed from their version
+        client.apply(service("asr", image="registry.local/asr:2", min_scale="2"))
+        assert until(lambda: (watch.replicas("asr") or ReplicaCounts(0, 0, 0, 0, 0)).min_scale == 2)
+        assert watch.get("revisions", "asr-00002") is not None
+        client.delete("asr")
+        assert until(lambda: watch.get("services", "asr") is None)
+        assert until(lambda: watch.get("revisions", "asr-00001") is None)
+        assert watch.replicas("asr") is None
+    finally:
+        watch.stop()
+
+
+def test_without_watch_in_the_role_the_view_polls_with_one_warning(
+    fake: FakeKubernetes, client: KnativeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    client.apply(service("asr"))
+    fake.enforce({"rules": [
+        {"apiGroups": ["serving.knative.dev"], "resources": ["services"], "verbs": ["get"]},
+        {"apiGroups": ["serving.knative.dev"], "resources": ["revisions"], "verbs": ["get"]},
+    ]})  # fmt: skip
+    try:
+        view = KnativeView(client, ["asr"], poll_s=0.01)
+
+        async def run() -> None:
+            await view.start()
+            await asyncio.sleep(0.05)
+            await view.stop()
+
+        asyncio.run(run())
+    finally:
+        fake.enforce(None)
+        fake.denied.clear()
+    assert view.replicas("asr").ready == 1
+    warnings = [r.getMessage() for r in caplog.records if "polling" in r.getMessage()]
+    assert len(warnings) == 1 and "grants list and watch" in warnings[0]
 
 
 def test_view_with_an_ingress_sends_the_service_host(client: KnativeClient) -> None:

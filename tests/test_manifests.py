@@ -289,9 +289,9 @@ def test_cli_writes_files_and_prints_kn_lines(
     assert (sa["kind"], role["kind"], binding["kind"]) == ("ServiceAccount", "Role", "RoleBinding")
     verbs = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
     assert verbs == {
-        ("services", "get"), ("revisions", "get"), ("revisions", "patch"),
-        ("podautoscalers", "get"),
-    }  # fmt: skip
+        (kind, verb) for kind in ("services", "revisions", "podautoscalers")
+        for verb in ("get", "list", "watch")
+    } | {("revisions", "patch")}  # fmt: skip
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "slackwise-adapter", "namespace": "ml"}
     ]

@@ -45,6 +45,7 @@ from knative.cluster.errors import (
     ServiceNotReadyError,
 )
 from knative.cluster.shares import scale_annotations
+from knative.cluster.watch import replica_counts
 from knative.local.events import ReplicaCounts
 
 __all__ = [
@@ -135,7 +136,7 @@ class KnativeClient:
         serving_version: str | None = None,
     ) -> None:
         self.namespace = namespace
-        self._api = api_client
+        self.api_client = api_client
         self._objects = k8s.CustomObjectsApi(api_client)
         self._serving_version = serving_version
 
@@ -267,22 +268,10 @@ class KnativeClient:
     def ready_replicas(self, name: str) -> ReplicaCounts:
         """Counts from the latest ready revision's PodAutoscaler, else the revision's status."""
         revision = self.latest_ready_revision(name)
-        revision_status = revision.get("status", {})
-        ready = int(revision_status.get("actualReplicas", 0) or 0)
-        desired = int(revision_status.get("desiredReplicas", ready) or 0)
+        autoscaler = None
         with contextlib.suppress(AccessDeniedError, ResourceNotFoundError):
-            autoscaler = self._autoscaler(revision["metadata"]["name"]).get("status", {})
-            ready = int(autoscaler.get("actualScale", ready) or 0)
-            desired = int(autoscaler.get("desiredScale", desired) or 0)
-        annotations = revision["metadata"].get("annotations", {}) or {}
-        min_scale = int(annotations.get(MIN_SCALE, "0") or 0)
-        return ReplicaCounts(
-            ready=ready,
-            starting=max(0, desired - ready),
-            draining=max(0, ready - desired),
-            desired=desired,
-            min_scale=min_scale,
-        )
+            autoscaler = self._autoscaler(revision["metadata"]["name"])
+        return replica_counts(revision, autoscaler)
 
     def _autoscaler(self, revision: str) -> Obj:
         resource = f"podautoscalers.{AUTOSCALING_GROUP}/{revision} in namespace {self.namespace}"
@@ -305,7 +294,7 @@ class KnativeClient:
         return self._serving_version
 
     def _detect_version(self) -> str:
-        core = k8s.CoreV1Api(self._api)
+        core = k8s.CoreV1Api(self.api_client)
         try:
             namespace = core.read_namespace(SERVING_NAMESPACE)
         except ApiException as exc:

@@ -8,7 +8,8 @@ uvicorn, in a thread), just the REST paths that :class:`knative.cluster.client.K
   with a ``fieldManager``, :mod:`knative.cluster.apply_patch`), DELETE; ``dryRun=All`` judges a
   write without storing it;
 - ``.../revisions[/{name}]``: list (``labelSelector`` with ``k=v`` terms), GET, PATCH;
-- ``/apis/autoscaling.internal.knative.dev/v1alpha1/namespaces/{ns}/podautoscalers/{name}``;
+- ``/apis/autoscaling.internal.knative.dev/v1alpha1/namespaces/{ns}/podautoscalers[/{name}]``;
+- every collection: ``watch=true`` (:mod:`knative.cluster.fake_watch`);
 - ``/api/v1/namespaces/{name}``: GET, so the client can read Knative Serving's version label.
 
 Errors are ``Status`` objects with Kubernetes' codes and reasons (404, 409, 422 Invalid, 403
@@ -27,7 +28,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
@@ -35,7 +35,7 @@ import yaml
 from kubernetes import client as k8s
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from knative.cluster.apply_patch import apply_configuration
@@ -47,6 +47,8 @@ from knative.cluster.fake_controller import (
     merge_patch,
     parse_selector,
 )
+from knative.cluster.fake_faults import Faults, _Failure, _status
+from knative.cluster.fake_watch import WatchLog
 from knative.cluster.rbac import allows, verb_for
 
 AUTOSCALING = "autoscaling.internal.knative.dev"
@@ -63,28 +65,7 @@ OUTCOMES = ("ready", "pending", "failed")
 Obj = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class _Failure:
-    status: int
-    reason: str
-    message: str
-
-
-def _status(code: int, reason: str, message: str, name: str = "", kind: str = "") -> JSONResponse:
-    body = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "details": {"name": name, "kind": kind},
-        "code": code,
-    }
-    return JSONResponse(body, status_code=code)
-
-
-class FakeKubernetes(ToyController):
+class FakeKubernetes(Faults, WatchLog, ToyController):
     """The store, the toy controller and the HTTP server; use as a context manager."""
 
     def __init__(
@@ -110,6 +91,7 @@ class FakeKubernetes(ToyController):
         self._failures: dict[tuple[str, str | None, str | None], _Failure] = {}
         self._versions = itertools.count(1)
         self._lock = threading.Lock()
+        self._init_watches()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
@@ -123,15 +105,6 @@ class FakeKubernetes(ToyController):
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
         self._outcomes[service] = (outcome, reason, message)
-
-    def forbid(self, plural: str, *, name: str | None = None, method: str | None = None) -> None:
-        """Answer 403 Forbidden to ``method`` (all when None) on ``plural`` (``name`` or all)."""
-        verb = (method or "*").lower()
-        message = (
-            f'{plural} "{name or "*"}" is forbidden: User "system:serviceaccount:test:slackwise"'
-            f' cannot {verb} resource "{plural}" in the namespace'
-        )
-        self._failures[(plural, name, method)] = _Failure(403, "Forbidden", message)
 
     def enforce(self, role: Obj | None) -> None:
         """Allow only what ``role`` (a Role object, or None for everything) grants."""
@@ -168,11 +141,6 @@ class FakeKubernetes(ToyController):
             message = f'Service.serving.knative.dev "{name}" is invalid: {exc}'
             return _status(422, "Invalid", message, name, plural)
         return None
-
-    def fail(self, plural: str, status: int, reason: str, message: str, **where: str) -> None:
-        """Answer ``status`` to requests on ``plural`` (``name=`` and ``method=`` narrow it)."""
-        key = (plural, where.get("name"), where.get("method"))
-        self._failures[key] = _Failure(status, reason, message)
 
     def get(self, plural: str, namespace: str, name: str) -> Obj | None:
         with self._lock:
@@ -213,6 +181,7 @@ class FakeKubernetes(ToyController):
         self.url = f"http://127.0.0.1:{port}"
 
     def stop(self) -> None:
+        self._stopping.set()  # open watches end
         if self._server is not None and self._thread is not None:
             self._server.should_exit = True
             self._thread.join(timeout=10.0)
@@ -220,6 +189,7 @@ class FakeKubernetes(ToyController):
     def reset(self) -> None:
         with self._lock:
             self._objects.clear()
+            self._events.clear()
             self._outcomes.clear()
             self._failures.clear()
             self.requests.clear()
@@ -244,21 +214,11 @@ class FakeKubernetes(ToyController):
 
     # -- handlers ------------------------------------------------------------------------------
 
-    def _injected(self, plural: str, name: str | None, method: str) -> JSONResponse | None:
-        for key in ((plural, name, method), (plural, name, None), (plural, None, method)):
-            failure = self._failures.get(key)
-            if failure is not None:
-                return _status(failure.status, failure.reason, failure.message, name or "", plural)
-        failure = self._failures.get((plural, None, None))
-        if failure is not None:
-            return _status(failure.status, failure.reason, failure.message, name or "", plural)
-        return None
-
     def _kind(self, request: Request) -> str | None:
         p = request.path_params
         return _KINDS.get((p["group"], p["version"], p["plural"]))
 
-    async def _collection(self, request: Request) -> JSONResponse:
+    async def _collection(self, request: Request) -> Response:
         plural, namespace = request.path_params["plural"], request.path_params["namespace"]
         self.requests.append((request.method, request.url.path))
         kind = self._kind(request)
@@ -272,6 +232,8 @@ class FakeKubernetes(ToyController):
             return injected
         if request.method == "GET":
             selector = parse_selector(request.query_params.get("labelSelector", ""))
+            if request.query_params.get("watch") in ("true", "1"):
+                return self._watch(request, plural, namespace, lambda o: matches(o, selector))
             with self._lock:
                 self._settle()
                 items = [
@@ -279,7 +241,10 @@ class FakeKubernetes(ToyController):
                     for (p, ns, _), obj in sorted(self._objects.items())
                     if p == plural and ns == namespace and matches(obj, selector)
                 ]
-            return JSONResponse({"kind": f"{kind}List", "apiVersion": "v1", "items": items})
+                listed = {"resourceVersion": self._list_version()}
+            return JSONResponse(
+                {"kind": f"{kind}List", "apiVersion": "v1", "metadata": listed, "items": items}
+            )
         body = await request.json()
         name = body.get("metadata", {}).get("name") if isinstance(body, dict) else None
         if not isinstance(name, str) or not name:

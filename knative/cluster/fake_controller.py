@@ -64,6 +64,7 @@ class ToyController:
             autoscaler = self._objects.get(("podautoscalers", namespace, revision_name))
             if autoscaler is not None:
                 autoscaler["status"]["actualScale"] = autoscaler["status"]["desiredScale"]
+                self._bump(autoscaler)
             status = owner.setdefault("status", {})
             if status.get("latestCreatedRevisionName") == revision_name:
                 self._mark_ready(owner, namespace, revision_name)
@@ -80,15 +81,20 @@ class ToyController:
     def _bump(self, obj: Obj) -> None:
         obj["metadata"]["resourceVersion"] = str(next(self._versions))
 
+    def _deleted(self, plural: str, obj: Obj) -> None:
+        """A hook for the watches: ``obj`` is gone."""
+
     def _delete(self, namespace: str, plural: str, name: str) -> None:
-        del self._objects[(plural, namespace, name)]
+        self._deleted(plural, self._objects.pop((plural, namespace, name)))
         if plural != "services":
             return
         for key, obj in list(self._objects.items()):
             labels = obj["metadata"].get("labels", {})
             if key[1] == namespace and labels.get(f"{SERVING}/service") == name:
-                del self._objects[key]
-                self._objects.pop(("podautoscalers", namespace, key[2]), None)
+                self._deleted(key[0], self._objects.pop(key))
+                autoscaler = self._objects.pop(("podautoscalers", namespace, key[2]), None)
+                if autoscaler is not None:
+                    self._deleted("podautoscalers", autoscaler)
 
     def _reconcile(self, namespace: str, service: Obj) -> None:
         name = service["metadata"]["name"]

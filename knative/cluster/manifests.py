@@ -150,22 +150,23 @@ def rbac_objects(namespace: str | None = None) -> list[dict[str, Any]]:
             # exactly what the adapter calls (tests/test_cluster.py runs the adapter's whole
             # cycle against the in-memory API enforcing this Role): its Services' URLs and
             # traffic, the serving revisions' counts and the scale it sets on them, and the
-            # PodAutoscalers' actual scale
+            # PodAutoscalers' actual scale; list and watch so that it follows them by watches
+            # (knative.cluster.watch) instead of polling
             "rules": [
                 {
                     "apiGroups": ["serving.knative.dev"],
                     "resources": ["services"],
-                    "verbs": ["get"],
+                    "verbs": ["get", "list", "watch"],
                 },
                 {
                     "apiGroups": ["serving.knative.dev"],
                     "resources": ["revisions"],
-                    "verbs": ["get", "patch"],
+                    "verbs": ["get", "list", "watch", "patch"],
                 },
                 {
                     "apiGroups": ["autoscaling.internal.knative.dev"],
                     "resources": ["podautoscalers"],
-                    "verbs": ["get"],
+                    "verbs": ["get", "list", "watch"],
                 },
             ],
         },

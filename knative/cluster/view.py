@@ -1,5 +1,6 @@
 """The adapter's view of Knative Services on a cluster: each function's URL and Host header, its
-replica counts (refreshed in the background), and pinning its minimum scale."""
+replica counts (followed by watches, :mod:`knative.cluster.watch`, or polled where the Role
+grants no watch), and pinning its minimum scale."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from urllib.parse import urlsplit
 from core.platform_errors import PinUnsupported
 from knative.cluster.client import KnativeClient
 from knative.cluster.errors import AccessDeniedError, HookUnavailableError, KnativeError
+from knative.cluster.watch import ServingWatch
 from knative.local.events import ReplicaCounts
 
 __all__ = ["KnativeView"]
@@ -36,6 +38,7 @@ class KnativeView:
         ingress: str | None = None,
         domain: str = "svc.cluster.local",
         poll_s: float = 2.0,
+        watch: bool = True,
     ) -> None:
         self._client = client
         self._services = (
@@ -48,9 +51,21 @@ class KnativeView:
         self._urls: dict[str, str] = {}
         self._counts: dict[str, ReplicaCounts] = {}
         self._task: asyncio.Task[None] | None = None
+        self._watch = ServingWatch(client.api_client, client.namespace) if watch else None
+        self._watching = False  # the watches have started (until then, and without, read)
 
     def refresh(self) -> None:
-        """Read every function's URL and replicas (blocking)."""
+        """Every function's URL and replicas: from the watches' cache, or read (blocking)."""
+        if self._watch is not None and self._watching:
+            for name in self._functions:
+                service = self._services[name]
+                url = self._watch.url(service, cluster_local=self._ingress is None)
+                if url:
+                    self._urls[name] = url
+                counts = self._watch.replicas(service)
+                if counts is not None:
+                    self._counts[name] = counts
+            return
         for name in self._functions:
             try:
                 # in the cluster the Service's own address (status.address.url) reaches it
@@ -68,6 +83,20 @@ class KnativeView:
             await asyncio.to_thread(self.refresh)
 
     async def start(self) -> None:
+        """Start the watches (or, where the Role grants no list and watch, poll every
+        ``poll_s``); the counts are known when this returns."""
+        if self._watch is not None:
+            try:
+                await asyncio.to_thread(self._watch.start)
+                self._watching = True
+            except AccessDeniedError as exc:
+                logger.warning("no watch on Knative's objects (%s): polling every %g s instead; "
+                               "the Role `slackwise manifests` writes grants list and watch",
+                               exc, self._poll_s)  # fmt: skip
+                self._watch = None
+            except KnativeError as exc:
+                logger.warning("watching Knative's objects failed (%s): polling instead", exc)
+                self._watch = None
         await asyncio.to_thread(self.refresh)
         self._task = asyncio.create_task(self._loop(), name="knative-poll")
 
@@ -76,6 +105,9 @@ class KnativeView:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._watch is not None and self._watching:
+            self._watching = False
+            await asyncio.to_thread(self._watch.stop)
 
     def url(self, function: str) -> str:
         if self._ingress is not None:
