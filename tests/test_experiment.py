@@ -34,6 +34,24 @@ def test_summary_counts_errors_and_late_answers_as_violations() -> None:
     assert (s.replica_seconds, s.cold_starts) == (12.5, 2)
 
 
+def test_misses_outside_the_first_cold_start_count_from_the_first_warm_arrival() -> None:
+    def at(sent: float, latency_s: float, cold: bool = False) -> dict[str, object]:
+        record = rec(latency_s)
+        record["sent"] = sent
+        if cold:
+            record["headers"] = {"x-arrived-cold": "1"}
+        return record
+
+    records = [at(0.0, 5.0, cold=True), at(0.5, 4.0, cold=True), at(1.0, 0.2), at(1.5, 0.05),
+               at(2.0, 0.05), at(2.5, 0.05), at(3.0, 1.0, cold=True)]  # fmt: skip
+    run = ModeRun("slackwise", records[::-1], {"replica_seconds": 1, "cold_starts": 1}, [])
+    s = summarize(run, slo_ms=100.0)
+    assert s.cold_hits == 3
+    assert s.violation_pct == pytest.approx(100 * 4 / 7, abs=1e-3)
+    # from the first warm arrival on: one late, one cold later (a second cold start counts)
+    assert s.warm_violation_pct == pytest.approx(100 * 2 / 5, abs=1e-3)
+
+
 def test_direct_mode_batch_size_comes_from_the_answers() -> None:
     run = ModeRun("direct", [rec(0.01), rec(0.02)], {"replica_seconds": 1, "cold_starts": 1}, [])
     assert summarize(run, 100.0).mean_batch == 1.0

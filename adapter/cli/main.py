@@ -379,7 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="only list the tables that differ from their JSON (exit 1 if any)",
     )
     report.add_argument(
-        "--run", choices=("fig9", "grandslam", "all"), help="re-run this group of simulations first"
+        "--run",
+        choices=("fig9", "grandslam", "live", "all"),
+        help="re-run this group first (live: the live experiments, about 35 minutes)",
     )
     report.add_argument("--jobs", type=int, default=2, help="processes per simulation")
     report.add_argument("--root", default=".", help="the project directory (docs/, experiments/)")

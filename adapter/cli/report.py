@@ -45,6 +45,16 @@ GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
     ),
 }  # fmt: skip
 
+#: the live experiments ``--run live`` re-runs (``slackwise experiment``, one at a time: each
+#: needs both cores): (config, JSON written, extra flags); ``make-run`` is ``make run``'s window
+LIVE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("experiments/embed-twitter.yaml", "experiments/results/make-run.json", ("--duration-s", "60")),
+    ("experiments/embed-twitter.yaml", "experiments/results/embed-twitter.json", ()),
+    ("experiments/embed-nasa.yaml", "experiments/results/embed-nasa.json", ()),
+    ("experiments/digits-twitter.yaml", "experiments/results/digits-twitter.json", ()),
+)
+GROUPS["live"] = LIVE
+
 
 def _int(value: float) -> str:
     """Thousands with a thin space, as the docs write them (``26 193``)."""
@@ -103,10 +113,36 @@ def _policies(docs: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _live(docs: Sequence[dict[str, Any]]) -> str:
+    (doc,) = docs
+    lines = [
+        "| mode | requests | errors | SLO viol. % | viol. % after first ready | p50 ms | p95 ms | "
+        "p99 ms | replica-s | vs direct | mean batch | cold starts | cold hits |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    direct = doc["modes"].get("direct", {}).get("replica_seconds")
+    for mode, row in doc["modes"].items():
+        share = row["replica_seconds"] / direct - 1.0 if direct else None
+        lines.append(
+            f"| {mode} | {row['requests']} | {row['errors']} | {row['violation_pct']:.2f} | "
+            f"{row.get('warm_violation_pct', float('nan')):.2f} | {row['p50_ms']:.1f} | "
+            f"{row['p95_ms']:.1f} | {row['p99_ms']:.1f} | {row['replica_seconds']:.1f} | "
+            f"{'-' if share is None else f'{100 * share:+.0f} %'} | {row['mean_batch']:.2f} | "
+            f"{row['cold_starts']} | {row['cold_hits']} |"
+        )
+    ran = doc.get("ran_on")
+    if ran:
+        lines += ["", f"Ran {ran['at']} on {ran['cpu']} ({ran['cores']} cores), "
+                  f"{doc['duration_s']:g} s of {doc['trace']} from second {doc['start_s']:g}, "
+                  f"peak {doc['max_rps']:g} req/s, seed {doc['seed']}."]  # fmt: skip
+    return "\n".join(lines)
+
+
 #: how each kind of block is rendered from the JSON documents it names
 RENDERERS: dict[str, Callable[[Sequence[dict[str, Any]]], str]] = {
     "fig9": _fig9,
     "policies": _policies,
+    "live": _live,
 }
 
 
@@ -183,11 +219,13 @@ def update_docs(root: Path, *, check: bool = False) -> list[Block]:
 
 def run_group(group: str, root: Path, *, jobs: int = 2) -> int:
     """Re-run one group's simulations from ``root`` (each writes its JSON, and its printed table
-    to the ``.txt`` beside it); the first non-zero exit status, or 0."""
+    to the ``.txt`` beside it), or the live experiments; the first non-zero exit status, or 0."""
     import argparse
 
     from adapter.cli import simulate
 
+    if group == "live":
+        return _run_live(root)
     for config, out, extra in GROUPS[group]:
         argv = ["-c", str(root / config), "--json", str(root / out), "--jobs", str(jobs), *extra]
         parser = argparse.ArgumentParser(prog="slackwise simulate")
@@ -201,4 +239,20 @@ def run_group(group: str, root: Path, *, jobs: int = 2) -> int:
         summary = text.getvalue().replace(str(root) + "/", "")
         (root / out).with_suffix(".txt").write_text(summary, encoding="utf-8")
         print(summary, flush=True)
+    return 0
+
+
+def _run_live(root: Path) -> int:
+    """Each live experiment in turn, as its own ``slackwise experiment`` process."""
+    import subprocess
+    import sys
+
+    for config, out, extra in LIVE:
+        (root / out).parent.mkdir(parents=True, exist_ok=True)
+        argv = ["experiment", "-c", config, "--json", out, *extra]
+        print("slackwise " + " ".join(argv), flush=True)
+        code = "import sys; from adapter.cli.main import main; sys.exit(main(sys.argv[1:]))"
+        status = subprocess.run([sys.executable, "-c", code, *argv], cwd=root, check=False)
+        if status.returncode:
+            return status.returncode
     return 0

@@ -66,6 +66,9 @@ class ModeSummary:
     #: requests that arrived while their function (any stage) had no ready replica
     cold_hits: int = 0
     stages: dict[str, StageTime] = field(default_factory=dict)
+    #: violations among the requests sent once the first replica was ready (the first request
+    #: that did not arrive cold, and every one after it): the misses outside the first cold start
+    warm_violation_pct: float = math.nan
 
 
 @dataclass
@@ -179,6 +182,7 @@ def summarize(run: ModeRun, slo_ms: float) -> ModeSummary:
         sizes = [batch_size(r["headers"]) for r in ok]
         mean_batch = sum(sizes) / len(sizes) if sizes else 0.0
     return ModeSummary(
+        warm_violation_pct=_warm_violation_pct(records, slo_ms),
         cold_hits=sum(1 for r in records if r["headers"].get("x-arrived-cold") == "1"),
         mean_ms=round(float(latencies.mean()), 2) if latencies.size else math.nan,
         requests=len(records),
@@ -193,6 +197,18 @@ def summarize(run: ModeRun, slo_ms: float) -> ModeSummary:
     )
 
 
+def _warm_violation_pct(records: list[dict[str, Any]], slo_ms: float) -> float:
+    """The violation rate among the requests sent from the first that did not arrive cold on."""
+    ordered = sorted(records, key=lambda r: float(r.get("sent", 0.0)))  # stable: file order
+    first = next((i for i, r in enumerate(ordered)
+                  if r["headers"].get("x-arrived-cold") != "1"), len(ordered))  # fmt: skip
+    warm = ordered[first:]
+    if not warm:
+        return math.nan
+    missed = sum(1 for r in warm if r["status"] != 200 or r["latency"] * 1000.0 > slo_ms)
+    return round(100.0 * missed / len(warm), 3)
+
+
 def print_table(result: ExperimentResult, out: TextIO) -> None:
     out.write(
         f"\n{result.function}: SLO {result.slo_ms:g} ms per request; trace {result.trace} "
@@ -201,13 +217,14 @@ def print_table(result: ExperimentResult, out: TextIO) -> None:
     )
     out.write(
         f"{'mode':<17} {'requests':>8} {'errors':>6} {'viol%':>7} {'p50_ms':>8} {'p95_ms':>8} "
-        f"{'p99_ms':>8} {'replica_s':>9} {'batch':>6} {'cold':>5} {'cold_hits':>9}\n"
+        f"{'p99_ms':>8} {'replica_s':>9} {'batch':>6} {'cold':>5} {'cold_hits':>9} "
+        f"{'warm_viol%':>10}\n"
     )
     for mode, s in result.modes.items():
         out.write(
             f"{mode:<17} {s.requests:>8} {s.errors:>6} {s.violation_pct:>7.2f} {s.p50_ms:>8.1f} "
             f"{s.p95_ms:>8.1f} {s.p99_ms:>8.1f} {s.replica_seconds:>9.1f} {s.mean_batch:>6.2f} "
-            f"{s.cold_starts:>5} {s.cold_hits:>9}\n"
+            f"{s.cold_starts:>5} {s.cold_hits:>9} {s.warm_violation_pct:>10.2f}\n"
         )
     if result.stages:
         out.write("\nper stage, mean ms: queue, upstream round trip (of which compute), batch\n")
