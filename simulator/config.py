@@ -35,6 +35,8 @@ Schema (every key optional unless marked)::
       aimd: false                     # MLProxy AIMD on the batch limit (as the live adapter)
       max_wait_ms: null               # cap on how long a batch waits for company
       estimate_alpha: 0.05            # EWMA weight of the batch-size tracker (GS estimates)
+      latency_model: linear           # linear (GrandSLAM Eq. 2) | curve (the measured per-size
+                                      # curve, monotone: LatencyModel.estimate_ms)
     functions:                        # required
       imagenet: {nodes: 10, max_batch: 64, container_concurrency: 1, profile: imagenet,
                  cold_start_s: null, annotations: {...}}
@@ -160,6 +162,7 @@ class SimConfig:
     apps: Mapping[str, SimApp]
     trace: TraceConfig | None = None
     autoscaling: AutoscalingConfig | None = None
+    latency_model: str = "linear"
     base_dir: Path = field(default_factory=Path.cwd)
 
 
@@ -321,7 +324,7 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
     except ScalingConfigError as exc:
         raise r.fail("platform.autoscaler", str(exc)) from None
     adapter = r.mapping(data.get("adapter"), "adapter")
-    r.only(adapter, "adapter", {"aimd", "max_wait_ms", "estimate_alpha"})
+    r.only(adapter, "adapter", {"aimd", "max_wait_ms", "estimate_alpha", "latency_model"})
     aimd = adapter.get("aimd", False)
     if not isinstance(aimd, bool):
         raise r.fail("adapter.aimd", f"must be true or false, got {aimd!r}")
@@ -408,6 +411,8 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
         apps=apps,
         trace=trace,
         autoscaling=autoscaling,
+        latency_model=_choice(r, adapter, "latency_model", "adapter", "linear",
+                              ("linear", "curve")),
         base_dir=base_dir or Path.cwd(),
     )  # fmt: skip
 

@@ -7,6 +7,13 @@ doubled or halved from the config's until the outcome flips, then bisected (geom
 the bracket is narrower than ``search.tolerance`` (relative); the result is the bracket's lower,
 passing end. A policy that misses the SLA even at ``search.low_rps`` scores 0.
 
+``instances_at_load`` is GrandSLAM's Fig. 14 question turned around: at the config's own rate,
+the fewest instances (nodes summed over functions) at which the SLA holds, every function's
+node count scaled by one factor (rounded up, at least one each), found the same way (the factor
+doubled or halved until the outcome flips, then bisected until the bracket's instance counts
+differ by at most ``search.tolerance`` or one instance). ``None`` when even 16 × the config's
+fleet does not hold it.
+
 The sweep runs policies in up to ``jobs`` processes (spawned: each imports the package afresh,
 so nothing but the frozen config crosses the boundary).
 """
@@ -27,7 +34,15 @@ from simulator.engine import SimResult, Simulation, app_slos_ms
 from simulator.profiles import resolve_curves
 from simulator.service import ServiceCurve
 
-__all__ = ["arrivals_for", "curves_for", "max_rps_at_sla", "run_one", "sweep"]
+__all__ = [
+    "arrivals_for",
+    "curves_for",
+    "instances_at_load",
+    "max_rps_at_sla",
+    "run_one",
+    "scaled_fleet",
+    "sweep",
+]
 
 
 def curves_for(config: SimConfig) -> dict[str, ServiceCurve]:
@@ -117,6 +132,65 @@ def max_rps_at_sla(
     return lo
 
 
+def scaled_fleet(config: SimConfig, factor: float) -> SimConfig:
+    """``config`` with every function's nodes × ``factor``, rounded up, at least one."""
+    functions = {
+        name: replace(fn, nodes=max(1, math.ceil(fn.nodes * factor - 1e-9)))
+        for name, fn in config.functions.items()
+    }
+    return replace(config, functions=functions)
+
+
+def _instances(config: SimConfig) -> int:
+    return sum(fn.nodes for fn in config.functions.values())
+
+
+#: the largest fleet ``instances_at_load`` tries, as a multiple of the config's
+MAX_FLEET_FACTOR = 16.0
+
+
+def instances_at_load(
+    config: SimConfig, policy: str, curves: dict[str, ServiceCurve], *, seed: int
+) -> int | None:
+    """The fewest instances that hold the SLA at the config's rate (see the module docstring)."""
+    s = config.search
+
+    def holds(factor: float) -> bool:
+        fleet = scaled_fleet(config, factor)
+        result = run_one(fleet, policy, curves, rate_rps=config.rate_rps,
+                         requests=s.requests, seed=seed)  # fmt: skip
+        return result.violation_pct <= config.max_violation_pct
+
+    least = 1.0 / max(fn.nodes for fn in config.functions.values())  # one node each
+    if holds(1.0):
+        lo, hi = 1.0, 1.0  # lo fails (once found), hi holds
+        while True:
+            lo = lo / 2.0
+            if lo < least:
+                lo = least
+                if holds(lo):
+                    return _instances(scaled_fleet(config, lo))
+                break
+            if not holds(lo):
+                break
+            hi = lo
+    else:
+        lo, hi = 1.0, 2.0
+        while not holds(hi):
+            if hi >= MAX_FLEET_FACTOR:
+                return None
+            lo, hi = hi, min(hi * 2.0, MAX_FLEET_FACTOR)
+    while True:
+        small, large = _instances(scaled_fleet(config, lo)), _instances(scaled_fleet(config, hi))
+        if large - small <= max(1, round(s.tolerance * large)) or hi / lo < 1.001:
+            return large  # (the last test: rounding up can leave a step no bisection closes)
+        mid = math.sqrt(lo * hi)
+        if holds(mid):
+            hi = mid
+        else:
+            lo = mid
+
+
 def _policy_job(
     config: SimConfig, policy: str, rate_rps: float, requests: int, seed: int, search: bool
 ) -> dict[str, Any]:
@@ -125,6 +199,10 @@ def _policy_job(
     out = result.to_json()
     out["max_rps_at_sla"] = (
         round(max_rps_at_sla(config, policy, curves, seed=seed), 3) if search else None
+    )
+    out["instances"] = _instances(config)
+    out["instances_at_load"] = (
+        instances_at_load(config, policy, curves, seed=seed) if search else None
     )
     return out
 
@@ -177,6 +255,14 @@ def sweep(
     prior = [o["max_rps_at_sla"] for n, o in by_name.items()
              if n != "GS" and o.get("max_rps_at_sla") is not None]  # fmt: skip
     doc["gs_over_best_prior"] = round(gs / max(prior), 4) if gs and prior and max(prior) else None
+    # Fig. 14: the instances each policy needs at the config's rate, against GS's
+    need = by_name.get("GS", {}).get("instances_at_load")
+    for out in by_name.values():
+        mine = out.get("instances_at_load")
+        out["instances_vs_gs"] = round(mine / need, 4) if need and mine else None
+    fewest = [o["instances_at_load"] for n, o in by_name.items()
+              if n != "GS" and o.get("instances_at_load")]  # fmt: skip
+    doc["best_prior_instances_over_gs"] = round(min(fewest) / need, 4) if need and fewest else None
     return doc
 
 

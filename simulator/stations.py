@@ -78,7 +78,10 @@ class Station:
             fn.max_batch, deterministic=config.service == "deterministic"
         )
         # seeded as adapter.serving.wiring.latency_prior seeds the live one
-        self.model = LatencyModel.from_prior(max(curve.prior_a_ms, 0.1), max(curve.prior_b_ms, 0.0))
+        self.model = LatencyModel.from_prior(
+            max(curve.prior_a_ms, 0.1), max(curve.prior_b_ms, 0.0),
+            curve=config.latency_model == "curve",
+        )  # fmt: skip
         self.controller: Controller[SimRequest] = Controller(
             name=fn.name,
             preset=SLACKWISE,

@@ -174,9 +174,44 @@ samples = st.lists(
 )
 
 
-@given(samples)
-def test_estimates_are_monotone_and_floored(observations: list[tuple[int, float, bool]]) -> None:
-    model = LatencyModel.from_prior(-5.0, 2.0, min_samples=3, floor_ms=0.5)
+def test_the_curve_follows_a_super_linear_function_where_the_line_cannot() -> None:
+    """face_embed-like: 10 ms alone, 30 ms at 8, 200 ms at 32 (super-linear). The line through
+    those sizes misprices both ends; the curve is the measured median at each size seen,
+    interpolated between them and monotone."""
+    truth = {1: 10.0, 8: 30.0, 16: 70.0, 32: 200.0}
+    line = LatencyModel.from_prior(5.0, 1.0, min_samples=5)
+    curve = LatencyModel.from_prior(5.0, 1.0, min_samples=5, curve=True)
+    rng = random.Random(3)
+    for i in range(400):
+        n = rng.choice(list(truth))
+        y = truth[n] * rng.uniform(0.97, 1.03)
+        for model in (line, curve):
+            model.observe(i * 0.01, n, y, y, cold=False)
+    for n, expected in truth.items():
+        assert curve.estimate_ms(n) == pytest.approx(expected, rel=0.04)
+    assert curve.estimate_ms(24) == pytest.approx((70 + 200) / 2, rel=0.05)  # interpolated
+    assert curve.estimate_ms(40) > curve.estimate_ms(32)  # past the sizes seen: the slope
+    line_error = max(abs(line.estimate_ms(n) / t - 1) for n, t in truth.items())
+    curve_error = max(abs(curve.estimate_ms(n) / t - 1) for n, t in truth.items())
+    assert curve_error < 0.04 < 0.3 < line_error
+
+
+def test_the_curve_is_the_line_until_a_size_has_enough_samples() -> None:
+    model = LatencyModel.from_prior(5.0, 1.0, min_samples=5, curve=True)
+    for i in range(4):
+        model.observe(i * 0.01, 8, 100.0, 100.0, cold=False)
+    a, b = model.a_ms, model.b_ms_per_item
+    assert model.estimate_ms(8) == pytest.approx(a + 8 * b)
+    model.observe(0.05, 8, 100.0, 100.0, cold=False)
+    assert model.estimate_ms(8) == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("curve", [False, True], ids=["line", "curve"])
+@given(observations=samples)
+def test_estimates_are_monotone_and_floored(
+    observations: list[tuple[int, float, bool]], curve: bool
+) -> None:
+    model = LatencyModel.from_prior(-5.0, 2.0, min_samples=3, floor_ms=0.5, curve=curve)
     for i, (n, y, cold) in enumerate(observations):
         model.observe(i * 0.5, n, y, y, cold=cold)
     now = len(observations) * 0.5

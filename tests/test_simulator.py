@@ -142,7 +142,35 @@ def test_cli_writes_the_per_policy_json(tmp_path: Path, capsys: pytest.CaptureFi
         assert {"requests", "violation_pct", "p50_ms", "p99_ms", "mean_ms", "mean_batch",
                 "replica_seconds", "max_rps_at_sla", "stages"} <= set(entry)  # fmt: skip
         assert entry["max_rps_at_sla"] >= 0
+        assert entry["instances"] == 6
+        assert entry["instances_at_load"] is None or entry["instances_at_load"] >= 3
     assert "GS" in capsys.readouterr().out
+
+
+def test_instances_at_load_is_the_fewest_that_hold_the_sla() -> None:
+    """Fig. 14: at the config's rate, the fleet found holds the SLA and the next smaller
+    scaling of it does not (unless it is already one node per function)."""
+    from simulator.runner import instances_at_load, run_one, scaled_fleet, with_overrides
+
+    # batches leave when a slot is free (as in the GrandSLAM configs): capacity decides
+    config = with_overrides(load_sim_config(TINY), max_wait_ms=0.0, rate_rps=300.0)
+    curves = curves_for(config)
+    need = instances_at_load(config, "GS", curves, seed=config.seed)
+    assert need is not None and need >= len(config.functions)
+
+    def holds(fleet: Any) -> bool:
+        result = run_one(fleet, "GS", curves, rate_rps=config.rate_rps,
+                         requests=config.search.requests, seed=config.seed)  # fmt: skip
+        return result.violation_pct <= config.max_violation_pct
+
+    factors = [f / 8 for f in range(1, 65)]
+    sized = {sum(fn.nodes for fn in scaled_fleet(config, f).functions.values()): f
+             for f in reversed(factors)}  # fmt: skip
+    assert need in sized and holds(scaled_fleet(config, sized[need]))
+    slack = max(1, round(config.search.tolerance * need))  # the search's own resolution
+    smaller = [n for n in sized if n < need - slack]
+    if smaller:
+        assert not holds(scaled_fleet(config, sized[max(smaller)]))
 
 
 @pytest.mark.parametrize(

@@ -92,24 +92,40 @@ def _fig9(docs: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _need(instances: int | None, *, searched: bool) -> str:
+    """Fig. 14's count; none found (past 16 x the config's fleet) when searched."""
+    if instances is None:
+        return "> 16 x fleet" if searched else "-"
+    return str(instances)
+
+
 def _policies(docs: Sequence[dict[str, Any]]) -> str:
     (doc,) = docs
     lines = [
         "| policy | viol % | p50 ms | p99 ms | mean ms | mean batch | replica-s | "
-        "max rps at SLA | vs GS |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "max rps at SLA | vs GS | instances at load | vs GS |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, row in doc["policies"].items():
         top = row.get("max_rps_at_sla")
+        need = row.get("instances_at_load")
         lines.append(
             f"| {name} | {row['violation_pct']:.2f} | {row['p50_ms']:.0f} | "
             f"{row['p99_ms']:.0f} | {row['mean_ms']:.0f} | {row['mean_batch']:.2f} | "
             f"{row['replica_seconds']:.0f} | {'-' if top is None else f'{top:.0f}'} | "
-            f"{_ratio(row.get('max_rps_vs_gs'))} |"
+            f"{_ratio(row.get('max_rps_vs_gs'))} | "
+            f"{_need(need, searched=top is not None)} | "
+            f"{_ratio(row.get('instances_vs_gs'))} |"
         )
     best = doc.get("gs_over_best_prior")
     if best is not None:
         lines += ["", f"GS max rps at SLA / best prior policy's: **{best:.2f}**"]
+    fewest = doc.get("best_prior_instances_over_gs")
+    if fewest is not None:
+        lines += [
+            f"Instances the best prior policy needs at {doc['rate_rps']:g} rps / GS's "
+            f"(Fig. 14): **{fewest:.2f}**"
+        ]
     return "\n".join(lines)
 
 

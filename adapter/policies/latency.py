@@ -141,6 +141,7 @@ class LatencyModel:
         max_samples_per_size: int = 256,
         prior_strength: float = 1.0,
         floor_ms: float = 0.1,
+        curve: bool = False,
     ) -> None:
         if not math.isfinite(a_ms):
             raise ValueError(f"a_ms must be finite, got {a_ms!r}")
@@ -169,6 +170,9 @@ class LatencyModel:
         self._coef = self._round_trip.coefficients()
         self._by_size: dict[int, _Window] = {}
         self._ratios = _Window(window_s, 4 * max_samples_per_size)
+        #: follow the measured curve (see :meth:`estimate_ms`) instead of the line alone
+        self.curve = curve
+        self._curve: list[float] = []  # index n: the estimate of a batch of n (index 0 unused)
         self.warm_samples = 0
         self.cold_samples = 0
 
@@ -185,6 +189,7 @@ class LatencyModel:
         max_samples_per_size: int = 256,
         prior_strength: float = 1.0,
         floor_ms: float = 0.1,
+        curve: bool = False,
     ) -> LatencyModel:
         """A model that answers from a profile's ``linear_fit`` until traffic teaches it more."""
         return cls(
@@ -197,6 +202,7 @@ class LatencyModel:
             max_samples_per_size=max_samples_per_size,
             prior_strength=prior_strength,
             floor_ms=floor_ms,
+            curve=curve,
         )
 
     @property
@@ -229,13 +235,47 @@ class LatencyModel:
             window = self._by_size[batch_size] = _Window(self._window_s, self._max_samples)
         window.prune(now)
         window.add(now, round_trip_ms)
+        if self.curve:
+            self._curve = self._fit_curve(now)
         self._ratios.prune(now)
         self._ratios.add(now, round_trip_ms / self.estimate_ms(batch_size))
 
     def estimate_ms(self, n: int) -> float:
-        """The fitted round trip ``a + b·n`` of a batch of ``n`` instances (at least floor_ms)."""
+        """The round trip of a batch of ``n`` instances (at least floor_ms): the fitted line
+        ``a + b·n`` (GrandSLAM Eq. 2), or with ``curve`` the measured curve where it is known.
+
+        The curve is the observed median at every batch size with ``min_samples`` in the window,
+        linearly interpolated between them and continued past them with the line's slope, then
+        made monotone (a larger batch is never estimated faster than a smaller one). A function
+        that batches super-linearly (face_embed on a CPU) is then priced at what its large
+        batches cost, not at what a straight line through all sizes says."""
+        if self._curve:
+            if n < len(self._curve):
+                return self._curve[n]
+            return max(self._floor_ms, self._curve[-1] + self._coef[1] * (n - len(self._curve) + 1))
         a, b = self._coef
         return max(self._floor_ms, a + b * n)
+
+    def _fit_curve(self, now: float) -> list[float]:
+        known = sorted(
+            (n, w.quantile(0.5)) for n, w in self._by_size.items()
+            if w.prune(now) >= self._min_samples
+        )  # fmt: skip
+        if not known:
+            return []
+        slope = self._coef[1]
+        out = [0.0]
+        for n in range(1, known[-1][0] + 1):
+            i = bisect.bisect_left(known, (n, -math.inf))
+            if i < len(known) and known[i][0] == n:
+                value = known[i][1]
+            elif i == 0:  # below the smallest size seen: the line's slope down from it
+                value = known[0][1] - slope * (known[0][0] - n)
+            else:  # between two sizes seen
+                (n0, v0), (n1, v1) = known[i - 1], known[i]
+                value = v0 + (v1 - v0) * (n - n0) / (n1 - n0)
+            out.append(max(self._floor_ms, value, out[-1]))
+        return out
 
     def compute_estimate_ms(self, n: int) -> float:
         """The fitted compute time the function reports for ``n`` instances (at least floor_ms)."""

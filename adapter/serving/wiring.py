@@ -85,7 +85,7 @@ async def running(
                 function=fn,
                 preset=state.preset,
                 aimd=aimd,
-                model=latency_prior(fn.model),
+                model=latency_prior(fn.model, curve=config.adapter.latency_model == "curve"),
                 view=state.view,
                 upstream=upstream,
                 clock=state.clock,
@@ -118,9 +118,12 @@ async def running(
             await asyncio.gather(*(d.stop() for d in state.dispatchers.values()))
 
 
-def latency_prior(kind: str, profiles_dir: Path | None = None) -> LatencyModel:
+def latency_prior(
+    kind: str, profiles_dir: Path | None = None, *, curve: bool = False
+) -> LatencyModel:
     """A latency model seeded from the shipped profile of ``kind`` (HTTP batch times, see
-    :mod:`functions.profiles`) or ``profiles_dir/KIND.json``, when there is one."""
+    :mod:`functions.profiles`) or ``profiles_dir/KIND.json``, when there is one; ``curve``
+    makes it follow the measured per-batch-size curve once it has samples."""
     from functions.profile_format import ProfileFormatError, load_profile
     from functions.profiles import packaged
 
@@ -129,10 +132,12 @@ def latency_prior(kind: str, profiles_dir: Path | None = None) -> LatencyModel:
         try:
             profile = load_profile(path)
             fit = profile.linear_fit
-            return LatencyModel.from_prior(max(fit.a_ms, 0.1), max(fit.b_ms_per_item, 0.0))
+            return LatencyModel.from_prior(
+                max(fit.a_ms, 0.1), max(fit.b_ms_per_item, 0.0), curve=curve
+            )
         except ProfileFormatError as exc:
             logger.warning("ignoring profile %s: %s", path, exc)
-    return LatencyModel.from_prior(*_FALLBACK_PRIOR)
+    return LatencyModel.from_prior(*_FALLBACK_PRIOR, curve=curve)
 
 
 async def _knative_view(config: Config, stack: contextlib.AsyncExitStack) -> PlatformView:

@@ -257,6 +257,7 @@ def _adapter(r: Reader, raw: Any) -> AdapterConfig:
         wait_utilization=fraction(r, data, "wait_utilization", path, d.wait_utilization),
         path_margin_ms=r.number(data, "path_margin_ms", path, d.path_margin_ms),
         stage_policy=_stage_policy(r, data, path, d.stage_policy),
+        latency_model=choice(r, data, "latency_model", path, ("linear", "curve"), d.latency_model),
         aimd=_aimd(r, data.get("aimd")),
         advisor=advisor_settings(r, data.get("advisor")),
     )

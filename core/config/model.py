@@ -185,6 +185,9 @@ class AdapterConfig:
     #: how chains split their SLO over stages and batch (GS, ED-*, EDF-*, FIFO-NB:
     #: adapter.policies.slack)
     stage_policy: str = "GS"
+    #: how a batch's time is estimated: ``linear`` (GrandSLAM Eq. 2, a + b·n) or ``curve`` (the
+    #: measured median per batch size, monotone; adapter.policies.latency)
+    latency_model: str = "linear"
     aimd: AIMDConfig = field(default_factory=AIMDConfig)
     advisor: AdvisorSettings = field(default_factory=AdvisorSettings)
 
