@@ -380,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument(
         "--run",
-        choices=("fig9", "grandslam", "live", "all"),
+        choices=("fig9", "grandslam", "roma", "live", "all"),
         help="re-run this group first (live: the live experiments, about 35 minutes)",
     )
     report.add_argument("--jobs", type=int, default=2, help="processes per simulation")

@@ -43,6 +43,10 @@ GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
          _GPU_POLICIES if "gpu" in name else ())
         for name in ("wl1-cpu", "wl2-cpu", "wl1-gpu", "wl2-gpu")
     ),
+    "roma": tuple(
+        (f"experiments/sim/roma-{name}.yaml", f"experiments/sim/results/roma-{name}.json", ())
+        for name in ("allapps", "2apps-a", "2apps-b")
+    ),
 }  # fmt: skip
 
 #: the live experiments ``--run live`` re-runs (``slackwise experiment``, one at a time: each
@@ -154,11 +158,30 @@ def _live(docs: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _roma(docs: Sequence[dict[str, Any]]) -> str:
+    (doc,) = docs
+    lines = [
+        "| system | violations (app-seconds) | viol % | core-s | / RR+max | mean ms | p50 ms | "
+        "p99 ms | max ms | served on GPU |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    full = doc["systems"].get("rr_max", {}).get("core_seconds")
+    for name, r in doc["systems"].items():
+        share = f"{r['core_seconds'] / full:.2f}" if full else "-"
+        lines.append(
+            f"| {name} | {r['violations']} | {r['violation_pct']:.2f} | {r['core_seconds']:.0f} | "
+            f"{share} | {r['mean_ms']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | "
+            f"{r['max_ms']:.1f} | {100 * r['gpu_share']:.0f} % |"
+        )
+    return "\n".join(lines)
+
+
 #: how each kind of block is rendered from the JSON documents it names
 RENDERERS: dict[str, Callable[[Sequence[dict[str, Any]]], str]] = {
     "fig9": _fig9,
     "policies": _policies,
     "live": _live,
+    "roma": _roma,
 }
 
 

@@ -105,6 +105,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             return _fail(f"--{flag.replace('_', '-')} must be positive, got {value}")
     if args.max_rps is not None and not args.trace:
         return _fail("--max-rps needs --trace")
+    from simulator.roma import is_roma_config
+
+    if is_roma_config(args.config):
+        return _run_roma(args, out)
     try:
         config = _apply(load_sim_config(args.config), args)
         policies = None
@@ -148,6 +152,28 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if args.plots and doc["policies"]:
         for path in plot_stages(doc, Path(args.plots)):
             print(f"plot: {path}", file=out)
+    return 0
+
+
+def _run_roma(args: argparse.Namespace, out: TextIO) -> int:
+    """A ROMA experiment (a config with a ``roma:`` section): the systems' table and JSON."""
+    from simulator.roma import SYSTEMS, format_roma, load_roma_config, run_roma
+
+    try:
+        config = load_roma_config(args.config)
+        if args.seed is not None:
+            config = replace(config, seed=args.seed)
+        systems = tuple(args.policies.split(",")) if args.policies else SYSTEMS
+        started = time.perf_counter()
+        doc = run_roma(config, systems, jobs=args.jobs)
+    except (ConfigError, ProfileSetError, ProfileFormatError, ValueError) as exc:
+        return _fail(str(exc))
+    doc["wall_s"] = round(time.perf_counter() - started, 3)
+    print(format_roma(doc), file=out)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"results: {args.json}", file=out)
     return 0
 
 
