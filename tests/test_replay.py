@@ -76,7 +76,10 @@ def test_sends_on_schedule_while_answers_are_slower_than_arrivals(server: str) -
                 await c.aclose()
         assert [r.index for r in records] == list(range(len(schedule)))
         assert [r.scheduled_s for r in records] == schedule
-        assert all(r.status == 200 and r.latency_s >= SERVICE_S for r in records)
+        # the server's sleep and the client's timer are different clocks: allow them 1 ms
+        bad = [(r.status, r.error, r.latency_s) for r in records
+               if r.status != 200 or r.latency_s < SERVICE_S - 0.001]  # fmt: skip
+        assert not bad, bad[:5]
         assert records[0].headers["x-batch-size"] == "1"
         # open loop: many requests leave before the first answer comes back
         first_answer = records[0].sent_s + records[0].latency_s

@@ -40,8 +40,8 @@ GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
     ),
     "grandslam": tuple(
         (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json",
-         _GPU_POLICIES if "gpu" in name else ())
-        for name in ("wl1-cpu", "wl2-cpu", "wl1-gpu", "wl2-gpu")
+         _GPU_POLICIES if "gpu" in name or "1000" in name else ())
+        for name in ("wl1-cpu", "wl2-cpu", "wl1-gpu", "wl2-gpu", "wl1-cpu-1000", "wl2-cpu-1000")
     ),
     "roma": tuple(
         (f"experiments/sim/roma-{name}.yaml", f"experiments/sim/results/roma-{name}.json", ())

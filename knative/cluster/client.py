@@ -32,7 +32,6 @@ from kubernetes.client.exceptions import ApiException
 
 from core.scaling_values import MAX_SCALE, MIN_SCALE
 from knative.cluster.errors import (
-    API_ERRORS,
     HOOK_SINCE,
     AccessDeniedError,
     HookUnavailableError,
@@ -43,6 +42,7 @@ from knative.cluster.errors import (
     ResourceConflictError,
     ResourceNotFoundError,
     ServiceNotReadyError,
+    api_error,
 )
 from knative.cluster.shares import scale_annotations
 from knative.cluster.watch import replica_counts
@@ -78,17 +78,6 @@ SERVING_NAMESPACE = "knative-serving"
 _VERSION_LABELS = ("app.kubernetes.io/version", "serving.knative.dev/release")
 
 Obj = dict[str, Any]
-
-
-def _api_error(exc: ApiException, resource: str) -> KubernetesApiError:
-    status = int(exc.status or 0)
-    reason, message = str(exc.reason or ""), str(exc.body or "")
-    with contextlib.suppress(ValueError, TypeError):
-        body = json.loads(exc.body or "")
-        if isinstance(body, dict):
-            reason = str(body.get("reason") or reason)
-            message = str(body.get("message") or message)
-    return API_ERRORS.get(status, KubernetesApiError)(status, resource, reason, message)
 
 
 def parse_version(text: str) -> tuple[int, int] | None:
@@ -144,7 +133,7 @@ class KnativeClient:
         try:
             return _as_obj(method(*args, **kw))
         except ApiException as exc:
-            raise _api_error(exc, resource) from None
+            raise api_error(exc, resource) from None
 
     def _serving(self, verb: str, plural: str, name: str = "", **kw: Any) -> Obj:
         resource = f"{plural}.{SERVING_GROUP}/{name}" if name else f"{plural}.{SERVING_GROUP}"
@@ -186,7 +175,7 @@ class KnativeClient:
                 _content_type="application/apply-patch+yaml", **extra,
             )  # fmt: skip
         except ApiException as exc:
-            raise _api_error(exc, f"services.{SERVING_GROUP}/{name} in {self.namespace}") from None
+            raise api_error(exc, f"services.{SERVING_GROUP}/{name} in {self.namespace}") from None
         # the client reads a 201 (created by the apply) as no body: ask for what was made
         result = _as_obj(answer) if answer is not None else body if dry_run else self.get(name)
         if before is None:
@@ -298,7 +287,7 @@ class KnativeClient:
         try:
             namespace = core.read_namespace(SERVING_NAMESPACE)
         except ApiException as exc:
-            error = _api_error(exc, f"namespaces/{SERVING_NAMESPACE}")
+            error = api_error(exc, f"namespaces/{SERVING_NAMESPACE}")
             raise HookUnavailableError(
                 "unknown",
                 f"cannot read Knative Serving's version ({error}); state it in the config "

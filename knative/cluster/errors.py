@@ -3,6 +3,13 @@ API server gave."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kubernetes.client.exceptions import ApiException
+
 #: the first Knative Serving release whose autoscaler honours a pinned min-scale at once
 HOOK_SINCE = (1, 21)
 
@@ -18,6 +25,7 @@ __all__ = [
     "ResourceConflictError",
     "ResourceNotFoundError",
     "ServiceNotReadyError",
+    "api_error",
 ]
 
 
@@ -82,3 +90,16 @@ class HookUnavailableError(KnativeError):
         need = ".".join(map(str, HOOK_SINCE))
         text = f"min-scale hook unavailable on Knative {version} (needs >= {need})"
         super().__init__(f"{text}: {detail}" if detail else text)
+
+
+def api_error(exc: ApiException, resource: str) -> KubernetesApiError:
+    """The client error for an ``ApiException``: its class by status, reason and message from
+    the ``Status`` body."""
+    status = int(exc.status or 0)
+    reason, message = str(exc.reason or ""), str(exc.body or "")
+    with contextlib.suppress(ValueError, TypeError):
+        body = json.loads(exc.body or "")
+        if isinstance(body, dict):
+            reason = str(body.get("reason") or reason)
+            message = str(body.get("message") or message)
+    return API_ERRORS.get(status, KubernetesApiError)(status, resource, reason, message)

@@ -26,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from core.scaling_values import MIN_SCALE
+from knative.cluster.errors import api_error
 from knative.local.events import ReplicaCounts
 
 logger = logging.getLogger(__name__)
@@ -119,14 +120,12 @@ class ServingWatch:
     def start(self) -> None:
         """List every kind once (raising the client's error, e.g. a 403, before any thread
         starts), then follow each from its list's version in a thread of its own."""
-        from knative.cluster.client import _api_error
-
         versions = {}
         for group, version, plural in KINDS:
             try:
                 versions[plural] = self._list(group, version, plural)
             except ApiException as exc:
-                raise _api_error(exc, f"{plural}.{group} in namespace {self.namespace}") from None
+                raise api_error(exc, f"{plural}.{group} in namespace {self.namespace}") from None
         for group, version, plural in KINDS:
             thread = threading.Thread(
                 target=self._follow, args=(group, version, plural, versions[plural]),
