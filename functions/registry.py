@@ -44,6 +44,7 @@ def model_class(kind: str) -> type[Model]:
     return cls
 
 
-def create_model(kind: str, *, threads: int = 1) -> Model:
-    """A fresh, unloaded instance of ``kind``."""
-    return model_class(kind)(threads=threads)
+def create_model(kind: str, *, threads: int = 1, device: str = "cpu") -> Model:
+    """A fresh, unloaded instance of ``kind`` (DeviceUnavailable for a device its framework
+    cannot compute on)."""
+    return model_class(kind)(threads=threads, device=device)

@@ -13,6 +13,7 @@ import sys
 
 import uvicorn
 
+from functions.device import DeviceUnavailable
 from functions.registry import UnknownModel, create_model
 from functions.runtime import create_app
 
@@ -46,6 +47,11 @@ def main(argv: list[str] | None = None) -> int:
         "--fd", type=int, help="serve on this already-bound listening socket (set by the platform)"
     )
     parser.add_argument("--threads", type=int, default=1, help="compute threads for the model")
+    parser.add_argument(
+        "--device",
+        default=os.environ.get("DEVICE", "cpu"),
+        help="cpu, cuda or cuda:N; a device that cannot be used stops the start (no CPU fallback)",
+    )
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)
     if args.threads < 1:
@@ -53,9 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     _threads_env(args.threads)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     try:
-        model = create_model(args.model, threads=args.threads)
+        model = create_model(args.model, threads=args.threads, device=args.device)
+        model.check_device()
     except UnknownModel as exc:
         parser.error(str(exc))
+    except (DeviceUnavailable, ValueError) as exc:
+        print(f"{parser.prog}: {args.model}: {exc}", file=sys.stderr)
+        return 2
     app = create_app(model, name=args.name)
     if args.fd is not None:
         config = uvicorn.Config(app, log_level=args.log_level, access_log=False)

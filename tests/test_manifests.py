@@ -123,6 +123,8 @@ def test_gpu_variant() -> None:
     assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
     assert pod["containers"][0]["image"] == "registry.example/slackwise-embed:gpu"
+    # the GPU reserved is the GPU used: the function computes on cuda or refuses to start
+    assert pod["containers"][0]["args"][-2:] == ["--device", "cuda"]
     flags = " ".join(bundle.warnings)
     assert "kubernetes.podspec-nodeselector" in flags
     assert "kubernetes.podspec-tolerations" in flags

@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from core.config.device import device_setting
 from core.config.model import (
     ADVISOR_MODE,
     APP_EXPERIMENT_MODES,
@@ -95,6 +96,7 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> F
     keys = {
         "model",
         "variant",
+        "device",
         "threads",
         "max_batch",
         "container_concurrency",
@@ -145,6 +147,7 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> F
         name=name,
         model=model,
         variant=variant,
+        device=device_setting(r, data, path, variant),
         threads=r.integer(data, "threads", path, 1, low=1),
         max_batch=r.integer(data, "max_batch", path, 64, low=1),
         container_concurrency=concurrency,

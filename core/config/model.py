@@ -49,6 +49,8 @@ class FunctionConfig:
     name: str
     model: str
     variant: str = "cpu"
+    #: where the model computes: cpu, cuda or cuda:N (functions.device)
+    device: str = "cpu"
     threads: int = 1
     max_batch: int = 64
     container_concurrency: int = 1

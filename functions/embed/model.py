@@ -25,11 +25,17 @@ class SentenceEmbedder(Model):
     kind = "embed"
     summary = "all-MiniLM-L6-v2 sentence embeddings (384 floats, normalised)"
     max_instances = 256
+    devices = ("cpu", "cuda")
+
+    def check_device(self) -> None:
+        from functions.device import torch_device
+
+        torch_device(self.device)
 
     def load(self) -> None:
         from functions.minilm import MiniLM
 
-        self._encoder = MiniLM(threads=self.threads)
+        self._encoder = MiniLM(threads=self.threads, device=self.device)
 
     def validate(self, instance: Any) -> Any:
         return text(instance, max_chars=MAX_CHARS)

@@ -56,17 +56,24 @@ class ImageNetClassifier(Model):
     kind = "imagenet"
     summary = "EfficientNet-Lite0 ImageNet top-5 (onnxruntime)"
     max_instances = 128
+    devices = ("cpu", "cuda")
+
+    def check_device(self) -> None:
+        from functions.device import onnx_providers
+
+        onnx_providers(self.device)
 
     def load(self) -> None:
         import onnxruntime
 
+        from functions.device import onnx_providers
         from functions.imagenet.onnx_export import INPUT_NAME, onnx_model_path
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         self._session = onnxruntime.InferenceSession(
-            str(onnx_model_path()), sess_options=options, providers=["CPUExecutionProvider"]
+            str(onnx_model_path()), sess_options=options, providers=onnx_providers(self.device)
         )
         self._input = INPUT_NAME
         self._labels = labels()

@@ -50,11 +50,17 @@ class RetrievalQA(Model):
     kind = "qa"
     summary = "question answering by ranking candidate sentences with MiniLM"
     max_instances = 128
+    devices = ("cpu", "cuda")
+
+    def check_device(self) -> None:
+        from functions.device import torch_device
+
+        torch_device(self.device)
 
     def load(self) -> None:
         from functions.minilm import MiniLM
 
-        self._encoder = MiniLM(threads=self.threads)
+        self._encoder = MiniLM(threads=self.threads, device=self.device)
         self._passages = builtin_passages()
         self._passage_vectors = self._encoder.encode(self._passages)
 

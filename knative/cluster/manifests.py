@@ -101,6 +101,8 @@ def function_service(fn: FunctionConfig, namespace: str | None = None) -> dict[s
         resources["limits"] = limits
     serve_args = ["--model", fn.model, "--name", fn.name, "--host", "0.0.0.0"]
     serve_args += ["--threads", str(fn.threads)]
+    if fn.device != "cpu":  # the GPU is used, or the function refuses to start
+        serve_args += ["--device", fn.device]
     container: dict[str, Any] = {
         "name": "function",
         "image": function_image(fn),

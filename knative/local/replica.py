@@ -113,7 +113,7 @@ class Replica:
         args = [
             sys.executable, "-m", "functions.serve",
             "--model", fn.model, "--name", fn.name,
-            "--fd", str(sock.fileno()), "--threads", str(fn.threads),
+            "--fd", str(sock.fileno()), "--threads", str(fn.threads), "--device", fn.device,
         ]  # fmt: skip
         with open(self.log_path, "ab") as log:
             try:

@@ -1,0 +1,81 @@
+"""A function's device: cuda when asked, or a refusal to start that says why (never the CPU
+in silence). Without a GPU (CI) the refusals are what is tested; with one, the models run on it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from core.config import ConfigError, parse_config
+from functions.device import DeviceUnavailable, parse_device
+from functions.registry import create_model
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+@pytest.mark.parametrize("text", ["cpu", "cuda", "cuda:0", "cuda:3", " cuda "])
+def test_devices_that_parse(text: str) -> None:
+    assert parse_device(text) == text.strip()
+
+
+@pytest.mark.parametrize("text", ["gpu", "cuda:", "cuda:x", "cpu:0", "", "CUDA"])
+def test_devices_that_do_not(text: str) -> None:
+    with pytest.raises(ValueError, match="cpu, cuda or cuda:N"):
+        parse_device(text)
+
+
+def test_a_cpu_only_model_refuses_a_gpu() -> None:
+    with pytest.raises(DeviceUnavailable, match="'digits' computes on cpu only"):
+        create_model("digits", device="cuda")
+    assert create_model("digits", device="cpu").device == "cpu"
+
+
+def test_a_gpu_variant_computes_on_cuda_unless_told_otherwise() -> None:
+    def fn(**settings: object) -> dict[str, object]:
+        return {"functions": {"f": {"model": "embed", **settings}}}
+
+    assert parse_config(fn(variant="gpu")).functions["f"].device == "cuda"
+    assert parse_config(fn(variant="gpu", device="cuda:1")).functions["f"].device == "cuda:1"
+    assert parse_config(fn()).functions["f"].device == "cpu"
+    with pytest.raises(ConfigError, match=r"functions\.f\.device: 'cuda' needs variant: gpu"):
+        parse_config(fn(device="cuda"))
+    with pytest.raises(ConfigError, match=r"functions\.f\.device: device must be"):
+        parse_config(fn(variant="gpu", device="tpu"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_cuda(), reason="a GPU is visible: the refusal cannot happen here")
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [("embed", "torch sees no CUDA GPU"), ("imagenet", "has no CUDA provider")],
+)
+def test_without_a_gpu_a_function_asked_for_one_refuses_to_start(model: str, says: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "functions.serve", "--model", model, "--device", "cuda",
+         "--port", "0"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert says in done.stderr and "device: cpu" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.models
+@pytest.mark.skipif(not _cuda(), reason="needs an NVIDIA GPU")
+def test_with_a_gpu_embed_computes_on_it() -> None:
+    model = create_model("embed", device="cuda")
+    model.check_device()
+    model.load()
+    rows = model.predict([model.validate(x) for x in model.sample_instances(4)])
+    assert len(rows) == 4
+    encoder = model._encoder._model  # type: ignore[attr-defined]
+    assert str(encoder.device).startswith("cuda")
