@@ -7,6 +7,7 @@ import json
 import os
 import signal
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -247,6 +248,35 @@ def test_pinning_min_scale_through_the_admin_api() -> None:
         events = (await client.get(f"{base}/platform/events")).json()["events"]
         assert [e["kind"] for e in events].count("cold_start") == 2
         assert (await client.get(f"{base}/v1/models/nope")).status_code == 404
+
+    run(make_config(), body)
+
+
+def test_cores_through_the_admin_api_are_a_quota_on_the_replicas() -> None:
+    from knative.local.cpu_quota import detect
+
+    async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
+        base = platform.url("digits")
+        where = f"{base}/platform/functions/digits/cores"
+        assert (await client.put(where, json={"cores": "two"})).status_code == 400
+        assert (await client.put(where, json={"cores": -1})).status_code == 400
+        assert (await client.put(where, json={})).status_code == 400
+        assert (await client.put(f"{base}/platform/functions/nope/cores",
+                                 json={"cores": 1})).status_code == 404  # fmt: skip
+        await client.put(f"{base}/platform/functions/digits/min-scale", json={"min_scale": 1})
+        for _ in range(600):
+            if platform.replicas("digits").ready == 1:
+                break
+            await asyncio.sleep(0.05)
+        set_ = await client.put(where, json={"cores": 0.5})
+        assert set_.status_code == 200 and set_.json()["cores"] == 0.5
+        (pid,) = platform.replica_pids("digits").values()
+        groups = Path(f"/proc/{pid}/cgroup").read_text(encoding="utf-8")
+        if detect() is not None:  # a real cgroup: the replica is in it
+            assert f"slackwise/digits-{os.getpid()}" in groups
+        assert (await client.post(f"{base}/v1/models/digits:predict", content=BODY)).is_success
+        lifted = await client.put(where, json={"cores": None})
+        assert lifted.json()["cores"] is None
 
     run(make_config(), body)
 

@@ -31,6 +31,9 @@ MIN_QUOTA_US = 1_000
 class CpuQuota(Protocol):
     """Cores for one group of processes."""
 
+    #: the cores last set (None: no limit)
+    cores: float | None
+
     def add(self, pid: int) -> None: ...
 
     def set_cores(self, cores: float | None) -> None: ...

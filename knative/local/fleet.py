@@ -15,6 +15,7 @@ from core.clock import Clock
 from core.config import FunctionConfig, PlatformConfig
 from knative.kpa import KPA
 from knative.local.activator import Activator
+from knative.local.cpu_quota import CpuQuota
 from knative.local.events import EventLog, Ledger
 from knative.local.replica import Replica, ReplicaStartError, ReplicaState
 from knative.meter import ConcurrencyMeter
@@ -44,6 +45,8 @@ class FunctionRuntime:
         #: the function runs the largest live one, and the KPA then only measures
         self.owners: dict[str, tuple[int, float]] = {}
         self.ledger = Ledger()
+        #: the cores the function's replicas share (ROMA's CPU allocation), once set
+        self.quota: CpuQuota | None = None
         self.next_index = 1
         self.path = f"/v1/models/{config.name}:predict"
 
@@ -163,6 +166,8 @@ class Fleet:
         assert self.client is not None
         try:
             await replica.start(self.client, ready_timeout_s=self.settings.ready_timeout_s)
+            if fn.quota is not None and replica.pid is not None:
+                fn.quota.add(replica.pid)  # loaded unthrottled, served within the quota
         except ReplicaStartError as exc:
             if not replica.stopping:
                 fn.ledger.failed_starts += 1

@@ -5,6 +5,8 @@
 - ``GET /v1/models/{name}``: the function exists and can be served (it scales from zero).
 - ``GET /platform/functions`` and ``GET /platform/functions/{name}``: replica counts and usage.
 - ``PUT /platform/functions/{name}/min-scale`` with ``{"min_scale": N}`` (or null): pin replicas.
+- ``PUT /platform/functions/{name}/cores`` with ``{"cores": C}`` (or null): the CPU cores the
+  function's replicas share, a cgroup quota (ROMA's CPU allocation).
 - ``GET /platform/events?since=SEQ``: cold starts, scaling decisions, deaths.
 - ``GET /healthz``.
 """
@@ -61,6 +63,10 @@ class Platform(Protocol):
         self, name: str, replicas: int | None, *, owner: str = "", lease_s: float | None = None
     ) -> None: ...
 
+    def set_cores(self, name: str, cores: float | None) -> None: ...
+
+    def cores(self, name: str) -> float | None: ...
+
     async def forward(
         self, name: str, body: bytes, content_type: str, headers: Mapping[str, str] | None = None
     ) -> Answer: ...
@@ -94,6 +100,7 @@ def create_gateway(platform: Platform) -> Starlette:
             "url": platform.url(name),
             "replicas": dataclasses.asdict(platform.replicas(name)),
             "usage": platform.usage(name),
+            "cores": platform.cores(name),
         }
 
     async def list_functions(request: Request) -> Response:
@@ -153,6 +160,25 @@ def create_gateway(platform: Platform) -> Starlette:
             return _error(400, str(exc))
         return JSONResponse(_describe(name))
 
+    async def put_cores(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in platform.functions:
+            return _error(404, f"no function named {name!r}")
+        try:
+            payload = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return _error(400, f"body is not JSON: {exc}")
+        if not isinstance(payload, dict) or "cores" not in payload:
+            return _error(400, 'body must be {"cores": C} (or null to lift the quota)')
+        value = payload["cores"]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            return _error(400, f"cores must be a number or null, got {value!r}")
+        try:
+            platform.set_cores(name, value)
+        except ValueError as exc:
+            return _error(400, str(exc))
+        return JSONResponse(_describe(name))
+
     async def events(request: Request) -> Response:
         raw = request.query_params.get("since", "0")
         try:
@@ -172,6 +198,7 @@ def create_gateway(platform: Platform) -> Starlette:
         Route("/platform/functions/{name}", get_function, methods=["GET"]),
         Route("/platform/functions/{name}/min-scale", put_min_scale, methods=["PUT"]),
         Route("/platform/functions/{name}/scale", put_scale, methods=["PUT"]),
+        Route("/platform/functions/{name}/cores", put_cores, methods=["PUT"]),
         Route("/platform/events", events, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
     ]

@@ -135,6 +135,9 @@ class LocalPlatform:
             await self._server_task
         if fleet.client is not None:
             await fleet.client.aclose()
+        for fn in functions:
+            if fn.quota is not None:
+                fn.quota.remove()
         self.close_logs()
 
     def close_logs(self) -> None:
@@ -225,6 +228,30 @@ class LocalPlatform:
             until = float("inf") if lease_s is None else now + lease_s
             fn.owners[owner] = (replicas, until)
         self._fleet.tick(fn, now)
+
+    def set_cores(self, name: str, cores: float | None) -> None:
+        """The CPU cores ``name``'s replicas share from now on, enforced by a cgroup quota
+        (``knative.local.cpu_quota``; CPU affinity where no cgroup can be made); None lifts it."""
+        if cores is not None and not (isinstance(cores, int | float) and 0 < cores < 1e6):
+            raise ValueError(f"cores must be a positive number or null, got {cores!r}")
+        fn = self._fn(name)
+        if fn.quota is None:
+            if cores is None:
+                return
+            import os
+
+            from knative.local.cpu_quota import quota_for
+
+            fn.quota = quota_for(f"{name}-{os.getpid()}")
+            for replica in fn.replicas.values():
+                if replica.pid is not None and replica.state == ReplicaState.READY:
+                    fn.quota.add(replica.pid)
+        fn.quota.set_cores(None if cores is None else float(cores))
+
+    def cores(self, name: str) -> float | None:
+        """The cores set for ``name`` (None: no quota)."""
+        quota = self._fn(name).quota
+        return None if quota is None else quota.cores
 
     def owners(self, name: str) -> dict[str, int]:
         """The live shares of ``name``'s count, by owner (empty: the KPA decides)."""
