@@ -58,11 +58,13 @@ __all__ = [
     "SYSTEMS",
     "RomaApp",
     "RomaConfig",
+    "arrivals",
     "format_roma",
     "is_roma_config",
     "load_roma_config",
     "run_roma",
     "simulate_system",
+    "summary_row",
 ]
 
 SYSTEMS = ("roma", "roma_batched", "rr_ct", "rr_rules", "rr_max", "rr_min")
@@ -96,6 +98,8 @@ class RomaConfig:
     max_batch: int = 32
     step_ms: float = 1.0
     seed: int = 1
+    #: run on this machine (``slackwise experiment``) rather than simulated
+    live: bool = False
     base_dir: Path = field(default_factory=Path.cwd)
 
 
@@ -123,7 +127,8 @@ def parse_roma_config(data: Any, source: str, base_dir: Path | None = None) -> R
     r.only(top, "", {"roma"})
     d = r.mapping(top.get("roma"), "roma")
     keys = {"apps", "workers", "cores", "gpus", "gpu_cores", "step_s", "duration_s", "alpha",
-            "beta", "gamma", "gain", "zero", "u_min", "max_batch", "step_ms", "seed"}  # fmt: skip
+            "beta", "gamma", "gain", "zero", "u_min", "max_batch", "step_ms", "seed",
+            "live"}  # fmt: skip
     r.only(d, "roma", keys)
     base = RomaConfig(source=source, apps={})
     raw_apps = r.mapping(d.get("apps"), "roma.apps")
@@ -157,8 +162,11 @@ def parse_roma_config(data: Any, source: str, base_dir: Path | None = None) -> R
                         "gain", "zero", "u_min", "step_ms")}  # fmt: skip
     if number["step_ms"] <= 0 or number["duration_s"] <= 0 or number["step_s"] <= 0:
         raise r.fail("roma", "step_ms, step_s and duration_s must be > 0")
+    live = d.get("live", False)
+    if not isinstance(live, bool):
+        raise r.fail("roma.live", f"must be true or false, got {live!r}")
     return RomaConfig(
-        source=source, apps=apps, **number,
+        source=source, apps=apps, **number, live=live,
         workers=r.integer(d, "workers", "roma", base.workers, low=1),
         gpus=r.integer(d, "gpus", "roma", base.gpus),
         max_batch=r.integer(d, "max_batch", "roma", base.max_batch, low=1),
@@ -178,7 +186,7 @@ class _Executable:
         return max(0, math.ceil(self.cores - 1e-9))
 
 
-def _arrivals(app: RomaApp, config: RomaConfig, rng: random.Random) -> list[float]:
+def arrivals(app: RomaApp, config: RomaConfig, rng: random.Random) -> list[float]:
     out, t = [], 0.0
     for i, rate in enumerate(app.workload):
         end = config.duration_s if i == len(app.workload) - 1 else (i + 1) * config.step_s
@@ -200,7 +208,7 @@ def simulate_system(config: RomaConfig, system: str, cpu_s: Mapping[str, float],
     names = list(config.apps)
     apps = [config.apps[n] for n in names]
     rng = random.Random(config.seed)
-    pending = [deque(_arrivals(app, config, rng)) for app in apps]
+    pending = [deque(arrivals(app, config, rng)) for app in apps]
     arrived = sum(len(p) for p in pending)
     queues: list[deque[float]] = [deque() for _ in apps]
     work_s = [cpu_s[a.profile] for a in apps]
@@ -306,7 +314,7 @@ def simulate_system(config: RomaConfig, system: str, cpu_s: Mapping[str, float],
                         pi[w][i].granted(granted[i])
                         ex.cores = granted[i]
     rts = sorted(rt for per_app in second for rt in per_app)
-    row = _row(rts, violations, core_s, gpu_served, cpu_served, len(apps), config)
+    row = summary_row(rts, violations, core_s, gpu_served, cpu_served, len(apps), config)
     row["arrived"] = arrived  # the rest were still queued or running at the end
     return row
 
@@ -320,7 +328,7 @@ def _measured(done: list[tuple[float, float]], queue: deque[float], now: float,
     return recent
 
 
-def _row(rts: list[float], violations: int, core_s: float, gpu_served: int, cpu_served: int,
+def summary_row(rts: list[float], violations: int, core_s: float, gpu_served: int, cpu_served: int,
          apps: int, config: RomaConfig) -> dict[str, Any]:  # fmt: skip
     def pct(q: float) -> float:
         return round(1000 * rts[min(len(rts) - 1, int(q * len(rts)))], 1) if rts else math.nan

@@ -150,3 +150,30 @@ def test_the_cli_writes_the_systems(tmp_path: Path) -> None:
         assert {"violations", "violation_pct", "core_seconds", "p50_ms", "p99_ms",
                 "max_ms"} <= set(row)  # fmt: skip
     assert main(["simulate", "-c", str(config), "--policies", "nope"]) == 2
+
+
+@pytest.mark.slow
+def test_live_systems_set_real_quotas_and_count_every_request(tmp_path: Path) -> None:
+    """Two digits functions on the local platform, 4 s of load, two live systems: each
+    request is answered, RR+max holds every core for the whole run, ROMA's controllers
+    fewer."""
+    import yaml
+
+    config = tmp_path / "live.yaml"
+    config.write_text(yaml.safe_dump({"roma": {
+        "live": True, "workers": 1, "cores": 2, "gpus": 0, "step_s": 2, "duration_s": 4,
+        "alpha": 0.5, "u_min": 0.25,
+        "apps": {
+            "a": {"profile": "digits", "sla_s": 0.05, "workload": [20, 40]},
+            "b": {"profile": "digits", "sla_s": 0.05, "workload": [40, 20]},
+        },
+    }}), encoding="utf-8")  # fmt: skip
+    out = tmp_path / "out.json"
+    assert main(["experiment", "-c", str(config), "--json", str(out),
+                 "--modes", "roma,rr_max"]) == 0  # fmt: skip
+    doc = json.loads(out.read_text())
+    assert doc["live"] is True and set(doc["systems"]) == {"roma", "rr_max"}
+    for row in doc["systems"].values():
+        assert row["failed"] == 0 and row["requests"] == row["arrived"] > 100
+    assert doc["systems"]["rr_max"]["core_seconds"] == pytest.approx(2 * 4)
+    assert doc["systems"]["roma"]["core_seconds"] < 2 * 4  # light load: below a core each

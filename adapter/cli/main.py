@@ -133,7 +133,12 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     from adapter.cli.experiment import run_experiment
     from adapter.cli.results import ExperimentResult
     from core.config import parse_modes
+    from simulator.roma import is_roma_config
 
+    if is_roma_config(args.config):  # ROMA's systems, live (adapter.cli.roma_live)
+        from adapter.cli.roma_live import run_cli
+
+        return run_cli(args.config, args.json, args.modes)
     config = _load(args.config)
     exp = config.experiment
     if exp is None:

@@ -1,0 +1,192 @@
+"""ROMA live on this machine: functions sharing its cores, their CPU allocation set every second.
+
+``slackwise experiment -c experiments/roma-2apps.yaml`` reads a ROMA config (the ``roma:``
+section of :mod:`simulator.roma`, with ``live: true``) and runs each system on a fresh local
+platform: one warm replica per app (min- and max-scale 1: ROMA's static deployment, one CPU
+executable per model), open-loop Poisson load stepped every ``step_s`` as in Table 1, sent
+straight to the platform (its activator's queue is the model's queue; the adapter is not in the
+path here). Every second a controller loop reads each app's mean response time over the last
+second (or, when nothing completed, the age of its oldest request still out) and sets each
+function's cores through :meth:`knative.local.platform.LocalPlatform.set_cores`, a cgroup quota
+on its replica:
+
+* ``roma``: a CT controller per app (PI, Eqs. 11–12) under Algorithm 2's supervisor (no GPU on
+  this machine, so no GPU scheduler: ROMA's CPU half, which is also RR+CT here);
+* ``rr_rules``: ±1 core at ≥ 0.8 / ≤ 0.2 × SLA, every 15 s;
+* ``rr_max``: every core, split evenly; ``rr_min``: one core, split evenly.
+
+Counted as in the simulation: violations are (app, second) pairs whose mean response time (of
+the requests completed in that second) exceeds the SLA; core-seconds the cores set, over time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import time
+from typing import Any
+
+import httpx
+
+from adapter.policies.roma import CoreController, RuleController, supervise
+from core.config import Config, parse_config
+from simulator.roma import RomaConfig, arrivals, summary_row
+
+__all__ = ["LIVE_SYSTEMS", "run_cli", "run_live"]
+
+LIVE_SYSTEMS = ("roma", "rr_rules", "rr_max", "rr_min")
+
+
+def _platform_config(config: RomaConfig, threads: int) -> Config:
+    pinned = {"autoscaling.knative.dev/min-scale": "1", "autoscaling.knative.dev/max-scale": "1"}
+    functions = {
+        name: {"model": app.profile, "threads": threads, "container_concurrency": threads,
+               "annotations": pinned}
+        for name, app in config.apps.items()
+    }  # fmt: skip
+    return parse_config({"platform": {"queue_depth": 100000, "request_timeout_s": 60},
+                         "functions": functions}, config.source)  # fmt: skip
+
+
+def _body(kind: str) -> bytes:
+    from functions.registry import create_model
+
+    return json.dumps({"instances": create_model(kind).sample_instances(1)}).encode()
+
+
+async def _one(config: RomaConfig, system: str, threads: int) -> dict[str, Any]:
+    from knative.local.platform import LocalPlatform
+
+    names = list(config.apps)
+    apps = [config.apps[n] for n in names]
+    rng = random.Random(config.seed)
+    schedules = [arrivals(app, config, rng) for app in apps]
+    bodies = [_body(app.profile) for app in apps]
+    share = config.cores / len(apps)
+    fixed = {"rr_max": share, "rr_min": 1.0 / len(apps)}.get(system)
+    cores = [fixed if fixed is not None else 1.0 for _ in apps]
+    pi = [CoreController(config.gain, config.zero, config.u_min, config.cores, c) for c in cores]
+    rules = [RuleController(config.u_min, config.cores, c) for c in cores]
+    done: list[list[tuple[float, float]]] = [[] for _ in apps]  # (completed at, response s)
+    out: list[dict[int, float]] = [{} for _ in apps]  # request id -> sent at
+    every: list[float] = []
+    violations, core_s = 0, 0.0
+    async with LocalPlatform(_platform_config(config, threads)) as platform:
+        while any(platform.replicas(n).ready < 1 for n in names):
+            await asyncio.sleep(0.1)
+        for name, c in zip(names, cores, strict=True):
+            platform.set_cores(name, c)
+        base = platform.url(names[0])
+        client = httpx.AsyncClient(trust_env=False, timeout=60.0,
+                                   limits=httpx.Limits(max_connections=512))  # fmt: skip
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+
+        async def send(i: int, k: int) -> None:
+            sent = loop.time() - start
+            out[i][k] = sent
+            try:
+                answer = await client.post(f"{base}/v1/models/{names[i]}:predict",
+                                           content=bodies[i])  # fmt: skip
+                ok = answer.status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            finished = loop.time() - start
+            del out[i][k]
+            response = finished - sent if ok else math.inf
+            done[i].append((finished, response))
+            every.append(response)
+
+        async def load(i: int) -> None:
+            tasks = []
+            for k, at in enumerate(schedules[i]):
+                await asyncio.sleep(max(0.0, at - (loop.time() - start)))
+                tasks.append(asyncio.create_task(send(i, k)))
+            await asyncio.gather(*tasks)
+
+        senders = [asyncio.create_task(load(i)) for i in range(len(apps))]
+        for second in range(1, round(config.duration_s) + 1):
+            await asyncio.sleep(max(0.0, second - (loop.time() - start)))
+            now = loop.time() - start
+            core_s += sum(cores)
+            measured: list[float | None] = []
+            for i, app in enumerate(apps):
+                fresh = [rt for at, rt in done[i] if at > now - 1.0]
+                done[i] = [(at, rt) for at, rt in done[i] if at > now - 1.0]
+                mean = sum(fresh) / len(fresh) if fresh else None
+                violations += mean is not None and mean > app.sla_s
+                oldest = now - min(out[i].values()) if out[i] else None
+                measured.append(oldest if oldest is not None and (mean is None or oldest > mean)
+                                else mean)  # fmt: skip
+            if fixed is not None:
+                continue
+            if system == "rr_rules":
+                cores = [r.next_allocation(now, m, a.sla_s)
+                         for r, m, a in zip(rules, measured, apps, strict=True)]  # fmt: skip
+            else:
+                demands = [ct.next_allocation(m, config.alpha * a.sla_s)
+                           for ct, m, a in zip(pi, measured, apps, strict=True)]  # fmt: skip
+                cores = supervise(demands, config.cores, gamma=config.gamma)
+                for ct, granted in zip(pi, cores, strict=True):
+                    ct.granted(granted)
+            for name, allocated in zip(names, cores, strict=True):
+                platform.set_cores(name, allocated)
+        await asyncio.wait_for(asyncio.gather(*senders), timeout=90.0)
+        await client.aclose()
+    answered = sorted(rt for rt in every if math.isfinite(rt))
+    row = summary_row(answered, violations, core_s, 0, len(every), len(apps), config)
+    row["arrived"] = sum(len(s) for s in schedules)
+    row["failed"] = len(every) - len(answered)
+    return row
+
+
+def run_live(config: RomaConfig, systems: tuple[str, ...] = LIVE_SYSTEMS, *,
+             threads: int = 2) -> dict[str, Any]:  # fmt: skip
+    """Each system in turn, live; the OUT.json document (``systems.{name}``)."""
+    from adapter.cli.results import machine
+
+    unknown = [s for s in systems if s not in LIVE_SYSTEMS]
+    if unknown:
+        raise ValueError(f"unknown live system {unknown[0]!r}; expected {', '.join(LIVE_SYSTEMS)}")
+    rows = {}
+    for system in systems:
+        started = time.perf_counter()
+        rows[system] = asyncio.run(_one(config, system, threads))
+        rows[system]["wall_s"] = round(time.perf_counter() - started, 1)
+        print(f"{system}: {rows[system]}", flush=True)
+    return {
+        "config": config.source,
+        "live": True,
+        "cores": config.cores,
+        "duration_s": config.duration_s,
+        "sla_s": {n: a.sla_s for n, a in config.apps.items()},
+        "systems": rows,
+        "ran_on": machine(),
+    }
+
+
+def run_cli(path: str, out_json: str | None, modes: str | None) -> int:
+    """``slackwise experiment -c ROMA.yaml [--json OUT] [--modes a,b]``: 0, or 2 on a bad config."""
+    import sys
+    from pathlib import Path
+
+    from core.config import ConfigError
+    from simulator.roma import format_roma, load_roma_config
+
+    try:
+        config = load_roma_config(path)
+        if not config.live:
+            raise ConfigError(f"{path}: roma.live is not true: run it with slackwise simulate")
+        systems = tuple(modes.split(",")) if modes else LIVE_SYSTEMS
+        doc = run_live(config, systems)
+    except (ConfigError, ValueError) as exc:
+        print(f"slackwise: {exc}", file=sys.stderr)
+        return 2
+    print(format_roma(doc))
+    if out_json:
+        Path(out_json).parent.mkdir(parents=True, exist_ok=True)
+        Path(out_json).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        print(f"results: {out_json}")
+    return 0
