@@ -213,6 +213,26 @@ def test_static_batching_waits_to_fill_its_size_while_the_head_can_wait() -> Non
     assert waiting.wake_at is not None and 0.0 < waiting.wake_at < 1.0
 
 
+def test_a_full_static_batch_at_the_last_stage_breaks_the_deadlines_dynamic_batching_meets() -> (
+    None
+):  # fmt: skip
+    """GrandSLAM Fig. 12: at the last stage, 60 queued with 45 ms left each and a batch costing
+    10 ms + 1 ms per request. A static batch of 50 leaves full and finishes at 60 ms: all 50
+    miss. Dynamic batching sends the largest prefix that still makes it (35: 45 ms), and the
+    rest follow in the next batch."""
+    deadlines = [0.045] * 60
+    static = next_batch(0.0, queue_of(deadlines), Flat(), batching="static",
+                        deadline_aware=False, limit=50, late_limit=50, free_slots=1,
+                        cold=False, inflight=0)  # fmt: skip
+    assert (static.take, static.reason) == (50, "static")
+    assert 0.0 + Flat().estimate_ms(static.take) / 1000 > 0.045  # every member misses
+    dynamic = next_batch(0.0, queue_of(deadlines), Flat(), batching="dynamic",
+                         deadline_aware=True, limit=50, late_limit=50, free_slots=1,
+                         cold=False, inflight=0)  # fmt: skip
+    assert dynamic.take == 35 and dynamic.reason == "closed"
+    assert Flat().estimate_ms(dynamic.take) / 1000 <= 0.045  # every member makes it
+
+
 def test_dynamic_batching_waits_for_company_while_the_deadline_allows() -> None:
     assert step(queue_of([1.0] * 3)) == (0, "wait")
     # the deadline only allows waiting until 0.5 - 14 ms... it is still far: wait

@@ -56,6 +56,7 @@ LIVE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("experiments/embed-twitter.yaml", "experiments/results/embed-twitter.json", ()),
     ("experiments/embed-nasa.yaml", "experiments/results/embed-nasa.json", ()),
     ("experiments/digits-twitter.yaml", "experiments/results/digits-twitter.json", ()),
+    ("experiments/roma-2apps.yaml", "experiments/results/roma-2apps.json", ()),
 )
 GROUPS["live"] = LIVE
 
