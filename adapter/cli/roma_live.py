@@ -37,6 +37,8 @@ from simulator.roma import RomaConfig, arrivals, summary_row
 __all__ = ["LIVE_SYSTEMS", "run_cli", "run_live"]
 
 LIVE_SYSTEMS = ("roma", "rr_rules", "rr_max", "rr_min")
+#: how long requests still out at the end may take to answer before they count as failed
+DRAIN_S = 30.0
 
 
 def _platform_config(config: RomaConfig, threads: int) -> Config:
@@ -93,6 +95,10 @@ async def _one(config: RomaConfig, system: str, threads: int) -> dict[str, Any]:
                 ok = answer.status_code == 200
             except httpx.HTTPError:
                 ok = False
+            except asyncio.CancelledError:  # still out when the drain ran out: unanswered
+                del out[i][k]
+                every.append(math.inf)
+                raise
             finished = loop.time() - start
             del out[i][k]
             response = finished - sent if ok else math.inf
@@ -101,10 +107,15 @@ async def _one(config: RomaConfig, system: str, threads: int) -> dict[str, Any]:
 
         async def load(i: int) -> None:
             tasks = []
-            for k, at in enumerate(schedules[i]):
-                await asyncio.sleep(max(0.0, at - (loop.time() - start)))
-                tasks.append(asyncio.create_task(send(i, k)))
-            await asyncio.gather(*tasks)
+            try:
+                for k, at in enumerate(schedules[i]):
+                    await asyncio.sleep(max(0.0, at - (loop.time() - start)))
+                    tasks.append(asyncio.create_task(send(i, k)))
+                await asyncio.gather(*tasks)
+            finally:  # cancelled at the end of the drain: so are the requests still out
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
 
         senders = [asyncio.create_task(load(i)) for i in range(len(apps))]
         for second in range(1, round(config.duration_s) + 1):
@@ -133,7 +144,11 @@ async def _one(config: RomaConfig, system: str, threads: int) -> dict[str, Any]:
                     ct.granted(granted)
             for name, allocated in zip(names, cores, strict=True):
                 platform.set_cores(name, allocated)
-        await asyncio.wait_for(asyncio.gather(*senders), timeout=90.0)
+        # what is still out after the drain counts as unanswered (a failed request)
+        _, late = await asyncio.wait(senders, timeout=DRAIN_S)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*senders, return_exceptions=True)
         await client.aclose()
     answered = sorted(rt for rt in every if math.isfinite(rt))
     row = summary_row(answered, violations, core_s, 0, len(every), len(apps), config)
