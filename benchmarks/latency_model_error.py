@@ -12,15 +12,30 @@ worst |error| over the sizes), and the P95 error of ``p95_ms`` against the measu
     .venv/bin/python benchmarks/latency_model_error.py [--samples N] [--seed S]
 
 Output: a markdown table (docs/simulator.md includes it through ``slackwise report``).
+
+Against live samples: ``--live RECORDS... --stages stage=kind,...`` reads the replayer's records
+of a live chain run (``slackwise experiment --plots DIR`` keeps them as ``DIR/MODE.jsonl``; each
+answer's ``Server-Timing`` and ``X-Batch-Size`` give every stage's batch round trip and size, as
+in ``benchmarks/calibrate_from_live.py``). Per stage, the first half of the batches (in the
+order they were answered) is fed to each model, seeded from the quiet profile as the adapter
+seeds it; the second half is held out: at every batch size seen at least ``--min-samples`` times
+there, each model's estimate is compared with the held-out median and its ``p95_ms`` with the
+held-out P95. "profile" is the seed alone (what the quiet profile predicts, no live sample).
+
+    .venv/bin/python benchmarks/latency_model_error.py --live runs/img-query/GS.jsonl \
+        --stages classify=imagenet,nlu=ner,answer=qa
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
+import statistics
 from pathlib import Path
 
+from adapter.cli.results import parse_server_timing
 from adapter.policies.latency import LatencyModel
 from simulator.profiles import resolve_curves
 from simulator.service import ServiceCurve
@@ -56,11 +71,90 @@ def errors(curve: ServiceCurve, samples: int, seed: int) -> dict[str, tuple[floa
     return out
 
 
+def live_samples(paths: list[Path], stages: list[str]) -> dict[str, list[tuple[int, float]]]:
+    """Per stage, (batch size, upstream round trip ms) of each answered request, in order."""
+    out: dict[str, list[tuple[int, float]]] = {s: [] for s in stages}
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if record.get("status") != 200:
+                continue
+            headers = record.get("headers", {})
+            sizes = [int(x) for x in headers.get("x-batch-size", "").split(",") if x]
+            timing = parse_server_timing(headers.get("server-timing", ""))
+            if len(sizes) != len(stages):
+                continue
+            for stage, size in zip(stages, sizes, strict=True):
+                if f"{stage}-upstream" in timing:
+                    out[stage].append((size, timing[f"{stage}-upstream"]))
+    return out
+
+
+def live_errors(curve: ServiceCurve, samples: list[tuple[int, float]], min_samples: int
+                ) -> tuple[dict[str, tuple[float, float, float]], list[int]]:  # fmt: skip
+    """Per model (profile, line, curve): mean |error| of the median, worst, mean |error| of the
+    P95 against the held-out half, %; and the batch sizes judged."""
+    half = len(samples) // 2
+    a, b = max(curve.prior_a_ms, 0.1), max(curve.prior_b_ms, 0.0)
+    models = {"profile": LatencyModel.from_prior(a, b),
+              "line": LatencyModel.from_prior(a, b),
+              "curve": LatencyModel.from_prior(a, b, curve=True)}  # fmt: skip
+    for i, (n, ms) in enumerate(samples[:half]):
+        for kind in ("line", "curve"):
+            models[kind].observe(i * 0.001, n, ms, ms, cold=False)
+    now = half * 0.001
+    held: dict[int, list[float]] = {}
+    for n, ms in samples[half:]:
+        held.setdefault(n, []).append(ms)
+    sizes = sorted(n for n, v in held.items() if len(v) >= min_samples)
+    out = {}
+    for kind, model in models.items():
+        med = [abs(model.estimate_ms(n) / statistics.median(held[n]) - 1) * 100 for n in sizes]
+        p95 = [abs(model.p95_ms(n, now) / _p95(held[n]) - 1) * 100 for n in sizes]
+        out[kind] = (statistics.fmean(med), max(med), statistics.fmean(p95)) if sizes else (
+            math.nan, math.nan, math.nan)  # fmt: skip
+    return out, sizes
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
+def main_live(args: argparse.Namespace) -> None:
+    pairs = [item.split("=", 1) for item in args.stages.split(",")]
+    stages = [(p[0], p[1]) for p in pairs if len(p) == 2]
+    if len(stages) != len(pairs):
+        raise SystemExit(f"--stages: expected stage=kind,..., got {args.stages!r}")
+    curves = resolve_curves("cpu", {k: k for _, k in stages}, Path.cwd())
+    samples = live_samples(args.live, [s for s, _ in stages])
+    print(f"live records: {', '.join(map(str, args.live))}; first half fed, second half held "
+          f"out; |error| in % against the held-out medians and P95s\n")  # fmt: skip
+    print("| stage (function) | batches | sizes judged | profile: median mean | "
+          "line: median mean | line: median worst | line: P95 mean | curve: median mean | "
+          "curve: median worst | curve: P95 mean |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for stage, kind in stages:
+        e, sizes = live_errors(curves[kind], samples[stage], args.min_samples)
+        p, line, curve = e["profile"], e["line"], e["curve"]
+        print(f"| {stage} ({kind}) | {len(samples[stage])} | {', '.join(map(str, sizes))} | "
+              f"{p[0]:.1f} | {line[0]:.1f} | {line[1]:.1f} | {line[2]:.1f} | "
+              f"{curve[0]:.1f} | {curve[1]:.1f} | {curve[2]:.1f} |")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--live", type=Path, nargs="+", help="replayer records (JSON lines)")
+    parser.add_argument("--stages", help="with --live: stage=kind,... in chain order")
+    parser.add_argument("--min-samples", type=int, default=20)
     args = parser.parse_args()
+    if args.live:
+        if not args.stages:
+            parser.error("--live needs --stages stage=kind,...")
+        main_live(args)
+        return
     curves = resolve_curves("cpu", {f: f for f in FUNCTIONS}, Path.cwd())
     print(f"sizes {', '.join(map(str, SIZES))}; {args.samples} batches, seed {args.seed}; "
           "|error| in % against the profile's HTTP round trip\n")  # fmt: skip

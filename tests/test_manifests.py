@@ -294,7 +294,7 @@ def test_cli_writes_files_and_prints_kn_lines(
     assert verbs == {
         (kind, verb) for kind in ("services", "revisions", "podautoscalers")
         for verb in ("get", "list", "watch")
-    } | {("revisions", "patch")}  # fmt: skip
+    } | {("revisions", "patch"), ("pods", "list"), ("pods/resize", "patch")}  # fmt: skip
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "slackwise-adapter", "namespace": "ml"}
     ]

@@ -10,7 +10,8 @@ uvicorn, in a thread), just the REST paths that :class:`knative.cluster.client.K
 - ``.../revisions[/{name}]``: list (``labelSelector`` with ``k=v`` terms), GET, PATCH;
 - ``/apis/autoscaling.internal.knative.dev/v1alpha1/namespaces/{ns}/podautoscalers[/{name}]``;
 - every collection: ``watch=true`` (:mod:`knative.cluster.fake_watch`);
-- ``/api/v1/namespaces/{name}``: GET, so the client can read Knative Serving's version label.
+- ``/api/v1/namespaces/{name}``: GET, so the client can read Knative Serving's version label;
+- pods, their ``resize`` subresource and ``/version`` (:mod:`knative.cluster.fake_pods`).
 
 Errors are ``Status`` objects with Kubernetes' codes and reasons (404, 409, 422 Invalid, 403
 Forbidden). Every write bumps ``metadata.resourceVersion``. As on a cluster, a Service written is
@@ -48,6 +49,7 @@ from knative.cluster.fake_controller import (
     parse_selector,
 )
 from knative.cluster.fake_faults import Faults, _Failure, _status
+from knative.cluster.fake_pods import PodStore
 from knative.cluster.fake_watch import WatchLog
 from knative.cluster.rbac import allows, verb_for
 
@@ -65,7 +67,7 @@ OUTCOMES = ("ready", "pending", "failed")
 Obj = dict[str, Any]
 
 
-class FakeKubernetes(Faults, WatchLog, ToyController):
+class FakeKubernetes(Faults, WatchLog, ToyController, PodStore):
     """The store, the toy controller and the HTTP server; use as a context manager."""
 
     def __init__(
@@ -209,6 +211,7 @@ class FakeKubernetes(Faults, WatchLog, ToyController):
                 Route(base, self._collection, methods=["GET", "POST"]),
                 Route(base + "/{name}", self._item, methods=methods),
                 Route("/api/v1/namespaces/{name}", self._namespace, methods=["GET"]),
+                *self.pod_routes(),
             ]
         )
 

@@ -4,7 +4,8 @@
 ``kubectl apply -f DIR`` deploys everything into the current namespace (or ``--namespace``):
 
 - ``00-rbac.yaml``: the adapter's ServiceAccount, a least-privilege Role (read Knative Services,
-  Revisions and Routes; patch Revisions, where the advisor sets min-scale) and the RoleBinding;
+  Revisions and Routes; patch Revisions, where the advisor sets min-scale; list pods and patch
+  their ``resize`` subresource, where ROMA's controller sets cores) and the RoleBinding;
 - ``10-function-NAME.yaml``: a ``serving.knative.dev/v1`` Service per configured function;
 - ``20-adapter.yaml``: a ConfigMap with the config file, the adapter Deployment (non-root) and a
   ClusterIP Service in front of it.
@@ -170,6 +171,9 @@ def rbac_objects(namespace: str | None = None) -> list[dict[str, Any]]:
                     "resources": ["podautoscalers"],
                     "verbs": ["get", "list", "watch"],
                 },
+                # ROMA's cores, set in place on the functions' pods (knative.cluster.pod_cores)
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+                {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
             ],
         },
         {
