@@ -10,10 +10,12 @@ live ROMA experiment runs it), its cgroup CPU quota set to each allocation in tu
 to back over HTTP for ``--seconds`` each, and prints measured against modelled.
 
     .venv/bin/python benchmarks/cores_profile.py [--models imagenet,embed] \
-        [--cores 0.25,0.5,1,1.5,2] [--clients 1,2] [--seconds 8] [--json OUT]
+        [--cores 0.25,0.5,1,1.5,2] [--clients 1,2] [--seconds 8] [--period-ms 100,10] [--json OUT]
 
-The modelled column takes ``work`` from the packaged CPU profile (batch-1 in-process median)
-and the fixed cost from the run without a quota at one client (its mean less ``work``).
+The modelled columns take ``work`` from the packaged CPU profile (batch-1 in-process median at
+one thread). ``--period-ms`` sets the CFS period of the quota (``platform.cpu_period_ms``): a
+request at a fractional quota runs at full speed until the period's budget is spent and then
+waits out the rest of the period, so the period bounds that stall.
 Needs a writable cgroup cpu controller for fractional allocations (it says when it fell back to
 CPU affinity, which bounds whole cores only). Run it on an otherwise idle machine.
 """
@@ -36,12 +38,12 @@ from knative.local.platform import LocalPlatform
 from simulator.roma import cpu_work_s
 
 
-def _config(model: str, threads: int) -> Any:
+def _config(model: str, threads: int, period_ms: float) -> Any:
     pinned = {"autoscaling.knative.dev/min-scale": "1", "autoscaling.knative.dev/max-scale": "1"}
     function = {"model": model, "threads": threads, "container_concurrency": threads,
                 "annotations": pinned}  # fmt: skip
-    return parse_config({"platform": {"queue_depth": 1000, "request_timeout_s": 60},
-                         "functions": {model: function}})  # fmt: skip
+    platform = {"queue_depth": 1000, "request_timeout_s": 60, "cpu_period_ms": period_ms}
+    return parse_config({"platform": platform, "functions": {model: function}})
 
 
 async def _closed_loop(url: str, body: bytes, clients: int, seconds: float) -> list[float]:
@@ -61,12 +63,18 @@ async def _closed_loop(url: str, body: bytes, clients: int, seconds: float) -> l
     return latencies
 
 
-async def measure(model: str, allocations: list[float | None], clients: list[int],
-                  seconds: float, threads: int) -> list[dict[str, Any]]:  # fmt: skip
+async def measure(
+    model: str,
+    allocations: list[float | None],
+    clients: list[int],
+    seconds: float,
+    threads: int,
+    period_ms: float,
+) -> list[dict[str, Any]]:
     """One row per (allocation, clients): measured mean, p50, p95 ms and throughput."""
     body = json.dumps({"instances": create_model(model).sample_instances(1)}).encode()
     rows = []
-    async with LocalPlatform(_config(model, threads)) as platform:
+    async with LocalPlatform(_config(model, threads, period_ms)) as platform:
         while platform.replicas(model).ready < 1:
             await asyncio.sleep(0.1)
         url = f"{platform.url(model)}/v1/models/{model}:predict"
@@ -77,7 +85,8 @@ async def measure(model: str, allocations: list[float | None], clients: list[int
                 await _closed_loop(url, body, c, 1.0)  # settle at this allocation
                 lat = sorted(await _closed_loop(url, body, c, seconds))
                 rows.append({
-                    "model": model, "threads": threads, "cores": cores, "clients": c,
+                    "model": model, "threads": threads, "period_ms": period_ms,
+                    "cores": cores, "clients": c,
                     "requests": len(lat),
                     "mean_ms": round(1000 * statistics.fmean(lat), 2),
                     "p50_ms": round(1000 * lat[len(lat) // 2], 2),
@@ -89,31 +98,27 @@ async def measure(model: str, allocations: list[float | None], clients: list[int
 
 
 def modelled(rows: list[dict[str, Any]]) -> None:
-    """Add the simulator's prediction: ``c · work / min(c, u)`` plus the fixed cost."""
-    for model in {r["model"] for r in rows}:
-        work = cpu_work_s(model) * 1000.0
-        base = next(r for r in rows if r["model"] == model and r["cores"] is None
-                    and r["clients"] == 1)  # fmt: skip
-        fixed = max(0.0, base["mean_ms"] - work)
-        for r in rows:
-            if r["model"] != model:
-                continue
-            c, u = r["clients"], r["cores"] if r["cores"] is not None else float(r["threads"])
-            predicted = c * work / min(c, u, r["threads"]) + fixed
-            r["work_ms"], r["modelled_ms"] = round(work, 2), round(predicted, 2)
-            r["error_pct"] = round(100 * (predicted - r["mean_ms"]) / r["mean_ms"], 1)
+    """Add the simulator's fluid model: ``min(c, u)`` cores of progress over ``work`` core-ms a
+    request, so ``min(c, u) / work`` requests a second and a mean of ``c · work / min(c, u)``."""
+    for r in rows:
+        work = cpu_work_s(r["model"]) * 1000.0
+        c, u = r["clients"], r["cores"] if r["cores"] is not None else float(r["threads"])
+        busy = min(c, u, r["threads"])
+        r["work_ms"] = round(work, 2)
+        r["modelled_rps"] = round(1000.0 * busy / work, 1)
+        r["modelled_ms"] = round(c * work / busy, 2)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| model | cores | clients | requests | mean ms | p50 ms | p95 ms | req/s "
-             "| modelled mean ms | model error |",
-             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| model | CFS period ms | cores | clients | requests | mean ms | p50 ms | p95 ms "
+             "| modelled mean ms | req/s | modelled req/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         cores = "none" if r["cores"] is None else f"{r['cores']:g}"
         lines.append(
-            f"| {r['model']} | {cores} | {r['clients']} | {r['requests']} | {r['mean_ms']:.1f} "
-            f"| {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['rps']:.1f} "
-            f"| {r['modelled_ms']:.1f} | {r['error_pct']:+.0f} % |"
+            f"| {r['model']} | {r['period_ms']:g} | {cores} | {r['clients']} | {r['requests']} "
+            f"| {r['mean_ms']:.1f} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} "
+            f"| {r['modelled_ms']:.1f} | {r['rps']:.1f} | {r['modelled_rps']:.1f} |"
         )
     return "\n".join(lines)
 
@@ -125,13 +130,17 @@ def main() -> None:
     parser.add_argument("--clients", default="1,2")
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--period-ms", default="100", help="CFS periods to compare, e.g. 100,10")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
     allocations: list[float | None] = [None, *(float(x) for x in args.cores.split(","))]
     clients = [int(x) for x in args.clients.split(",")]
     rows: list[dict[str, Any]] = []
     for model in args.models.split(","):
-        rows += asyncio.run(measure(model, allocations, clients, args.seconds, args.threads))
+        for period in (float(p) for p in args.period_ms.split(",")):
+            rows += asyncio.run(
+                measure(model, allocations, clients, args.seconds, args.threads, period)
+            )
     modelled(rows)
     print(table(rows))
     if args.json:

@@ -130,7 +130,7 @@ def main_live(args: argparse.Namespace) -> None:
     samples = live_samples(args.live, [s for s, _ in stages])
     print(f"live records: {', '.join(map(str, args.live))}; first half fed, second half held "
           f"out; |error| in % against the held-out medians and P95s\n")  # fmt: skip
-    print("| stage (function) | batches | sizes judged | profile: median mean | "
+    print("| stage (function) | samples (one per request) | sizes judged | profile: median mean | "
           "line: median mean | line: median worst | line: P95 mean | curve: median mean | "
           "curve: median worst | curve: P95 mean |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|")

@@ -57,6 +57,15 @@ LIVE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("experiments/embed-nasa.yaml", "experiments/results/embed-nasa.json", ()),
     ("experiments/digits-twitter.yaml", "experiments/results/digits-twitter.json", ()),
     ("experiments/roma-2apps.yaml", "experiments/results/roma-2apps.json", ()),
+    *(
+        (
+            "experiments/img-query-twitter.yaml",
+            f"experiments/results/img-query{load}-seed{seed}.json",
+            ("--modes", "ED-DYN,EDF-DYN,GS", "--seed", str(seed), *flags),
+        )
+        for load, flags in (("", ()), ("-120", ("--max-rps", "120")))
+        for seed in (1, 2, 3)
+    ),
 )
 GROUPS["live"] = LIVE
 
@@ -159,6 +168,37 @@ def _live(docs: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _chain(docs: Sequence[dict[str, Any]]) -> str:
+    """Stage policies on one app over several runs (seeds): violations, P99 and each stage's
+    mean queue, run by run."""
+    runs = " / ".join(f"seed {d['seed']}" for d in docs)
+    stages = list(docs[0].get("stages", []))
+    lines = [
+        f"| policy | SLO viol. % ({runs}) | p50 ms | p99 ms | mean batch | "
+        + " | ".join(f"{s} queue ms" for s in stages) + f" | {stages[0]} compute ms |",
+        "|---|---|---|---|---|" + "---|" * (len(stages) + 1),
+    ]  # fmt: skip
+
+    def each(mode: str, pick: Callable[[dict[str, Any]], float], fmt: str) -> str:
+        return " / ".join(format(pick(d["modes"][mode]), fmt) for d in docs)
+
+    for mode in docs[0]["modes"]:
+        queues = [each(mode, lambda r, s=s: r["stages"][s]["queue_ms"], ".0f") for s in stages]
+        lines.append(
+            f"| {mode} | {each(mode, lambda r: r['violation_pct'], '.2f')} | "
+            f"{each(mode, lambda r: r['p50_ms'], '.0f')} | "
+            f"{each(mode, lambda r: r['p99_ms'], '.0f')} | "
+            f"{each(mode, lambda r: r['mean_batch'], '.2f')} | "
+            + " | ".join(queues)
+            + f" | {each(mode, lambda r: r['stages'][stages[0]]['compute_ms'], '.0f')} |"
+        )
+    first, ran = docs[0], [d["ran_on"]["at"][:16] for d in docs if d.get("ran_on")]
+    lines += ["", f"{len(docs)} runs, {', '.join(ran)} (UTC) on {docs[0]['ran_on']['cpu']}: "
+              f"{first['duration_s']:g} s of {first['trace']} from second {first['start_s']:g}, "
+              f"peak {first['max_rps']:g} req/s, SLO {first['slo_ms']:g} ms."]  # fmt: skip
+    return "\n".join(lines)
+
+
 def _roma(docs: Sequence[dict[str, Any]]) -> str:
     (doc,) = docs
     lines = [
@@ -182,6 +222,7 @@ RENDERERS: dict[str, Callable[[Sequence[dict[str, Any]]], str]] = {
     "fig9": _fig9,
     "policies": _policies,
     "live": _live,
+    "chain": _chain,
     "roma": _roma,
 }
 

@@ -66,6 +66,7 @@ def _platform(r: Reader, raw: Any) -> PlatformConfig:
         "request_timeout_s",
         "ready_timeout_s",
         "drain_timeout_s",
+        "cpu_period_ms",
         "autoscaler",
     }
     r.only(data, "platform", keys)
@@ -84,6 +85,7 @@ def _platform(r: Reader, raw: Any) -> PlatformConfig:
         request_timeout_s=r.number(data, "request_timeout_s", "platform", 60.0, low=0.001),
         ready_timeout_s=r.number(data, "ready_timeout_s", "platform", 120.0, low=0.001),
         drain_timeout_s=r.number(data, "drain_timeout_s", "platform", 30.0),
+        cpu_period_ms=r.number(data, "cpu_period_ms", "platform", 100.0, low=1.0, high=1000.0),
         autoscaler=autoscaler,
     )
 

@@ -95,6 +95,9 @@ class PlatformConfig:
     request_timeout_s: float = 60.0
     ready_timeout_s: float = 120.0
     drain_timeout_s: float = 30.0
+    #: the CFS period of the CPU quotas ``set_cores`` writes (a request at a fractional quota
+    #: can stall for up to ``(1 - cores) x period``; shorter periods cut that stall)
+    cpu_period_ms: float = 100.0
     autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,13 +49,22 @@ class Reader:
         return value
 
     def number(
-        self, data: Mapping[str, Any], key: str, path: str, default: float, *, low: float = 0.0
+        self,
+        data: Mapping[str, Any],
+        key: str,
+        path: str,
+        default: float,
+        *,
+        low: float = 0.0,
+        high: float = math.inf,
     ) -> float:
         value = data.get(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.fail(f"{path}.{key}", f"must be a number, got {value!r}")
         if value < low:
             raise self.fail(f"{path}.{key}", f"must be >= {low:g}, got {value}")
+        if value > high:
+            raise self.fail(f"{path}.{key}", f"must be <= {high:g}, got {value}")
         return float(value)
 
     def string(self, data: Mapping[str, Any], key: str, path: str, default: str | None) -> str:

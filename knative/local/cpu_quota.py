@@ -44,9 +44,12 @@ class CpuQuota(Protocol):
 class CgroupQuota:
     """One cgroup (v1 ``cpu`` or v2) named ``name`` under ``root``."""
 
-    def __init__(self, root: Path, name: str, *, version: int) -> None:
+    def __init__(self, root: Path, name: str, *, version: int, period_us: int = PERIOD_US) -> None:
+        if not MIN_QUOTA_US <= period_us <= 1_000_000:
+            raise ValueError(f"period_us must be within 1000..1000000, got {period_us!r}")
         self.path = root / name
         self.version = version
+        self.period_us = period_us
         root.mkdir(parents=True, exist_ok=True)
         if version == 2:  # a child's cpu.max exists only where its parent delegates cpu
             for parent in (root.parent, root):
@@ -62,11 +65,11 @@ class CgroupQuota:
         """``cores`` of CPU time per period (None: no limit)."""
         if cores is not None and not (math.isfinite(cores) and cores > 0):
             raise ValueError(f"cores must be > 0, got {cores!r}")
-        quota = None if cores is None else max(MIN_QUOTA_US, round(cores * PERIOD_US))
+        quota = None if cores is None else max(MIN_QUOTA_US, round(cores * self.period_us))
         if self.version == 2:
-            (self.path / "cpu.max").write_text(f"{quota or 'max'} {PERIOD_US}\n")
+            (self.path / "cpu.max").write_text(f"{quota or 'max'} {self.period_us}\n")
         else:
-            (self.path / "cpu.cfs_period_us").write_text(f"{PERIOD_US}\n")
+            (self.path / "cpu.cfs_period_us").write_text(f"{self.period_us}\n")
             (self.path / "cpu.cfs_quota_us").write_text(f"{quota or -1}\n")
         self.cores = cores
 
@@ -141,14 +144,16 @@ def detect(base: Path = Path("/sys/fs/cgroup")) -> tuple[Path, int] | None:
     return None
 
 
-def quota_for(name: str, *, base: Path = Path("/sys/fs/cgroup")) -> CpuQuota:
-    """A quota for the group ``name``: a cgroup where one can be made, else CPU affinity (with
-    a warning naming what is missing)."""
+def quota_for(
+    name: str, *, base: Path = Path("/sys/fs/cgroup"), period_us: int = PERIOD_US
+) -> CpuQuota:
+    """A quota for the group ``name`` over CFS periods of ``period_us``: a cgroup where one can
+    be made, else CPU affinity (with a warning naming what is missing)."""
     found = detect(base)
     if found is not None:
         root, version = found
         try:
-            return CgroupQuota(root, name, version=version)
+            return CgroupQuota(root, name, version=version, period_us=period_us)
         except OSError as exc:
             logger.warning("cannot make cgroup %s (%s): CPU affinity instead", root / name, exc)
     else:

@@ -242,7 +242,8 @@ class LocalPlatform:
 
             from knative.local.cpu_quota import quota_for
 
-            fn.quota = quota_for(f"{name}-{os.getpid()}")
+            period_us = round(self.config.platform.cpu_period_ms * 1000)
+            fn.quota = quota_for(f"{name}-{os.getpid()}", period_us=period_us)
             for replica in fn.replicas.values():
                 if replica.pid is not None and replica.state == ReplicaState.READY:
                     fn.quota.add(replica.pid)
