@@ -15,8 +15,12 @@ system        GPU                            CPU cores per executable
 
 ``roma_batched`` adds what the paper does not do: a GPU serves a batch of the chosen model's
 queue sized by its head's slack (:func:`adapter.policies.roma.gpu_batch`), not one request.
+``roma_ff`` is ``roma`` with a feed-forward floor under each CT controller's demand: the cores
+the last second's arrivals left to the CPUs call for at ``ff_utilization``
+(:func:`adapter.policies.roma.load_floor`).
 
-How a CPU executable serves (stated, not measured per quota): our functions run one request per
+How a CPU executable serves (modelled; ``benchmarks/cores_profile.py`` measures it against real
+quotas, see docs/roma.md): our functions run one request per
 thread, so an executable with ``u`` cores runs up to ``ceil(u)`` requests at once and shares the
 ``u`` cores among them (a CFS quota: each progresses at ``min(1, u / running)`` of a core); a
 request needs the profile's batch-1 in-process time of one core (``functions/profiles/cpu``,
@@ -47,6 +51,7 @@ from adapter.policies.roma import (
     RuleController,
     gpu_batch,
     gpu_choice,
+    load_floor,
     supervise,
 )
 from core.config import ConfigError
@@ -67,7 +72,7 @@ __all__ = [
     "summary_row",
 ]
 
-SYSTEMS = ("roma", "roma_batched", "rr_ct", "rr_rules", "rr_max", "rr_min")
+SYSTEMS = ("roma", "roma_batched", "roma_ff", "rr_ct", "rr_rules", "rr_max", "rr_min")
 
 
 @dataclass(frozen=True)
@@ -95,11 +100,16 @@ class RomaConfig:
     gain: float = 0.6
     zero: float = 0.11
     u_min: float = 0.1
+    #: ``roma_ff``: the utilization the feed-forward floor holds (``load_floor``)
+    ff_utilization: float = 0.6
     max_batch: int = 32
     step_ms: float = 1.0
     seed: int = 1
     #: run on this machine (``slackwise experiment``) rather than simulated
     live: bool = False
+    #: live: each replica's threads (and containerConcurrency), and the CFS period of its quota
+    threads: int = 2
+    cpu_period_ms: float = 100.0
     base_dir: Path = field(default_factory=Path.cwd)
 
 
@@ -127,8 +137,8 @@ def parse_roma_config(data: Any, source: str, base_dir: Path | None = None) -> R
     r.only(top, "", {"roma"})
     d = r.mapping(top.get("roma"), "roma")
     keys = {"apps", "workers", "cores", "gpus", "gpu_cores", "step_s", "duration_s", "alpha",
-            "beta", "gamma", "gain", "zero", "u_min", "max_batch", "step_ms", "seed",
-            "live"}  # fmt: skip
+            "beta", "gamma", "gain", "zero", "u_min", "ff_utilization", "max_batch", "step_ms",
+            "seed", "live", "threads", "cpu_period_ms"}  # fmt: skip
     r.only(d, "roma", keys)
     base = RomaConfig(source=source, apps={})
     raw_apps = r.mapping(d.get("apps"), "roma.apps")
@@ -153,13 +163,17 @@ def parse_roma_config(data: Any, source: str, base_dir: Path | None = None) -> R
             raise r.fail(f"{where}.sla_s", f"must be > 0, got {sla:g}")
         apps[name] = RomaApp(name, r.string(a, "profile", where, name), sla,
                              tuple(float(x) for x in load))  # fmt: skip
-    for key in ("alpha", "beta", "gamma"):
+    for key in ("alpha", "beta", "gamma", "ff_utilization"):
         value = r.number(d, key, "roma", getattr(base, key))
         if value > 1:
             raise r.fail(f"roma.{key}", f"must be within [0, 1], got {value:g}")
     number = {k: r.number(d, k, "roma", getattr(base, k))
               for k in ("cores", "gpu_cores", "step_s", "duration_s", "alpha", "beta", "gamma",
-                        "gain", "zero", "u_min", "step_ms")}  # fmt: skip
+                        "gain", "zero", "u_min", "ff_utilization", "step_ms")}  # fmt: skip
+    if number["ff_utilization"] <= 0:
+        raise r.fail(
+            "roma.ff_utilization", f"must be within (0, 1], got {number['ff_utilization']:g}"
+        )
     if number["step_ms"] <= 0 or number["duration_s"] <= 0 or number["step_s"] <= 0:
         raise r.fail("roma", "step_ms, step_s and duration_s must be > 0")
     live = d.get("live", False)
@@ -171,6 +185,9 @@ def parse_roma_config(data: Any, source: str, base_dir: Path | None = None) -> R
         gpus=r.integer(d, "gpus", "roma", base.gpus),
         max_batch=r.integer(d, "max_batch", "roma", base.max_batch, low=1),
         seed=r.integer(d, "seed", "roma", base.seed),
+        threads=r.integer(d, "threads", "roma", base.threads, low=1),
+        cpu_period_ms=r.number(d, "cpu_period_ms", "roma", base.cpu_period_ms, low=1.0,
+                               high=1000.0),
         base_dir=base_dir or Path.cwd(),
     )  # fmt: skip
 
@@ -228,6 +245,7 @@ def simulate_system(config: RomaConfig, system: str, cpu_s: Mapping[str, float],
     second: list[list[float]] = [[] for _ in apps]
     recent: list[float | None] = [None for _ in apps]
     violations, core_s, gpu_served, cpu_served = 0, 0.0, 0, 0
+    came = [0 for _ in apps]  # arrivals in this control period, less what the GPUs took
     dt = config.step_ms / 1000.0
     steps = round(config.duration_s / dt)
     next_second = 1.0
@@ -236,6 +254,7 @@ def simulate_system(config: RomaConfig, system: str, cpu_s: Mapping[str, float],
         for i in range(len(apps)):
             while pending[i] and pending[i][0] <= now:
                 queues[i].append(pending[i].popleft())
+                came[i] += 1
         # GPUs: finish, then every free one chooses
         still = []
         for free_at, i, batch in gpus_busy:
@@ -261,6 +280,7 @@ def simulate_system(config: RomaConfig, system: str, cpu_s: Mapping[str, float],
             batch = [queues[pick].popleft() for _ in range(min(n, len(queues[pick])))]
             gpus_busy.append((now + gpu_s[pick](len(batch)), pick, batch))
             gpu_served += len(batch)
+            came[pick] -= len(batch)  # what the CPUs are left to serve
             free_gpus -= 1
         # CPUs: progress what runs, then hand out free threads (random queue, random executable)
         for node in execs:
@@ -304,15 +324,20 @@ def simulate_system(config: RomaConfig, system: str, cpu_s: Mapping[str, float],
                         for i, ex in enumerate(node):
                             ex.cores = rules[w][i].next_allocation(now, recent[i], apps[i].sla_s)
                         continue
+                    floors = [load_floor(max(0, came[i]) / config.workers, work_s[i],
+                                         config.ff_utilization) if system == "roma_ff" else 0.0
+                              for i in range(len(apps))]  # fmt: skip
                     demands = [pi[w][i].next_allocation(_measured(done[i], queues[i], now,
                                                                   recent[i]),
-                                                        config.alpha * apps[i].sla_s)
+                                                        config.alpha * apps[i].sla_s,
+                                                        floor=floors[i])
                                for i in range(len(apps))]  # fmt: skip
                     granted = supervise(demands, config.cores, gpu_cores=config.gpu_cores,
                                         gamma=config.gamma)  # fmt: skip
                     for i, ex in enumerate(node):
                         pi[w][i].granted(granted[i])
                         ex.cores = granted[i]
+            came = [0 for _ in apps]
     rts = sorted(rt for per_app in second for rt in per_app)
     row = summary_row(rts, violations, core_s, gpu_served, cpu_served, len(apps), config)
     row["arrived"] = arrived  # the rest were still queued or running at the end

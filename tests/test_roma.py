@@ -15,6 +15,7 @@ from adapter.policies.roma import (
     RuleController,
     gpu_batch,
     gpu_choice,
+    load_floor,
     pi_gains,
     supervise,
 )
@@ -46,6 +47,23 @@ def test_the_controller_integrates_what_was_granted_not_what_it_asked() -> None:
     assert c.next_allocation(1.0, 0.1) == 6.0  # bounded above
     c.granted(0.0)
     assert c.u == 0.5  # and below
+
+
+def test_the_feed_forward_floor_answers_a_step_in_the_period_it_happens() -> None:
+    assert load_floor(40.0, 0.01, 0.5) == pytest.approx(0.8)  # 0.4 core busy at half use
+    for bad in ((1.0, 0.01, 0.0), (1.0, 0.01, 1.5), (-1.0, 0.01, 0.5)):
+        with pytest.raises(ValueError):
+            load_floor(*bad)
+    pi = CoreController(gain=0.6, zero=0.11, u_min=0.25, u_max=2.0, u=0.25)
+    ff = CoreController(gain=0.6, zero=0.11, u_min=0.25, u_max=2.0, u=0.25)
+    # the load steps x4: the last second's mean is still at the set point, the arrivals are not
+    floor = load_floor(40.0, 0.01, 0.5)
+    assert pi.next_allocation(0.03, 0.03) == pytest.approx(0.25)  # nothing to correct yet
+    assert ff.next_allocation(0.03, 0.03, floor=floor) == pytest.approx(0.8)
+    ff.granted(0.8)
+    # above the floor the PI term still acts, from what was granted
+    assert ff.next_allocation(0.06, 0.03, floor=floor) == pytest.approx(0.8 + 0.6)
+    assert ff.next_allocation(0.03, 0.03, floor=5.0) == 2.0  # bounded above as before
 
 
 def test_the_supervisor_scales_demands_only_when_the_node_is_contended() -> None:

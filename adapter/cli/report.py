@@ -57,6 +57,7 @@ LIVE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("experiments/embed-nasa.yaml", "experiments/results/embed-nasa.json", ()),
     ("experiments/digits-twitter.yaml", "experiments/results/digits-twitter.json", ()),
     ("experiments/roma-2apps.yaml", "experiments/results/roma-2apps.json", ()),
+    ("experiments/roma-2apps-t1.yaml", "experiments/results/roma-2apps-t1.json", ()),
     *(
         (
             "experiments/img-query-twitter.yaml",

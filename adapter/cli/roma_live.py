@@ -12,6 +12,9 @@ on its replica:
 
 * ``roma``: a CT controller per app (PI, Eqs. 11–12) under Algorithm 2's supervisor (no GPU on
   this machine, so no GPU scheduler: ROMA's CPU half, which is also RR+CT here);
+* ``roma_ff``: the same with a feed-forward floor under each demand, the cores the last
+  second's arrivals call for at ``ff_utilization`` (:func:`adapter.policies.roma.load_floor`,
+  one request's work measured on the warm replica before the run);
 * ``rr_rules``: ±1 core at ≥ 0.8 / ≤ 0.2 × SLA, every 15 s;
 * ``rr_max``: every core, split evenly; ``rr_min``: one core, split evenly.
 
@@ -30,26 +33,39 @@ from typing import Any
 
 import httpx
 
-from adapter.policies.roma import CoreController, RuleController, supervise
+from adapter.policies.roma import CoreController, RuleController, load_floor, supervise
 from core.config import Config, parse_config
 from simulator.roma import RomaConfig, arrivals, summary_row
 
 __all__ = ["LIVE_SYSTEMS", "run_cli", "run_live"]
 
-LIVE_SYSTEMS = ("roma", "rr_rules", "rr_max", "rr_min")
+LIVE_SYSTEMS = ("roma", "roma_ff", "rr_rules", "rr_max", "rr_min")
 #: how long requests still out at the end may take to answer before they count as failed
 DRAIN_S = 30.0
 
 
-def _platform_config(config: RomaConfig, threads: int) -> Config:
+def _platform_config(config: RomaConfig) -> Config:
+    threads = config.threads
     pinned = {"autoscaling.knative.dev/min-scale": "1", "autoscaling.knative.dev/max-scale": "1"}
     functions = {
         name: {"model": app.profile, "threads": threads, "container_concurrency": threads,
                "annotations": pinned}
         for name, app in config.apps.items()
     }  # fmt: skip
-    return parse_config({"platform": {"queue_depth": 100000, "request_timeout_s": 60},
-                         "functions": functions}, config.source)  # fmt: skip
+    platform = {"queue_depth": 100000, "request_timeout_s": 60,
+                "cpu_period_ms": config.cpu_period_ms}  # fmt: skip
+    return parse_config({"platform": platform, "functions": functions}, config.source)
+
+
+async def _work_s(client: httpx.AsyncClient, url: str, body: bytes, count: int = 20) -> float:
+    """The median of ``count`` batch-1 requests sent one after another (after two to warm)."""
+    times = []
+    for k in range(count + 2):
+        started = time.perf_counter()
+        (await client.post(url, content=body)).raise_for_status()
+        if k >= 2:
+            times.append(time.perf_counter() - started)
+    return sorted(times)[len(times) // 2]
 
 
 def _body(kind: str) -> bytes:
@@ -58,7 +74,7 @@ def _body(kind: str) -> bytes:
     return json.dumps({"instances": create_model(kind).sample_instances(1)}).encode()
 
 
-async def _one(config: RomaConfig, system: str, threads: int) -> dict[str, Any]:
+async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
     from knative.local.platform import LocalPlatform
 
     names = list(config.apps)
@@ -69,26 +85,34 @@ async def _one(config: RomaConfig, system: str, threads: int) -> dict[str, Any]:
     share = config.cores / len(apps)
     fixed = {"rr_max": share, "rr_min": 1.0 / len(apps)}.get(system)
     cores = [fixed if fixed is not None else 1.0 for _ in apps]
-    pi = [CoreController(config.gain, config.zero, config.u_min, config.cores, c) for c in cores]
-    rules = [RuleController(config.u_min, config.cores, c) for c in cores]
+    # a replica runs at most ``threads`` requests at once: more cores than that are not used
+    most = min(config.cores, float(config.threads))
+    pi = [CoreController(config.gain, config.zero, config.u_min, most, c) for c in cores]
+    rules = [RuleController(config.u_min, most, c) for c in cores]
     done: list[list[tuple[float, float]]] = [[] for _ in apps]  # (completed at, response s)
     out: list[dict[int, float]] = [{} for _ in apps]  # request id -> sent at
     every: list[float] = []
+    came = [0 for _ in apps]  # requests sent in this control period
     violations, core_s = 0, 0.0
-    async with LocalPlatform(_platform_config(config, threads)) as platform:
+    async with LocalPlatform(_platform_config(config)) as platform:
         while any(platform.replicas(n).ready < 1 for n in names):
             await asyncio.sleep(0.1)
-        for name, c in zip(names, cores, strict=True):
-            platform.set_cores(name, c)
         base = platform.url(names[0])
         client = httpx.AsyncClient(trust_env=False, timeout=60.0,
                                    limits=httpx.Limits(max_connections=512))  # fmt: skip
+        # one request's work, measured on the warm replica before any quota (the feed-forward
+        # floor's unit; the packaged profile was timed on other inputs and other machines)
+        work_s = [await _work_s(client, f"{base}/v1/models/{n}:predict", b)
+                  for n, b in zip(names, bodies, strict=True)]  # fmt: skip
+        for name, c in zip(names, cores, strict=True):
+            platform.set_cores(name, c)
         loop = asyncio.get_running_loop()
         start = loop.time()
 
         async def send(i: int, k: int) -> None:
             sent = loop.time() - start
             out[i][k] = sent
+            came[i] += 1
             try:
                 answer = await client.post(f"{base}/v1/models/{names[i]}:predict",
                                            content=bodies[i])  # fmt: skip
@@ -137,11 +161,14 @@ async def _one(config: RomaConfig, system: str, threads: int) -> dict[str, Any]:
                 cores = [r.next_allocation(now, m, a.sla_s)
                          for r, m, a in zip(rules, measured, apps, strict=True)]  # fmt: skip
             else:
-                demands = [ct.next_allocation(m, config.alpha * a.sla_s)
-                           for ct, m, a in zip(pi, measured, apps, strict=True)]  # fmt: skip
+                floors = [load_floor(n, w, config.ff_utilization) if system == "roma_ff" else 0.0
+                          for n, w in zip(came, work_s, strict=True)]  # fmt: skip
+                demands = [ct.next_allocation(m, config.alpha * a.sla_s, floor=f) for ct, m, a, f
+                           in zip(pi, measured, apps, floors, strict=True)]  # fmt: skip
                 cores = supervise(demands, config.cores, gamma=config.gamma)
                 for ct, granted in zip(pi, cores, strict=True):
                     ct.granted(granted)
+            came[:] = [0] * len(apps)
             for name, allocated in zip(names, cores, strict=True):
                 platform.set_cores(name, allocated)
         # what is still out after the drain counts as unanswered (a failed request)
@@ -152,13 +179,13 @@ async def _one(config: RomaConfig, system: str, threads: int) -> dict[str, Any]:
         await client.aclose()
     answered = sorted(rt for rt in every if math.isfinite(rt))
     row = summary_row(answered, violations, core_s, 0, len(every), len(apps), config)
+    row["work_ms"] = {n: round(1000 * w, 2) for n, w in zip(names, work_s, strict=True)}
     row["arrived"] = sum(len(s) for s in schedules)
     row["failed"] = len(every) - len(answered)
     return row
 
 
-def run_live(config: RomaConfig, systems: tuple[str, ...] = LIVE_SYSTEMS, *,
-             threads: int = 2) -> dict[str, Any]:  # fmt: skip
+def run_live(config: RomaConfig, systems: tuple[str, ...] = LIVE_SYSTEMS) -> dict[str, Any]:
     """Each system in turn, live; the OUT.json document (``systems.{name}``)."""
     from adapter.cli.results import machine
 
@@ -168,13 +195,15 @@ def run_live(config: RomaConfig, systems: tuple[str, ...] = LIVE_SYSTEMS, *,
     rows = {}
     for system in systems:
         started = time.perf_counter()
-        rows[system] = asyncio.run(_one(config, system, threads))
+        rows[system] = asyncio.run(_one(config, system))
         rows[system]["wall_s"] = round(time.perf_counter() - started, 1)
         print(f"{system}: {rows[system]}", flush=True)
     return {
         "config": config.source,
         "live": True,
         "cores": config.cores,
+        "threads": config.threads,
+        "cpu_period_ms": config.cpu_period_ms,
         "duration_s": config.duration_s,
         "sla_s": {n: a.sla_s for n, a in config.apps.items()},
         "systems": rows,

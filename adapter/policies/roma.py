@@ -21,7 +21,8 @@ Three pure pieces, each taking what it needs as arguments (times in seconds):
   (``γ = 0``: granted as asked; ``γ = 1``: every available core used).
 
 :class:`RuleController` is the paper's RR+rules baseline: one core more when the response time
-reaches 0.8 × SLA, one less at 0.2 × SLA, every 15 s.
+reaches 0.8 × SLA, one less at 0.2 × SLA, every 15 s. :func:`load_floor` is beyond the paper: a
+feed-forward floor under the CT controller's demand from the arrival rate.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "RuleController",
     "gpu_batch",
     "gpu_choice",
+    "load_floor",
     "pi_gains",
     "supervise",
 ]
@@ -64,19 +66,35 @@ class CoreController:
     u: float
     _error: float = 0.0
 
-    def next_allocation(self, response_s: float | None, set_point_s: float) -> float:
+    def next_allocation(
+        self, response_s: float | None, set_point_s: float, *, floor: float = 0.0
+    ) -> float:
         """The demand for the next period; ``response_s`` None (nothing completed) keeps the
-        error of the last period."""
+        error of the last period. ``floor`` (beyond the paper, see :func:`load_floor`) is the
+        least the demand may be: the cores the arrivals alone call for."""
         if set_point_s <= 0:
             raise ValueError(f"set point must be > 0, got {set_point_s!r}")
         error = self._error if response_s is None else (response_s - set_point_s) / set_point_s
-        demand = self.u + self.gain * (error - self.zero * self._error)
+        demand = max(floor, self.u + self.gain * (error - self.zero * self._error))
         self._error = error
         return min(self.u_max, max(self.u_min, demand))
 
     def granted(self, u: float) -> None:
         """What the supervisor actuated: the state the next step integrates from."""
         self.u = min(self.u_max, max(self.u_min, u))
+
+
+def load_floor(rate_rps: float, work_s: float, utilization: float) -> float:
+    """Feed-forward (beyond the paper): the cores that keep ``utilization`` at ``rate_rps``
+    requests a second of ``work_s`` core-seconds each. A PI loop on response times answers a
+    step in load only after the queue it causes has raised the mean for a period or more; the
+    arrival rate shows the step in the period it happens, so the controller's demand starts
+    from at least this (:meth:`CoreController.next_allocation`'s ``floor``)."""
+    if not 0 < utilization <= 1:
+        raise ValueError(f"utilization must be within (0, 1], got {utilization!r}")
+    if rate_rps < 0 or work_s < 0:
+        raise ValueError(f"rate and work must be >= 0, got {rate_rps!r}, {work_s!r}")
+    return rate_rps * work_s / utilization
 
 
 @dataclass
