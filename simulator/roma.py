@@ -16,7 +16,8 @@ system        GPU                            CPU cores per executable
 ``roma_batched`` adds what the paper does not do: a GPU serves a batch of the chosen model's
 queue sized by its head's slack (:func:`adapter.policies.roma.gpu_batch`), not one request.
 ``roma_ff`` is ``roma`` with a feed-forward floor under each CT controller's demand: the cores
-the last second's arrivals left to the CPUs call for at ``ff_utilization``
+the last second's arrivals call for at ``ff_utilization``, counting the CPUs' share of them as
+the GPUs and the CPUs split that second's starts
 (:func:`adapter.policies.roma.load_floor`).
 
 How a CPU executable serves (modelled; ``benchmarks/cores_profile.py`` measures it against real
@@ -245,7 +246,8 @@ def simulate_system(config: RomaConfig, system: str, cpu_s: Mapping[str, float],
     second: list[list[float]] = [[] for _ in apps]
     recent: list[float | None] = [None for _ in apps]
     violations, core_s, gpu_served, cpu_served = 0, 0.0, 0, 0
-    came = [0 for _ in apps]  # arrivals in this control period, less what the GPUs took
+    # per app in this control period: arrivals, and requests started on the GPUs and on the CPUs
+    came, on_gpu, on_cpu = [0 for _ in apps], [0 for _ in apps], [0 for _ in apps]
     dt = config.step_ms / 1000.0
     steps = round(config.duration_s / dt)
     next_second = 1.0
@@ -280,7 +282,7 @@ def simulate_system(config: RomaConfig, system: str, cpu_s: Mapping[str, float],
             batch = [queues[pick].popleft() for _ in range(min(n, len(queues[pick])))]
             gpus_busy.append((now + gpu_s[pick](len(batch)), pick, batch))
             gpu_served += len(batch)
-            came[pick] -= len(batch)  # what the CPUs are left to serve
+            on_gpu[pick] += len(batch)
             free_gpus -= 1
         # CPUs: progress what runs, then hand out free threads (random queue, random executable)
         for node in execs:
@@ -304,6 +306,7 @@ def simulate_system(config: RomaConfig, system: str, cpu_s: Mapping[str, float],
                 waiting.remove(i)
                 continue
             rng.choice(slots).running.append([queues[i].popleft(), work_s[i]])
+            on_cpu[i] += 1
             cpu_served += 1
             if not queues[i]:
                 waiting.remove(i)
@@ -324,7 +327,9 @@ def simulate_system(config: RomaConfig, system: str, cpu_s: Mapping[str, float],
                         for i, ex in enumerate(node):
                             ex.cores = rules[w][i].next_allocation(now, recent[i], apps[i].sla_s)
                         continue
-                    floors = [load_floor(max(0, came[i]) / config.workers, work_s[i],
+                    # the CPUs' share of the arrivals: as the last period split them
+                    floors = [load_floor(came[i] * on_cpu[i] / max(1, on_cpu[i] + on_gpu[i])
+                                         / config.workers, work_s[i],
                                          config.ff_utilization) if system == "roma_ff" else 0.0
                               for i in range(len(apps))]  # fmt: skip
                     demands = [pi[w][i].next_allocation(_measured(done[i], queues[i], now,
@@ -337,7 +342,7 @@ def simulate_system(config: RomaConfig, system: str, cpu_s: Mapping[str, float],
                     for i, ex in enumerate(node):
                         pi[w][i].granted(granted[i])
                         ex.cores = granted[i]
-            came = [0 for _ in apps]
+            came, on_gpu, on_cpu = [0 for _ in apps], [0 for _ in apps], [0 for _ in apps]
     rts = sorted(rt for per_app in second for rt in per_app)
     row = summary_row(rts, violations, core_s, gpu_served, cpu_served, len(apps), config)
     row["arrived"] = arrived  # the rest were still queued or running at the end

@@ -84,6 +84,8 @@ def test_annotations_override_the_config_map() -> None:
             ["platform.autoscaler", "stable-window", "forever"],
         ),
         ({**base(), "platform": {"port": 70000}}, ["platform.port", "70000"]),
+        ({**base(), "platform": {"cpu_period_ms": 0.5}}, ["platform.cpu_period_ms", "0.5"]),
+        ({**base(), "platform": {"cpu_period_ms": 5000}}, ["platform.cpu_period_ms", "<= 1000"]),
         (
             {**base(), "apps": {"a": {"stages": ["nope"], "slo_ms": 5}}},
             ["apps.a.stages[0]", "nope"],

@@ -46,6 +46,12 @@ def test_quotas_are_written_in_the_kernels_format(tmp_path: Path) -> None:
     assert v1.read_cores() == 1.25
     with pytest.raises(ValueError, match="cores must be > 0"):
         v1.set_cores(0.0)
+    short = CgroupQuota(tmp_path / "v2", "short", version=2, period_us=10_000)
+    short.set_cores(0.5)  # the same share of shorter periods
+    assert (short.path / "cpu.max").read_text() == "5000 10000\n"
+    assert short.read_cores() == 0.5
+    with pytest.raises(ValueError, match="period_us"):
+        CgroupQuota(tmp_path / "v2", "bad", version=2, period_us=500)
 
 
 @pytest.mark.slow

@@ -91,3 +91,34 @@ def test_adapter_dockerfile() -> None:
     runs = " ".join(rest for word, rest in _instructions(path) if word == "RUN")
     assert "pip install --no-deps ." in runs and "requirements.txt" in runs  # deps first
     assert "[models]" not in runs and "torch" not in runs
+
+
+GPU_DOCKERFILES = sorted((ROOT / "functions").glob("*/Dockerfile.gpu"))
+
+
+def test_every_kind_that_computes_on_a_gpu_has_a_gpu_image_and_only_those() -> None:
+    from functions.registry import model_class
+
+    gpu_kinds = {k for k in KINDS if "cuda" in model_class(k).devices}
+    assert gpu_kinds  # embed, qa, imagenet
+    assert {_kind(p.parent.name) for p in GPU_DOCKERFILES} == gpu_kinds
+
+
+@pytest.mark.parametrize("path", GPU_DOCKERFILES, ids=lambda p: p.parent.name)
+def test_gpu_dockerfile_installs_the_cuda_builds(path: Path) -> None:
+    kind = _kind(path.parent.name)
+    assert _cmd(path) == (
+        f"exec python -m functions.serve --model {kind} --device cuda --host 0.0.0.0 "
+        "--port ${PORT:-8080}"
+    )
+    user = _user(path)
+    assert user is not None and user not in ROOT_USERS
+    served = " ".join(rest for word, rest in _final_stage(path) if word == "RUN")
+    assert "whl/cpu" not in served  # the CPU index only in a build stage, never in what serves
+    cpu_image = " ".join(
+        rest for word, rest in _final_stage(path.with_name("Dockerfile")) if word == "RUN"
+    )
+    if "torch==" in cpu_image:
+        assert re.search(r'pip install "torch==[\d.]+"', served), "PyPI's CUDA build of torch"
+    if "onnxruntime" in cpu_image:
+        assert "onnxruntime-gpu[cuda,cudnn]" in served and '"onnxruntime>' not in served

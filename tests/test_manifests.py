@@ -112,6 +112,17 @@ def test_experiment_configs_validate(name: str) -> None:
         check_kn_line(line)  # kn would accept it
 
 
+def test_a_function_on_a_gpu_gets_the_cuda_image_unless_one_is_named() -> None:
+    config = parse_config({"functions": {
+        "on-cpu": {"model": "embed"},
+        "on-gpu": {"model": "embed", "variant": "gpu"},
+        "named": {"model": "embed", "variant": "gpu", "image": "registry.example/e:1"},
+    }})  # fmt: skip
+    images = {n: manifests.function_image(f) for n, f in config.functions.items()}
+    assert images == {"on-cpu": "slackwise/embed:0.1.0", "on-gpu": "slackwise/embed-gpu:0.1.0",
+                      "named": "registry.example/e:1"}  # fmt: skip
+
+
 def test_gpu_variant() -> None:
     config = _gpu_config()
     bundle = manifests.build(config, yaml.safe_dump(GPU_CONFIG))

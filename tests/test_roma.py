@@ -147,6 +147,10 @@ def test_too_few_cores_and_no_gpu_break_the_sla() -> None:
         ({"apps": {"a": {"profile": "imagenet", "sla_s": 0, "workload": [1]}}}, "sla_s"),
         ({"apps": {"a": {"profile": "imagenet", "sla_s": 1, "workload": "fast"}}}, "workload"),
         ({"cpus": 3}, "roma.cpus"),
+        ({"ff_utilization": 0}, "roma.ff_utilization"),
+        ({"ff_utilization": 1.5}, "roma.ff_utilization"),
+        ({"threads": 0}, "roma.threads"),
+        ({"cpu_period_ms": 0.1}, "roma.cpu_period_ms"),
     ],
 )
 def test_bad_roma_configs_name_the_key(change: dict[str, object], named: str) -> None:

@@ -64,8 +64,13 @@ PART_OF = {"app.kubernetes.io/part-of": "slackwise"}
 
 
 def function_image(fn: FunctionConfig) -> str:
-    """The configured image, else ``slackwise/<model>:<version>``."""
-    return fn.image or f"slackwise/{fn.model}:{VERSION}"
+    """The configured image, else ``slackwise/<model>:<version>``, or for a function computing
+    on a GPU ``slackwise/<model>-gpu:<version>`` (``functions/<model>/Dockerfile.gpu``: the
+    CUDA builds; the plain images carry the CPU builds)."""
+    if fn.image:
+        return fn.image
+    suffix = "" if fn.device == "cpu" else "-gpu"
+    return f"slackwise/{fn.model}{suffix}:{VERSION}"
 
 
 def _metadata(name: str, namespace: str | None, labels: Mapping[str, str]) -> dict[str, Any]:
