@@ -15,6 +15,7 @@ table cannot drift from its JSON); ``--run GROUP`` first re-runs that group's si
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import re
@@ -169,6 +170,10 @@ def _live(docs: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _queue_ms(row: dict[str, Any], *, stage: str) -> float:
+    return float(row["stages"][stage]["queue_ms"])
+
+
 def _chain(docs: Sequence[dict[str, Any]]) -> str:
     """Stage policies on one app over several runs (seeds): violations, P99 and each stage's
     mean queue, run by run."""
@@ -184,7 +189,7 @@ def _chain(docs: Sequence[dict[str, Any]]) -> str:
         return " / ".join(format(pick(d["modes"][mode]), fmt) for d in docs)
 
     for mode in docs[0]["modes"]:
-        queues = [each(mode, lambda r, s=s: r["stages"][s]["queue_ms"], ".0f") for s in stages]
+        queues = [each(mode, functools.partial(_queue_ms, stage=s), ".0f") for s in stages]
         lines.append(
             f"| {mode} | {each(mode, lambda r: r['violation_pct'], '.2f')} | "
             f"{each(mode, lambda r: r['p50_ms'], '.0f')} | "
