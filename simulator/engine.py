@@ -237,7 +237,14 @@ class Simulation:
             version = 0
             for s in stations:
                 version += s.version
-            if version != app.trackers_version:
+            if self.policy.queue_aware:  # the queues change with every event: no cache
+                app.estimates = stage_estimates(
+                    [s.model for s in stations],
+                    [s.controller.batch_sizes.mean for s in stations],
+                    [len(s.controller.queue) for s in stations],
+                    [s.controller.slots(s.ready) for s in stations],
+                )
+            elif version != app.trackers_version:
                 app.trackers_version = version
                 app.estimates = stage_estimates(
                     [s.model for s in stations],

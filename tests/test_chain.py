@@ -15,6 +15,19 @@ def test_estimates_read_each_model_at_its_rounded_batch_size() -> None:
     assert stage_estimates([a, b], [3.6, 0.2]) == [18.0, 6.0]
 
 
+def test_queue_aware_estimates_add_the_batch_rounds_queued_ahead() -> None:
+    a = LatencyModel.from_prior(10.0, 2.0)  # 18 ms at 4
+    b = LatencyModel.from_prior(1.0, 5.0)  # 6 ms at 1
+    # a: 8 queued, batches of 4, 2 slots -> one round ahead, then its own; b: nothing queued
+    assert stage_estimates([a, b], [3.6, 0.2], [8, 0], [2, 1]) == [36.0, 6.0]
+    # with nothing queued anywhere it is the plain estimate
+    assert stage_estimates([a, b], [3.6, 0.2], [0, 0], [1, 1]) == [18.0, 6.0]
+    # no ready replica counts one slot (the activator's batch)
+    assert stage_estimates([a], [4.0], [4], [0]) == [36.0]
+    with pytest.raises(ValueError, match="one value per stage"):
+        stage_estimates([a, b], [1.0, 1.0], [1], [1, 1])
+
+
 def test_estimates_need_one_size_per_stage() -> None:
     with pytest.raises(ValueError, match="one batch size per stage"):
         stage_estimates([LatencyModel.from_prior(1.0, 1.0)], [1.0, 2.0])

@@ -148,6 +148,7 @@ def test_the_policies_are_the_papers_and_their_batching() -> None:
     assert stage_policy("EDF-NB").batch_limit(8) == 1
     assert stage_policy("GS").batch_limit(8) == 8 and stage_policy("GS").deadline_aware
     assert not stage_policy("EDF-50").deadline_aware
+    assert stage_policy("gs-q").queue_aware and not stage_policy("GS").queue_aware
     with pytest.raises(ValueError, match="GS"):
         stage_policy("grandslam")
 

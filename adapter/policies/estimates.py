@@ -22,18 +22,33 @@ __all__ = ["BatchSizeTracker", "stage_estimates"]
 
 
 def stage_estimates(
-    models: Sequence[LatencyEstimator], batch_sizes: Sequence[float]
+    models: Sequence[LatencyEstimator],
+    batch_sizes: Sequence[float],
+    queued: Sequence[int] | None = None,
+    slots: Sequence[int] | None = None,
 ) -> list[float]:
     """Each stage's estimated batch latency (ms) at its batch size in use.
 
     A size is rounded to the nearest whole batch and never below 1 (a stage that has not
-    batched yet is judged at batch size 1).
+    batched yet is judged at batch size 1). With ``queued`` (requests waiting at each stage)
+    and ``slots`` (batches each stage runs at once), each estimate is the stage's ETC with the
+    queueing term of GrandSLAM's Eq. 1: ``L(n) · (1 + queued / (n · slots))``, the batch rounds
+    queued ahead of a request entering the stage, then its own.
     """
     if len(models) != len(batch_sizes):
         raise ValueError(
             f"one batch size per stage: {len(models)} stages, {len(batch_sizes)} sizes"
         )
-    return [m.estimate_ms(max(1, round(n))) for m, n in zip(models, batch_sizes, strict=True)]
+    sizes = [max(1, round(n)) for n in batch_sizes]
+    base = [m.estimate_ms(n) for m, n in zip(models, sizes, strict=True)]
+    if queued is None:
+        return base
+    if slots is None or len(queued) != len(models) or len(slots) != len(models):
+        raise ValueError("queued and slots need one value per stage")
+    return [
+        b * (1.0 + max(0, q) / (n * max(1, s)))
+        for b, n, q, s in zip(base, sizes, queued, slots, strict=True)
+    ]
 
 
 class BatchSizeTracker:

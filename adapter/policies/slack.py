@@ -17,6 +17,9 @@ GrandSLAM's (seed 000, §4.2–4.4) and the baselines it is compared with in §6
 * **EDF-*** (earliest deadline first): every stage's deadline is the end-to-end deadline; the
   slack of a request at a stage is all the time it has left (the greedy policy).
 * **FIFO-NB**: arrival order, no batching; deadlines play no part.
+* **GS-Q** (beyond the paper): GS with every stage priced by its ETC including the queueing term
+  of Eq. 1, ``L_m(n) · (1 + queued_m / (n · slots_m))``: a stage with a queue gets the budget it
+  needs to batch its way out, taken from stages that have none.
 
 The suffix names the batching: ``NB`` no batching (one request per batch), ``30``/``50`` a static
 batch size (whatever is queued, up to that many, leaves when a slot is free: Djinn&Tonic's fixed
@@ -36,6 +39,7 @@ from typing import Literal
 
 __all__ = [
     "POLICIES",
+    "VARIANTS",
     "Batching",
     "Division",
     "StagePolicy",
@@ -122,6 +126,9 @@ class StagePolicy:
     forward: bool
     batching: Batching
     static_batch: int = 0
+    #: price each stage by its ETC with the queueing term (Eq. 1): its batch latency times the
+    #: rounds of batches queued ahead (:func:`adapter.policies.estimates.stage_estimates`)
+    queue_aware: bool = False
 
     def __post_init__(self) -> None:
         if self.batching == "static" and self.static_batch < 1:
@@ -179,6 +186,12 @@ def _family(
 GS = StagePolicy(
     name="GS", order="deadline", division="proportional", forward=True, batching="dynamic"
 )
+#: beyond the paper: GS with each stage priced by its ETC including queueing (Eq. 1), so a stage
+#: that has fallen behind gets the budget to batch its way out
+GS_Q = StagePolicy(
+    name="GS-Q", order="deadline", division="proportional", forward=True, batching="dynamic",
+    queue_aware=True,
+)  # fmt: skip
 FIFO_NB = StagePolicy(
     name="FIFO-NB", order="arrival", division="end_to_end", forward=False, batching="none"
 )
@@ -196,9 +209,14 @@ POLICIES: Mapping[str, StagePolicy] = MappingProxyType(
 )
 
 
+#: policies beyond the paper's, run when named (not in the default set of a comparison)
+VARIANTS: Mapping[str, StagePolicy] = MappingProxyType({GS_Q.name: GS_Q})
+
+
 def stage_policy(name: str) -> StagePolicy:
     """The policy called ``name`` (case-insensitive); a ValueError lists the known ones."""
-    for key, policy in POLICIES.items():
+    for key, policy in {**POLICIES, **VARIANTS}.items():
         if key.lower() == name.strip().lower():
             return policy
-    raise ValueError(f"stage policy must be one of {', '.join(POLICIES)}, got {name!r}")
+    known = ", ".join([*POLICIES, *VARIANTS])
+    raise ValueError(f"stage policy must be one of {known}, got {name!r}")

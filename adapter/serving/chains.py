@@ -82,7 +82,12 @@ class Chain:
     def estimates(self, dispatchers: Mapping[str, Dispatcher]) -> list[float]:
         """Each stage's estimated batch latency (ms) at the batch sizes its function uses now."""
         stages = [dispatchers[fn] for fn in self.app.stages]
-        return stage_estimates([d.model for d in stages], [d.batch_sizes.mean for d in stages])
+        models, sizes = [d.model for d in stages], [d.batch_sizes.mean for d in stages]
+        if self.policy.queue_aware:  # ETC with the queueing term, as the simulator prices it
+            queued = [len(d.controller.queue) for d in stages]
+            slots = [d.controller.slots(d.view.replicas(d.name).ready) for d in stages]
+            return stage_estimates(models, sizes, queued, slots)
+        return stage_estimates(models, sizes)
 
     def budgets_ms(self, dispatchers: Mapping[str, Dispatcher], now: float) -> list[float]:
         """The plan for a request arriving at ``now`` whose every stage takes all its budget."""
