@@ -192,10 +192,11 @@ def test_live_systems_set_real_quotas_and_count_every_request(tmp_path: Path) ->
     }}), encoding="utf-8")  # fmt: skip
     out = tmp_path / "out.json"
     assert main(["experiment", "-c", str(config), "--json", str(out),
-                 "--modes", "roma,rr_max"]) == 0  # fmt: skip
+                 "--modes", "roma,roma_ff,rr_max"]) == 0  # fmt: skip
     doc = json.loads(out.read_text())
-    assert doc["live"] is True and set(doc["systems"]) == {"roma", "rr_max"}
+    assert doc["live"] is True and set(doc["systems"]) == {"roma", "roma_ff", "rr_max"}
     for row in doc["systems"].values():
         assert row["failed"] == 0 and row["requests"] == row["arrived"] > 100
+        assert set(row["work_ms"]) == {"a", "b"} and all(w > 0 for w in row["work_ms"].values())
     assert doc["systems"]["rr_max"]["core_seconds"] == pytest.approx(2 * 4)
     assert doc["systems"]["roma"]["core_seconds"] < 2 * 4  # light load: below a core each

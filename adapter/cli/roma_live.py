@@ -228,6 +228,9 @@ def run_cli(path: str, out_json: str | None, modes: str | None) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"slackwise: {exc}", file=sys.stderr)
         return 2
+    except httpx.HTTPError as exc:  # a function failed before the load started
+        print(f"slackwise: {path}: a function did not answer: {exc}", file=sys.stderr)
+        return 1
     print(format_roma(doc))
     if out_json:
         Path(out_json).parent.mkdir(parents=True, exist_ok=True)
