@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from adapter.policies.batching import BatchDecision
-from adapter.policies.estimates import stage_estimates
+from adapter.policies.estimates import stage_estimates, stage_gains
 from adapter.policies.slack import StagePolicy
 from simulator.config import SimConfig
 from simulator.request import SimRequest
@@ -233,7 +233,7 @@ class Simulation:
         req.arrival = now
         req.seq = next(self._entries)
         req.hopeless = False
-        if self.policy.division == "proportional" and k < len(stations) - 1:
+        if self.policy.division in ("proportional", "marginal") and k < len(stations) - 1:
             version = 0
             for s in stations:
                 version += s.version
@@ -246,16 +246,22 @@ class Simulation:
                 )
             elif version != app.trackers_version:
                 app.trackers_version = version
-                app.estimates = stage_estimates(
-                    [s.model for s in stations],
-                    [s.controller.batch_sizes.mean for s in stations],
-                )
+                models = [s.model for s in stations]
+                sizes = [s.controller.batch_sizes.mean for s in stations]
+                app.estimates = stage_estimates(models, sizes)
+                if self.policy.division == "marginal":
+                    app.gains = stage_gains(models, sizes)
         if st.ready == 0 and req.index >= self._warmup:
             st.cold_hits += 1
         if self._hooks is not None:
             self._hooks.arrived(now, st.name, 1)
         req.deadline = self.policy.stage_deadline(
-            stage=k, now=now, arrival=req.started, deadline=req.due, estimates_ms=app.estimates
+            stage=k,
+            now=now,
+            arrival=req.started,
+            deadline=req.due,
+            estimates_ms=app.estimates,
+            gains=app.gains,
         )
         if st.controller.admit(req, now, st.ready) is not None:
             self._drop(req, now)  # refused: it would finish late

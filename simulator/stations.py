@@ -125,11 +125,13 @@ class Station:
 class AppRoute:
     """One app's stations in order, its SLO, and its stage estimates (cached by version)."""
 
-    __slots__ = ("estimates", "name", "slo_s", "stations", "trackers_version")
+    __slots__ = ("estimates", "gains", "name", "slo_s", "stations", "trackers_version")
 
     def __init__(self, name: str, stations: list[Station], slo_s: float) -> None:
         self.name = name
         self.stations = stations
         self.slo_s = slo_s
         self.estimates: list[float] = [1.0] * len(stations)
+        #: each stage's gain from batching (the marginal division only)
+        self.gains: list[float] = [1.0] * len(stations)
         self.trackers_version = -1

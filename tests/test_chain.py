@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.policies.estimates import BatchSizeTracker, stage_estimates
+from adapter.policies.estimates import BatchSizeTracker, stage_estimates, stage_gains
 from adapter.policies.latency import LatencyModel
 
 
@@ -26,6 +26,15 @@ def test_queue_aware_estimates_add_the_batch_rounds_queued_ahead() -> None:
     assert stage_estimates([a], [4.0], [4], [0]) == [36.0]
     with pytest.raises(ValueError, match="one value per stage"):
         stage_estimates([a, b], [1.0, 1.0], [1], [1, 1])
+
+
+def test_gains_say_where_batching_pays() -> None:
+    flat = LatencyModel.from_prior(10.0, 0.0)  # a batch costs what one does: doubling halves it
+    linear = LatencyModel.from_prior(0.0001, 5.0)  # cost per request never falls
+    half = LatencyModel.from_prior(10.0, 10.0)  # L(1) 20, L(2) 30: a quarter less per request
+    gains = stage_gains([flat, linear, half], [1, 1, 1])
+    assert gains[0] == pytest.approx(0.5) and gains[1] == pytest.approx(0.0, abs=1e-3)
+    assert gains[2] == pytest.approx(1 - 30 / 40)
 
 
 def test_estimates_need_one_size_per_stage() -> None:

@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 
 from adapter.policies.queue import RequestQueue
 from adapter.policies.scheduling import next_batch
-from adapter.policies.slack import POLICIES, proportional_budgets, stage_deadline, stage_policy
+from adapter.policies.slack import (
+    POLICIES,
+    marginal_budgets,
+    proportional_budgets,
+    stage_deadline,
+    stage_policy,
+)
 
 estimates = st.lists(st.floats(0.1, 5000.0), min_size=1, max_size=6)
 times = st.floats(0.0, 1e5)
@@ -22,6 +28,27 @@ budgets_s = st.floats(0.001, 100.0)
 
 
 # -- budgets --------------------------------------------------------------------------------
+
+
+def test_marginal_budgets_give_the_spare_time_where_batching_pays() -> None:
+    # 10 and 90 ms stages, 500 ms: each its latency, the 400 ms spare by gain x latency
+    # (0.5 x 10 = 5 against 0 x 90): all of it to the small stage where batching pays
+    assert marginal_budgets(0.5, [10.0, 90.0], [0.5, 0.0]) == pytest.approx([0.41, 0.09])
+    # equal gains: the spare follows the latencies, as Eq. 4 does
+    assert marginal_budgets(0.5, [10.0, 90.0], [0.3, 0.3]) == pytest.approx([0.05, 0.45])
+    # no spare time, or no gain anywhere: Eq. 4
+    assert marginal_budgets(0.05, [10.0, 90.0], [1.0, 0.0]) == pytest.approx([0.005, 0.045])
+    assert marginal_budgets(0.5, [10.0, 90.0], [0.0, 0.0]) == pytest.approx([0.05, 0.45])
+    with pytest.raises(ValueError, match="one gain per stage"):
+        marginal_budgets(0.5, [10.0, 90.0], [1.0])
+    # the marginal division needs the gains, and forwards like GS
+    with pytest.raises(ValueError, match="gain"):
+        stage_deadline("marginal", stage=0, now=0.0, arrival=0.0, deadline=0.5,
+                       estimates_ms=[10.0, 90.0], forward=True)  # fmt: skip
+    due = stage_deadline("marginal", stage=0, now=0.0, arrival=0.0, deadline=0.5,
+                         estimates_ms=[10.0, 90.0], forward=True, gains=[0.5, 0.0])  # fmt: skip
+    assert due == pytest.approx(0.41)
+    assert stage_policy("GS-M").division == "marginal"
 
 
 def test_budgets_follow_eq_4_on_a_hand_worked_chain() -> None:

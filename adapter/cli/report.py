@@ -43,9 +43,9 @@ GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
         (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json",
          _GPU_POLICIES if "gpu" in name or "1000" in name else ())
         for name in ("wl1-cpu", "wl2-cpu", "wl1-gpu", "wl2-gpu", "wl1-cpu-1000", "wl2-cpu-1000")
-    ) + tuple(  # GS with ETC's queueing term in its budgets (GS-Q), against GS and the best two
-        (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}-gsq.json",
-         ("--policies", "GS,GS-Q,ED-DYN,EDF-DYN"))
+    ) + tuple(  # GS's variants beyond the paper (GS-Q, GS-M), against GS and the best two
+        (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}-variants.json",
+         ("--policies", "GS,GS-Q,GS-M,ED-DYN,EDF-DYN"))
         for name in ("wl1-cpu", "wl2-cpu")
     ),
     "roma": tuple(

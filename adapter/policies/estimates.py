@@ -18,7 +18,25 @@ from collections.abc import Sequence
 
 from adapter.policies.batching import LatencyEstimator
 
-__all__ = ["BatchSizeTracker", "stage_estimates"]
+__all__ = ["BatchSizeTracker", "stage_estimates", "stage_gains"]
+
+
+def stage_gains(models: Sequence[LatencyEstimator], batch_sizes: Sequence[float]) -> list[float]:
+    """Each stage's gain from batching at its size in use: how much a request's share of the
+    batch time falls when the batch doubles, ``1 − L(2n) / (2·L(n))``, within [0, 1] (0: a
+    batch twice as large takes twice as long or more)."""
+    if len(models) != len(batch_sizes):
+        raise ValueError(
+            f"one batch size per stage: {len(models)} stages, {len(batch_sizes)} sizes"
+        )
+    out = []
+    for m, size in zip(models, batch_sizes, strict=True):
+        n = max(1, round(size))
+        single = m.estimate_ms(n)
+        out.append(
+            0.0 if single <= 0 else max(0.0, min(1.0, 1.0 - m.estimate_ms(2 * n) / (2 * single)))
+        )
+    return out
 
 
 def stage_estimates(

@@ -20,6 +20,9 @@ GrandSLAM's (seed 000, §4.2–4.4) and the baselines it is compared with in §6
 * **GS-Q** (beyond the paper): GS with every stage priced by its ETC including the queueing term
   of Eq. 1, ``L_m(n) · (1 + queued_m / (n · slots_m))``: a stage with a queue gets the budget it
   needs to batch its way out, taken from stages that have none.
+* **GS-M** (beyond the paper): every stage gets its estimated latency, and the time beyond their
+  sum goes where batching pays, in proportion to ``gain × latency`` (``gain``: how much a
+  request's cost falls when that stage's batch doubles; :func:`marginal_budgets`).
 
 The suffix names the batching: ``NB`` no batching (one request per batch), ``30``/``50`` a static
 batch size (whatever is queued, up to that many, leaves when a slot is free: Djinn&Tonic's fixed
@@ -43,13 +46,14 @@ __all__ = [
     "Batching",
     "Division",
     "StagePolicy",
+    "marginal_budgets",
     "proportional_budgets",
     "stage_deadline",
     "stage_policy",
 ]
 
 #: how the end-to-end budget is split over stages
-Division = Literal["proportional", "equal", "end_to_end"]
+Division = Literal["proportional", "equal", "end_to_end", "marginal"]
 #: how a stage forms batches: by deadlines (dynamic), one request each, or a fixed size
 Batching = Literal["dynamic", "none", "static"]
 
@@ -73,6 +77,25 @@ def proportional_budgets(remaining_s: float, estimates_ms: Sequence[float]) -> l
     return budgets
 
 
+def marginal_budgets(
+    remaining_s: float, estimates_ms: Sequence[float], gains: Sequence[float]
+) -> list[float]:
+    """Each stage its estimated latency, and the time beyond their sum in proportion to what
+    batching gains there (``gains[m]`` in [0, 1]: how much a request's cost falls when the batch
+    doubles) weighted by the stage's latency. A stage where batching does not pay gets what it
+    needs and no more; with no spare time (or no gain anywhere) the split is Eq. 4's."""
+    if len(gains) != len(estimates_ms):
+        raise ValueError("one gain per stage")
+    need_s = sum(estimates_ms) / 1000.0
+    weights = [max(0.0, min(1.0, g)) * e for g, e in zip(gains, estimates_ms, strict=True)]
+    if remaining_s <= need_s or sum(weights) <= 0.0:
+        return proportional_budgets(remaining_s, estimates_ms)
+    spare = proportional_budgets(remaining_s - need_s, weights)
+    budgets = [e / 1000.0 + s for e, s in zip(estimates_ms, spare, strict=True)]
+    budgets[-1] = remaining_s - sum(budgets[:-1])
+    return budgets
+
+
 def stage_deadline(
     division: Division,
     *,
@@ -82,6 +105,7 @@ def stage_deadline(
     deadline: float,
     estimates_ms: Sequence[float],
     forward: bool,
+    gains: Sequence[float] | None = None,
 ) -> float:
     """The deadline of ``stage`` (0-based) for a request entering it at ``now``.
 
@@ -104,14 +128,21 @@ def stage_deadline(
         raise ValueError(f"stage must be in [0, {count}), got {stage!r}")
     if division == "end_to_end":
         return deadline
+    if division == "marginal" and gains is None:
+        raise ValueError("the marginal division needs each stage's gain from batching")
     if forward:
         rest = count - stage
         if rest == 1:
             return deadline  # exactly: now + (deadline - now) may round off by an ulp
         if division == "equal":
             return min(deadline, now + (deadline - now) / rest)
+        if division == "marginal" and gains is not None:
+            split = marginal_budgets(deadline - now, estimates_ms[stage:], gains[stage:])
+            return min(deadline, now + split[0])
         return min(deadline, now + proportional_budgets(deadline - now, estimates_ms[stage:])[0])
     sla = deadline - arrival
+    if division == "marginal" and gains is not None:
+        return min(deadline, now + marginal_budgets(sla, estimates_ms, gains)[stage])
     shares = [1.0] * count if division == "equal" else estimates_ms
     return min(deadline, now + proportional_budgets(sla, shares)[stage])
 
@@ -147,8 +178,10 @@ class StagePolicy:
         arrival: float,
         deadline: float,
         estimates_ms: Sequence[float],
+        gains: Sequence[float] | None = None,
     ) -> float:
-        """The deadline this policy gives ``stage`` for a request entering it at ``now``."""
+        """The deadline this policy gives ``stage`` for a request entering it at ``now``
+        (``gains``: each stage's gain from batching, for the marginal division)."""
         return stage_deadline(
             self.division,
             stage=stage,
@@ -157,6 +190,7 @@ class StagePolicy:
             deadline=deadline,
             estimates_ms=estimates_ms,
             forward=self.forward,
+            gains=gains,
         )
 
     def batch_limit(self, dynamic_limit: int) -> int:
@@ -192,6 +226,11 @@ GS_Q = StagePolicy(
     name="GS-Q", order="deadline", division="proportional", forward=True, batching="dynamic",
     queue_aware=True,
 )  # fmt: skip
+#: beyond the paper: each stage its latency, the spare time by where batching pays
+#: (:func:`marginal_budgets`)
+GS_M = StagePolicy(
+    name="GS-M", order="deadline", division="marginal", forward=True, batching="dynamic"
+)
 FIFO_NB = StagePolicy(
     name="FIFO-NB", order="arrival", division="end_to_end", forward=False, batching="none"
 )
@@ -210,7 +249,7 @@ POLICIES: Mapping[str, StagePolicy] = MappingProxyType(
 
 
 #: policies beyond the paper's, run when named (not in the default set of a comparison)
-VARIANTS: Mapping[str, StagePolicy] = MappingProxyType({GS_Q.name: GS_Q})
+VARIANTS: Mapping[str, StagePolicy] = MappingProxyType({GS_Q.name: GS_Q, GS_M.name: GS_M})
 
 
 def stage_policy(name: str) -> StagePolicy:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.policies.estimates import stage_estimates
+from adapter.policies.estimates import stage_estimates, stage_gains
 from adapter.policies.slack import StagePolicy
 from adapter.serving.dispatcher import Dispatcher
 from adapter.serving.errors import AdapterError, StageOutputUnusable
@@ -89,15 +89,23 @@ class Chain:
             return stage_estimates(models, sizes, queued, slots)
         return stage_estimates(models, sizes)
 
+    def gains(self, dispatchers: Mapping[str, Dispatcher]) -> list[float] | None:
+        """Each stage's gain from batching, for the marginal division (None otherwise)."""
+        if self.policy.division != "marginal":
+            return None
+        stages = [dispatchers[fn] for fn in self.app.stages]
+        return stage_gains([d.model for d in stages], [d.batch_sizes.mean for d in stages])
+
     def budgets_ms(self, dispatchers: Mapping[str, Dispatcher], now: float) -> list[float]:
         """The plan for a request arriving at ``now`` whose every stage takes all its budget."""
-        estimates = self.estimates(dispatchers)
+        estimates, gains = self.estimates(dispatchers), self.gains(dispatchers)
         deadline = now + self.app.slo_ms / 1000.0
         arrival, budgets = now, []
         for k in range(len(self.app.stages)):
             due = self.policy.stage_deadline(
-                stage=k, now=now, arrival=arrival, deadline=deadline, estimates_ms=estimates
-            )
+                stage=k, now=now, arrival=arrival, deadline=deadline, estimates_ms=estimates,
+                gains=gains,
+            )  # fmt: skip
             budgets.append(round((due - now) * 1000.0, 2))
             now = due
         return budgets
@@ -133,7 +141,7 @@ class Chain:
                     arrival=now,
                     deadline=self.policy.stage_deadline(
                         stage=k, now=now, arrival=arrival, deadline=deadline,
-                        estimates_ms=self.estimates(dispatchers),
+                        estimates_ms=self.estimates(dispatchers), gains=self.gains(dispatchers),
                     ),
                     seq=next(ids),
                     future=asyncio.get_running_loop().create_future(),
