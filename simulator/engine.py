@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 
 from adapter.policies.batching import BatchDecision
-from adapter.policies.estimates import stage_estimates, stage_gains
 from adapter.policies.slack import StagePolicy
 from simulator.config import SimConfig
 from simulator.request import SimRequest
@@ -234,23 +233,7 @@ class Simulation:
         req.seq = next(self._entries)
         req.hopeless = False
         if self.policy.division in ("proportional", "marginal") and k < len(stations) - 1:
-            version = 0
-            for s in stations:
-                version += s.version
-            if self.policy.queue_aware:  # the queues change with every event: no cache
-                app.estimates = stage_estimates(
-                    [s.model for s in stations],
-                    [s.controller.batch_sizes.mean for s in stations],
-                    [len(s.controller.queue) for s in stations],
-                    [s.controller.slots(s.ready) for s in stations],
-                )
-            elif version != app.trackers_version:
-                app.trackers_version = version
-                models = [s.model for s in stations]
-                sizes = [s.controller.batch_sizes.mean for s in stations]
-                app.estimates = stage_estimates(models, sizes)
-                if self.policy.division == "marginal":
-                    app.gains = stage_gains(models, sizes)
+            app.refresh(self.policy)
         if st.ready == 0 and req.index >= self._warmup:
             st.cold_hits += 1
         if self._hooks is not None:

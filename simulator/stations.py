@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 
 from adapter.policies.controller import Controller
+from adapter.policies.estimates import stage_estimates, stage_gains
 from adapter.policies.latency import LatencyModel
 from adapter.policies.modes import SLACKWISE
 from adapter.policies.slack import StagePolicy
@@ -135,3 +136,25 @@ class AppRoute:
         #: each stage's gain from batching (the marginal division only)
         self.gains: list[float] = [1.0] * len(stations)
         self.trackers_version = -1
+
+    def refresh(self, policy: StagePolicy) -> None:
+        """Bring the stage estimates (and gains) up to date for ``policy``: from the batch sizes
+        in use, re-read when a station's sizes or model changed; with the queues too, every
+        time, for a queue-aware policy (as :mod:`adapter.serving.chains` prices them live)."""
+        stations = self.stations
+        models = [s.model for s in stations]
+        sizes = [s.controller.batch_sizes.mean for s in stations]
+        if policy.queue_aware:  # the queues change with every event: no cache
+            queued = [len(s.controller.queue) for s in stations]
+            slots = [s.controller.slots(s.ready) for s in stations]
+            self.estimates = stage_estimates(models, sizes, queued, slots)
+            return
+        version = 0
+        for s in stations:
+            version += s.version
+        if version == self.trackers_version:
+            return
+        self.trackers_version = version
+        self.estimates = stage_estimates(models, sizes)
+        if policy.division == "marginal":
+            self.gains = stage_gains(models, sizes)
