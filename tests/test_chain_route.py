@@ -158,7 +158,7 @@ def test_unknown_apps_and_bad_bodies_get_a_clear_4xx() -> None:
     assert status.status_code == 404
 
 
-@pytest.mark.parametrize("policy", ["GS", "ED-DYN", "EDF-DYN"])
+@pytest.mark.parametrize("policy", ["GS", "ED-DYN", "EDF-DYN", "GS-Q", "GS-M"])
 def test_the_app_status_shows_the_stage_budgets(policy: str) -> None:
     with client(Upstream(), config(stage_policy=policy)) as c:
         body = c.get("/v1/apps/ipa").json()
@@ -170,6 +170,11 @@ def test_the_app_status_shows_the_stage_budgets(policy: str) -> None:
         assert budgets == pytest.approx([2000.0 * e / sum(est) for e in est], abs=0.1)
     if policy == "ED-DYN":
         assert budgets == pytest.approx([2000.0 / 3] * 3, abs=0.1)
+    if policy in ("GS-Q", "GS-M"):  # nothing queued: GS-Q is GS; GS-M gives each its estimate
+        est = body["estimates_ms"]
+        assert all(b >= e - 0.1 for b, e in zip(budgets, est, strict=True))
+    if policy == "GS-Q":
+        assert budgets == pytest.approx([2000.0 * e / sum(est) for e in est], abs=0.1)
 
 
 def test_no_batching_policies_send_one_request_per_batch() -> None:

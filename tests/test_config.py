@@ -130,10 +130,10 @@ def test_the_readme_config_reference_is_valid() -> None:
 
 def test_the_config_knows_every_stage_policy_the_adapter_defines() -> None:
     """core.config checks ``stage_policy`` without importing the adapter; the two lists agree."""
-    from adapter.policies.slack import POLICIES
+    from adapter.policies.slack import POLICIES, VARIANTS
     from core.config import STAGE_POLICIES
 
-    assert tuple(POLICIES) == STAGE_POLICIES
+    assert (*POLICIES, *VARIANTS) == STAGE_POLICIES
 
 
 def test_aimd_overrides_leave_the_rest_to_the_mode() -> None:

@@ -206,6 +206,7 @@ ADVISOR_MODE = "slackwise+advisor"
 #: (a test holds the two lists equal)
 STAGE_POLICIES = (
     "FIFO-NB", "ED-NB", "ED-30", "ED-50", "ED-DYN", "EDF-NB", "EDF-30", "EDF-50", "EDF-DYN", "GS",
+    "GS-Q", "GS-M",  # beyond the paper (adapter.policies.slack.VARIANTS)
 )  # fmt: skip
 #: an app experiment compares stage policies by default (GrandSLAM Figs. 11-12)
 APP_EXPERIMENT_MODES = ("FIFO-NB", "ED-DYN", "EDF-DYN", "GS")
