@@ -31,7 +31,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapter.cli.results import parse_server_timing  # noqa: E402
+from adapter.cli.results import stage_samples  # noqa: E402
+from functions.profiles import packaged  # noqa: E402
 
 
 def main() -> int:
@@ -46,19 +47,9 @@ def main() -> int:
         parser.error(f"--stages: expected stage=kind,..., got {args.stages!r}")
     stages = [(stage, kind) for stage, kind in pairs]
     samples: dict[str, dict[int, list[float]]] = {s: defaultdict(list) for s, _ in stages}
-    for path in args.records:
-        for line in path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            if record["status"] != 200:
-                continue
-            headers = record["headers"]
-            sizes = [int(x) for x in headers.get("x-batch-size", "").split(",") if x]
-            timing = parse_server_timing(headers.get("server-timing", ""))
-            if len(sizes) != len(stages):
-                continue
-            for (stage, _), size in zip(stages, sizes, strict=True):
-                if f"{stage}-upstream" in timing:
-                    samples[stage][size].append(timing[f"{stage}-upstream"])
+    for stage, pairs_seen in stage_samples(args.records, [s for s, _ in stages]).items():
+        for size, ms in pairs_seen:
+            samples[stage][size].append(ms)
     args.out.mkdir(parents=True, exist_ok=True)
     for stage, kind in stages:
         table = {
@@ -72,7 +63,7 @@ def main() -> int:
         if not table:
             print(f"{stage}: no batch size with {args.min_samples} samples", file=sys.stderr)
             return 1
-        profile = json.loads((ROOT / "profiles" / f"{kind}.json").read_text(encoding="utf-8"))
+        profile = json.loads(packaged(kind).read_text(encoding="utf-8"))
         profile["batch_ms"]["http"] = table
         xs = np.array([int(n) for n in table], dtype=float)
         ys = np.array([row["median"] for row in table.values()])

@@ -29,13 +29,12 @@ held-out P95. "profile" is the seed alone (what the quiet profile predicts, no l
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import statistics
 from pathlib import Path
 
-from adapter.cli.results import parse_server_timing
+from adapter.cli.results import stage_samples
 from adapter.policies.latency import LatencyModel
 from simulator.profiles import resolve_curves
 from simulator.service import ServiceCurve
@@ -68,25 +67,6 @@ def errors(curve: ServiceCurve, samples: int, seed: int) -> dict[str, tuple[floa
         med = [abs(model.estimate_ms(n) / curve.median_ms(n) - 1) * 100 for n in SIZES]
         p95 = [abs(model.p95_ms(n, now) / curve.p95_ms(n) - 1) * 100 for n in SIZES]
         out[kind] = (sum(med) / len(med), max(med), sum(p95) / len(p95))
-    return out
-
-
-def live_samples(paths: list[Path], stages: list[str]) -> dict[str, list[tuple[int, float]]]:
-    """Per stage, (batch size, upstream round trip ms) of each answered request, in order."""
-    out: dict[str, list[tuple[int, float]]] = {s: [] for s in stages}
-    for path in paths:
-        for line in path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            if record.get("status") != 200:
-                continue
-            headers = record.get("headers", {})
-            sizes = [int(x) for x in headers.get("x-batch-size", "").split(",") if x]
-            timing = parse_server_timing(headers.get("server-timing", ""))
-            if len(sizes) != len(stages):
-                continue
-            for stage, size in zip(stages, sizes, strict=True):
-                if f"{stage}-upstream" in timing:
-                    out[stage].append((size, timing[f"{stage}-upstream"]))
     return out
 
 
@@ -127,7 +107,7 @@ def main_live(args: argparse.Namespace) -> None:
     if len(stages) != len(pairs):
         raise SystemExit(f"--stages: expected stage=kind,..., got {args.stages!r}")
     curves = resolve_curves("cpu", {k: k for _, k in stages}, Path.cwd())
-    samples = live_samples(args.live, [s for s, _ in stages])
+    samples = stage_samples(args.live, [s for s, _ in stages])
     print(f"live records: {', '.join(map(str, args.live))}; first half fed, second half held "
           f"out; |error| in % against the held-out medians and P95s\n")  # fmt: skip
     print("| stage (function) | samples (one per request) | sizes judged | profile: median mean | "

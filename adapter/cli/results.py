@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
@@ -163,6 +166,29 @@ def parse_server_timing(value: str) -> dict[str, float]:
             if key.strip() == "dur" and name:
                 with contextlib.suppress(ValueError):
                     out[name] = float(raw)
+    return out
+
+
+def stage_samples(
+    paths: Sequence[Path], stages: Sequence[str]
+) -> dict[str, list[tuple[int, float]]]:
+    """Per stage of a chain, (batch size, upstream round trip ms) of each answered request in
+    the replayer's records (``--plots DIR`` keeps them as ``DIR/MODE.jsonl``), in file order:
+    ``X-Batch-Size`` lists each stage's batch size, ``Server-Timing`` its ``<stage>-upstream``."""
+    out: dict[str, list[tuple[int, float]]] = {s: [] for s in stages}
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if record.get("status") != 200:
+                continue
+            headers = record.get("headers", {})
+            sizes = [int(x) for x in headers.get("x-batch-size", "").split(",") if x]
+            timing = parse_server_timing(headers.get("server-timing", ""))
+            if len(sizes) != len(stages):
+                continue
+            for stage, size in zip(stages, sizes, strict=True):
+                if f"{stage}-upstream" in timing:
+                    out[stage].append((size, timing[f"{stage}-upstream"]))
     return out
 
 
