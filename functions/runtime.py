@@ -21,6 +21,11 @@ thread: concurrency is the platform's business (``containerConcurrency``). A mod
 batches took under :data:`INLINE_BELOW_MS` (digits: a fraction of a millisecond) runs on the
 event loop itself when the worker is idle: the hand-off to the thread and back cost more than
 the model did.
+
+One process may hold several models (``create_app([m1, m2])``, ROMA's GPU executable: every
+model a node serves, on one GPU). Each is served under its own name; they load one after another
+and share the one worker thread, so the device runs one batch at a time, whichever model it is
+for; ``GET /v1/models`` lists them and ``/v2/health/ready`` is 200 once all have loaded.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +72,17 @@ _EWMA_ALPHA = 0.2
 
 
 @dataclass
+class _Worker:
+    """The one thread batches run on, shared by every model of the process."""
+
+    executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="predict")
+    )
+    #: batches on the thread now
+    busy: int = 0
+
+
+@dataclass
 class _State:
     model: Model
     name: str
@@ -76,14 +92,10 @@ class _State:
     load_ms: float = 0.0
     served: int = 0
     in_flight: int = 0
-    #: batches on the worker thread now, and the recent compute time per instance (ms; None
-    #: until a batch has run)
-    on_worker: int = 0
+    #: the recent compute time per instance (ms; None until a batch has run)
     ms_per_instance: float | None = None
     frontends: FrontendTally = field(default_factory=FrontendTally)
-    executor: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="predict")
-    )
+    worker: _Worker = field(default_factory=_Worker)
 
 
 def _error(status: int, reason: str) -> JSONResponse:
@@ -143,30 +155,45 @@ def _parse_instances(body: bytes, model: Model, *, v2: bool = False) -> list[Any
 async def _run_model(state: _State, instances: list[Any]) -> list[Any]:
     """The model on this batch: inline when it is known to be fast and the worker is idle (one
     batch at a time either way), else on the worker thread."""
-    recent = state.ms_per_instance
-    if recent is not None and state.on_worker == 0 and recent * len(instances) < INLINE_BELOW_MS:
+    recent, worker = state.ms_per_instance, state.worker
+    if recent is not None and worker.busy == 0 and recent * len(instances) < INLINE_BELOW_MS:
         return state.model.predict(instances)
-    state.on_worker += 1
+    worker.busy += 1
     try:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(state.executor, state.model.predict, instances)
+        return await loop.run_in_executor(worker.executor, state.model.predict, instances)
     finally:
-        state.on_worker -= 1
+        worker.busy -= 1
 
 
-def create_app(model: Model, *, name: str | None = None) -> Starlette:
-    """Build the V1 app for ``model``; ``name`` is the path name (default: the model's kind)."""
-    state = _State(model=model, name=name or model.kind, process_start=time.time())
+def create_app(models: Model | Sequence[Model], *, name: str | None = None) -> Starlette:
+    """Build the V1 and V2 app for one model or several; ``name`` is the path name of a single
+    model (default: its kind; several models are served under their kinds, which must differ)."""
+    held = [models] if isinstance(models, Model) else list(models)
+    if not held:
+        raise ValueError("create_app needs at least one model")
+    if name is not None and len(held) > 1:
+        raise ValueError("name= applies to a single model; several are served under their kinds")
+    worker, started = _Worker(), time.time()
+    states: dict[str, _State] = {}
+    for model in held:
+        key = name or model.kind
+        if key in states:
+            raise ValueError(f"model {key!r} given twice")
+        states[key] = _State(model=model, name=key, process_start=started, worker=worker)
+    here = ", ".join(repr(n) for n in states)
 
-    def _check_name(request: Request) -> Response | None:
+    def _state(request: Request) -> _State | Response:
         requested = request.path_params["name"]
-        if requested != state.name:
-            return _error(404, f"no model named {requested!r} here; this is {state.name!r}")
-        return None
+        found = states.get(requested)
+        if found is None:
+            return _error(404, f"no model named {requested!r} here; this serves {here}")
+        return found
 
     async def ready(request: Request) -> Response:
-        if (wrong := _check_name(request)) is not None:
-            return wrong
+        state = _state(request)
+        if isinstance(state, Response):
+            return state
         if state.load_error is not None:
             return _error(503, f"model failed to load: {state.load_error}")
         if not state.loaded:
@@ -178,11 +205,13 @@ def create_app(model: Model, *, name: str | None = None) -> Starlette:
         )
 
     async def predict(request: Request) -> Response:
-        if (wrong := _check_name(request)) is not None:
-            return wrong
+        state = _state(request)
+        if isinstance(state, Response):
+            return state
         state.in_flight += 1
         try:
-            return await _predict(request, state.in_flight, v2=request.url.path.endswith("/infer"))
+            v2 = request.url.path.endswith("/infer")
+            return await _predict(state, request, state.in_flight, v2=v2)
         finally:
             state.in_flight -= 1
 
@@ -190,13 +219,13 @@ def create_app(model: Model, *, name: str | None = None) -> Starlette:
         return JSONResponse({"live": True})
 
     async def server_ready(request: Request) -> Response:
-        ok = state.loaded and state.load_error is None
+        ok = all(s.loaded and s.load_error is None for s in states.values())
         return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
 
-    async def models(request: Request) -> Response:
-        return JSONResponse({"models": [state.name]})
+    async def listing(request: Request) -> Response:
+        return JSONResponse({"models": list(states)})
 
-    async def _predict(request: Request, in_flight: int, *, v2: bool = False) -> Response:
+    async def _predict(state: _State, request: Request, in_flight: int, *, v2: bool) -> Response:
         if not state.loaded:
             reason = state.load_error or "model is still loading"
             return _error(503, reason)
@@ -247,17 +276,19 @@ def create_app(model: Model, *, name: str | None = None) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        loader = asyncio.get_running_loop().run_in_executor(state.executor, _load, state)
+        loop = asyncio.get_running_loop()
+        loaders = [loop.run_in_executor(worker.executor, _load, s) for s in states.values()]
         try:
             yield
         finally:
-            loader.cancel()
-            state.executor.shutdown(wait=False, cancel_futures=True)
+            for loader in loaders:
+                loader.cancel()
+            worker.executor.shutdown(wait=False, cancel_futures=True)
 
     routes = [
         Route("/v1/models/{name}:predict", predict, methods=["POST"]),
         Route("/v1/models/{name}", ready, methods=["GET"]),
-        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models", listing, methods=["GET"]),
         # the Open Inference Protocol (V2), for KServe V2, Triton and MLServer clients
         Route("/v2/models/{name}/infer", predict, methods=["POST"]),
         Route("/v2/models/{name}/ready", ready, methods=["GET"]),

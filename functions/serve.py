@@ -1,6 +1,8 @@
 """Run one function as a process: ``python -m functions.serve --model digits --port 9001``.
 
 This is what a replica is, on the local platform and in the function's container image.
+``--model`` given more than once serves those models from one process on one worker thread
+(ROMA's GPU executable: ``--model embed --model imagenet --device cuda:0``).
 """
 
 from __future__ import annotations
@@ -39,8 +41,15 @@ def listening_socket(fd: int) -> socket.socket:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m functions.serve", description=__doc__)
-    parser.add_argument("--model", required=True, help="model kind, e.g. digits")
-    parser.add_argument("--name", help="name in the URL path (default: the model kind)")
+    parser.add_argument(
+        "--model",
+        required=True,
+        action="append",
+        help="model kind, e.g. digits; repeat it to serve several models from this process",
+    )
+    parser.add_argument(
+        "--name", help="name in the URL path (default: the model kind; a single model only)"
+    )
     parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")))
     parser.add_argument(
@@ -56,17 +65,24 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
+    if args.name is not None and len(args.model) > 1:
+        parser.error("--name applies to a single --model; several are served under their kinds")
+    if len(set(args.model)) < len(args.model):
+        parser.error(f"--model given twice for the same kind: {', '.join(args.model)}")
     _threads_env(args.threads)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
-    try:
-        model = create_model(args.model, threads=args.threads, device=args.device)
-        model.check_device()
-    except UnknownModel as exc:
-        parser.error(str(exc))
-    except (DeviceUnavailable, ValueError) as exc:
-        print(f"{parser.prog}: {args.model}: {exc}", file=sys.stderr)
-        return 2
-    app = create_app(model, name=args.name)
+    models = []
+    for kind in args.model:
+        try:
+            model = create_model(kind, threads=args.threads, device=args.device)
+            model.check_device()
+        except UnknownModel as exc:
+            parser.error(str(exc))
+        except (DeviceUnavailable, ValueError) as exc:
+            print(f"{parser.prog}: {kind}: {exc}", file=sys.stderr)
+            return 2
+        models.append(model)
+    app = create_app(models, name=args.name)
     if args.fd is not None:
         config = uvicorn.Config(app, log_level=args.log_level, access_log=False)
         uvicorn.Server(config).run(sockets=[listening_socket(args.fd)])

@@ -38,10 +38,21 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """``python -m functions.serve --model KIND`` on a free loopback port."""
+    """``python -m functions.serve --model KIND`` on a free loopback port; ``also`` adds more
+    models to the same process (each ``--model``), ``device`` is its ``--device``."""
 
-    def __init__(self, kind: str, *, threads: int = 1, port: int | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        *,
+        threads: int = 1,
+        port: int | None = None,
+        also: tuple[str, ...] = (),
+        device: str = "cpu",
+    ) -> None:
         self.kind = kind
+        self.kinds = (kind, *also)
+        self.device = device
         self.threads = threads
         self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -51,6 +62,10 @@ class ServerProcess:
 
     @property
     def ready_url(self) -> str:
+        """200 once the model has loaded (with its ``load_ms``); with several models, once all
+        of them have."""
+        if len(self.kinds) > 1:
+            return f"{self.base_url}/v2/health/ready"
         return f"{self.base_url}/v1/models/{self.kind}"
 
     @property
@@ -63,17 +78,10 @@ class ServerProcess:
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             env[var] = str(self.threads)
         env["PYTHONUNBUFFERED"] = "1"
-        command = [
-            sys.executable,
-            "-m",
-            "functions.serve",
-            "--model",
-            self.kind,
-            "--port",
-            str(self.port),
-            "--threads",
-            str(self.threads),
-        ]
+        command = [sys.executable, "-m", "functions.serve", "--port", str(self.port)]
+        for kind in self.kinds:
+            command += ["--model", kind]
+        command += ["--threads", str(self.threads), "--device", self.device]
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop())
         self.spawned_at = time.perf_counter()
         self._process = subprocess.Popen(
@@ -96,14 +104,15 @@ class ServerProcess:
         while time.perf_counter() < deadline:
             if self._process.poll() is not None:
                 raise ServerStartError(
-                    f"{self.kind} server exited with {self._process.returncode}:\n{self.output()}"
+                    f"{'+'.join(self.kinds)} server exited with {self._process.returncode}:\n"
+                    f"{self.output()}"
                 )
             with contextlib.suppress(httpx.TransportError):
                 if client.get(self.ready_url).status_code == 200:
                     return time.perf_counter() - self.spawned_at
             time.sleep(_POLL_S)
         raise ServerStartError(
-            f"{self.kind} server not ready after {timeout_s:.0f} s:\n{self.output()}"
+            f"{'+'.join(self.kinds)} server not ready after {timeout_s:.0f} s:\n{self.output()}"
         )
 
     def stop(self) -> None:

@@ -79,3 +79,33 @@ def test_with_a_gpu_embed_computes_on_it() -> None:
     assert len(rows) == 4
     encoder = model._encoder._model  # type: ignore[attr-defined]
     assert str(encoder.device).startswith("cuda")
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--model", "embed", "--model", "digits", "--name", "x"], "--name applies to a single"),
+        (["--model", "digits", "--model", "digits"], "given twice"),
+        (["--model", "digits", "--model", "nope"], "unknown model kind 'nope'"),
+    ],
+)
+def test_serving_several_models_rejects_bad_arguments(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from functions.serve import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--port", "0"])
+    assert exit_.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_a_gpu_executable_refuses_when_one_of_its_models_cannot_use_the_gpu(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """digits is scikit-learn: one executable holding it and asked for cuda does not start."""
+    from functions.serve import main
+
+    assert main(["--model", "digits", "--model", "embed", "--device", "cuda", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "digits" in err and "cannot be used" in err and "Traceback" not in err

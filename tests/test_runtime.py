@@ -285,3 +285,48 @@ def test_functions_speak_the_open_inference_protocol_too(digits: TestClient) -> 
     bad = digits.post("/v2/models/digits/infer", json={"inputs": [{"shape": [2, 3], "data": [1]}]})
     assert bad.status_code == 400 and "2 values" not in bad.json()["error"]
     assert "1 values for shape [2, 3]" in bad.json()["error"]
+
+
+class _Tripler(_Echo):
+    kind = "tripler"
+
+    def predict(self, batch: list[Any]) -> list[Any]:
+        return [3 * x for x in batch]
+
+
+def test_one_process_serves_several_models_under_their_kinds() -> None:
+    """ROMA's GPU executable: two models in one app, each at its own path, one worker thread."""
+    with TestClient(create_app([_Echo(), _Tripler()])) as client:
+        _wait_ready(client, "echo")
+        _wait_ready(client, "tripler")
+        assert client.get("/v2/health/ready").status_code == 200
+        assert client.get("/v1/models").json() == {"models": ["echo", "tripler"]}
+        doubled = client.post("/v1/models/echo:predict", json={"instances": [1, 2]})
+        tripled = client.post("/v1/models/tripler:predict", json={"instances": [1, 2]})
+        assert doubled.json() == {"predictions": [2, 4]}
+        assert tripled.json() == {"predictions": [3, 6]}
+        # each model keeps its own cold flag; both ran on the one worker
+        assert doubled.headers[COLD_START] == "1" and tripled.headers[COLD_START] == "1"
+        missing = client.post("/v1/models/digits:predict", json={"instances": [1]})
+        assert missing.status_code == 404
+        assert "'echo', 'tripler'" in missing.json()["error"]
+
+
+def test_server_ready_waits_for_every_model() -> None:
+    release = threading.Event()
+    with TestClient(create_app([_Tripler(), _Echo(release=release)])) as client:
+        _wait_ready(client, "tripler")
+        assert client.get("/v2/health/ready").status_code == 503
+        assert client.get("/v1/models/echo").status_code == 503
+        release.set()
+        _wait_ready(client, "echo")
+        assert client.get("/v2/health/ready").status_code == 200
+
+
+def test_several_models_refuse_a_shared_name_or_a_duplicate() -> None:
+    with pytest.raises(ValueError, match="single model"):
+        create_app([_Echo(), _Tripler()], name="both")
+    with pytest.raises(ValueError, match="given twice"):
+        create_app([_Echo(), _Echo()])
+    with pytest.raises(ValueError, match="at least one"):
+        create_app([])
