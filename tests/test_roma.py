@@ -200,3 +200,40 @@ def test_live_systems_set_real_quotas_and_count_every_request(tmp_path: Path) ->
         assert set(row["work_ms"]) == {"a", "b"} and all(w > 0 for w in row["work_ms"].values())
     assert doc["systems"]["rr_max"]["core_seconds"] == pytest.approx(2 * 4)
     assert doc["systems"]["roma"]["core_seconds"] < 2 * 4  # light load: below a core each
+
+
+@pytest.mark.slow
+def test_live_with_a_gpu_executable_dispatches_between_it_and_the_cpu_replicas(
+    tmp_path: Path,
+) -> None:
+    """ROMA's deployment shape with one GPU executable (one process holding the apps' models,
+    run on the CPU here: ``gpu_device: cpu`` takes the same path as ``cuda``): requests go to
+    both it and the CPU replicas, each is answered once, the supervisor keeps its cores."""
+    import yaml
+
+    config = tmp_path / "gpu.yaml"
+    config.write_text(yaml.safe_dump({"roma": {
+        "live": True, "workers": 1, "cores": 2, "gpus": 1, "gpu_device": "cpu",
+        "gpu_cores": 1, "step_s": 2, "duration_s": 4, "alpha": 0.5, "u_min": 0.25,
+        "threads": 1,
+        "apps": {
+            "a": {"profile": "digits", "sla_s": 0.05, "workload": [60, 120]},
+            "b": {"profile": "digits", "sla_s": 0.05, "workload": [120, 60]},
+        },
+    }}), encoding="utf-8")  # fmt: skip
+    out = tmp_path / "out.json"
+    assert main(["experiment", "-c", str(config), "--json", str(out),
+                 "--modes", "roma_batched"]) == 0  # fmt: skip
+    doc = json.loads(out.read_text())
+    assert doc["gpus"] == 1 and doc["gpu_device"] == "cpu"
+    row = doc["systems"]["roma_batched"]
+    assert row["failed"] == 0 and row["requests"] == row["arrived"] > 500
+    assert 0.0 < row["gpu_share"] <= 1.0
+    # one core of two is kept for the GPU executable: the CPU replicas never get more than one
+    assert row["core_seconds"] <= 1.0 * 4 + 1e-6
+
+
+def test_a_gpu_device_that_is_not_one_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"roma\.gpu_device: device must be"):
+        parse_roma_config({"roma": {"gpu_device": "tpu", "apps": {
+            "a": {"profile": "digits", "sla_s": 0.05, "workload": [1]}}}}, "t")  # fmt: skip

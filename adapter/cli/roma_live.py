@@ -18,6 +18,13 @@ on its replica:
 * ``rr_rules``: ±1 core at ≥ 0.8 / ≤ 0.2 × SLA, every 15 s;
 * ``rr_max``: every core, split evenly; ``rr_min``: one core, split evenly.
 
+With ``roma.gpus`` > 0 the run also starts one GPU executable per GPU (one process holding
+every app's model, on ``roma.gpu_device``), and requests wait in the dispatcher's per-model
+queues (:mod:`adapter.cli.roma_dispatch`): a free GPU takes first (Algorithm 1 for the ``roma``
+systems, a slack-sized batch for ``roma_batched``, round robin for the others), then the CPU
+replicas' free threads; the supervisor keeps ``roma.gpu_cores`` for the GPU executables. An
+executable that cannot use its device refuses to start, and the run stops with its reason.
+
 Counted as in the simulation: violations are (app, second) pairs whose mean response time (of
 the requests completed in that second) exceeds the SLA; core-seconds the cores set, over time.
 """
@@ -25,14 +32,17 @@ the requests completed in that second) exceeds the SLA; core-seconds the cores s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import random
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 
+from adapter.cli.roma_dispatch import Dispatch, measure_gpu_time
 from adapter.policies.roma import CoreController, RuleController, load_floor, supervise
 from core.config import Config, parse_config
 from simulator.roma import RomaConfig, arrivals, summary_row
@@ -40,6 +50,10 @@ from simulator.roma import RomaConfig, arrivals, summary_row
 __all__ = ["LIVE_SYSTEMS", "run_cli", "run_live"]
 
 LIVE_SYSTEMS = ("roma", "roma_ff", "rr_rules", "rr_max", "rr_min")
+#: accepted besides: the same as ``roma`` without GPUs
+GPU_SYSTEMS = ("roma_batched",)
+#: how long a GPU executable may take to load every model
+GPU_READY_S = 300.0
 #: how long requests still out at the end may take to answer before they count as failed
 DRAIN_S = 30.0
 
@@ -68,10 +82,45 @@ async def _work_s(client: httpx.AsyncClient, url: str, body: bytes, count: int =
     return sorted(times)[len(times) // 2]
 
 
-def _body(kind: str) -> bytes:
+def _instance(kind: str) -> Any:
     from functions.registry import create_model
 
-    return json.dumps({"instances": create_model(kind).sample_instances(1)}).encode()
+    return create_model(kind).sample_instances(1)[0]
+
+
+def _gpu_devices(config: RomaConfig) -> list[str]:
+    """The device of each GPU executable: ``cuda`` → ``cuda:0``, ``cuda:1``…; ``cuda:N`` counts
+    from N; ``cpu`` runs them all on the CPU."""
+    family, _, first = config.gpu_device.partition(":")
+    if family == "cpu":
+        return ["cpu"] * config.gpus
+    return [f"cuda:{int(first or 0) + k}" for k in range(config.gpus)]
+
+
+@contextlib.asynccontextmanager
+async def _gpu_executables(config: RomaConfig) -> AsyncIterator[list[str]]:
+    """One GPU executable per GPU, every app's model in each, ready; their base URLs (none
+    without GPUs). ServerStartError: one refused or failed to start, its output says why."""
+    from functions.server_process import ServerProcess
+
+    kinds = list(dict.fromkeys(app.profile for app in config.apps.values()))
+    started: list[ServerProcess] = []
+
+    def start() -> None:
+        with httpx.Client(trust_env=False, timeout=5.0) as client:
+            for device in _gpu_devices(config) if config.gpus > 0 else []:
+                server = ServerProcess(kinds[0], also=tuple(kinds[1:]), device=device,
+                                       threads=config.threads)  # fmt: skip
+                started.append(server)
+                server.start()
+                server.wait_ready(client, timeout_s=GPU_READY_S)
+
+    try:
+        await asyncio.to_thread(start)
+        yield [server.base_url for server in started]
+    finally:
+        for server in started:
+            server.stop()
 
 
 async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
@@ -81,10 +130,13 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
     apps = [config.apps[n] for n in names]
     rng = random.Random(config.seed)
     schedules = [arrivals(app, config, rng) for app in apps]
-    bodies = [_body(app.profile) for app in apps]
+    instances = [_instance(app.profile) for app in apps]
+    bodies = [json.dumps({"instances": [x]}).encode() for x in instances]
     share = config.cores / len(apps)
     fixed = {"rr_max": share, "rr_min": 1.0 / len(apps)}.get(system)
-    cores = [fixed if fixed is not None else 1.0 for _ in apps]
+    kept = config.gpu_cores if config.gpus > 0 else 0.0  # cores the GPU executables keep
+    cores = ([fixed] * len(apps) if fixed is not None
+             else supervise([1.0] * len(apps), config.cores, gpu_cores=kept))  # fmt: skip
     # a replica runs at most ``threads`` requests at once: more cores than that are not used
     most = min(config.cores, float(config.threads))
     pi = [CoreController(config.gain, config.zero, config.u_min, most, c) for c in cores]
@@ -94,7 +146,8 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
     every: list[float] = []
     came = [0 for _ in apps]  # requests sent in this control period
     violations, core_s = 0, 0.0
-    async with LocalPlatform(_platform_config(config)) as platform:
+    async with _gpu_executables(config) as gpu_urls, \
+            LocalPlatform(_platform_config(config)) as platform:  # fmt: skip
         while any(platform.replicas(n).ready < 1 for n in names):
             await asyncio.sleep(0.1)
         base = platform.url(names[0])
@@ -107,6 +160,17 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
         for name, c in zip(names, cores, strict=True):
             platform.set_cores(name, c)
         loop = asyncio.get_running_loop()
+        dispatch = None
+        if gpu_urls:  # GPU time per model, measured on the first warm GPU executable
+            kinds = [a.profile for a in apps]
+            gpu_s = [await measure_gpu_time(client, f"{gpu_urls[0]}/v1/models/{k}:predict", x)
+                     for k, x in zip(kinds, instances, strict=True)]  # fmt: skip
+            dispatch = Dispatch(
+                client, names=names, kinds=kinds, instances=instances, cpu_urls=[base] * len(names),
+                gpu_urls=gpu_urls, gpu_s=gpu_s, sla_s=[a.sla_s for a in apps],
+                threads=config.threads, system=system, alpha=config.alpha, beta=config.beta,
+                max_batch=config.max_batch, clock=lambda: loop.time() - start, rng=rng,
+            )  # fmt: skip
         start = loop.time()
 
         async def send(i: int, k: int) -> None:
@@ -114,9 +178,12 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
             out[i][k] = sent
             came[i] += 1
             try:
-                answer = await client.post(f"{base}/v1/models/{names[i]}:predict",
-                                           content=bodies[i])  # fmt: skip
-                ok = answer.status_code == 200
+                if dispatch is not None:
+                    ok = await dispatch.submit(i)
+                else:
+                    answer = await client.post(f"{base}/v1/models/{names[i]}:predict",
+                                               content=bodies[i])  # fmt: skip
+                    ok = answer.status_code == 200
             except httpx.HTTPError:
                 ok = False
             except asyncio.CancelledError:  # still out when the drain ran out: unanswered
@@ -152,6 +219,8 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
                 done[i] = [(at, rt) for at, rt in done[i] if at > now - 1.0]
                 mean = sum(fresh) / len(fresh) if fresh else None
                 violations += mean is not None and mean > app.sla_s
+                if dispatch is not None and mean is not None:
+                    dispatch.recent[i] = mean
                 oldest = now - min(out[i].values()) if out[i] else None
                 measured.append(oldest if oldest is not None and (mean is None or oldest > mean)
                                 else mean)  # fmt: skip
@@ -161,14 +230,21 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
                 cores = [r.next_allocation(now, m, a.sla_s)
                          for r, m, a in zip(rules, measured, apps, strict=True)]  # fmt: skip
             else:
-                floors = [load_floor(n, w, config.ff_utilization) if system == "roma_ff" else 0.0
-                          for n, w in zip(came, work_s, strict=True)]  # fmt: skip
+                # the CPUs' share of the arrivals, as the last period split them with the GPUs
+                share_cpu = ([c / max(1, c + g) for c, g in zip(dispatch.on_cpu, dispatch.on_gpu,
+                                                                strict=True)]
+                             if dispatch is not None else [1.0] * len(apps))  # fmt: skip
+                floors = [load_floor(n * f, w, config.ff_utilization) if system == "roma_ff"
+                          else 0.0
+                          for n, f, w in zip(came, share_cpu, work_s, strict=True)]  # fmt: skip
                 demands = [ct.next_allocation(m, config.alpha * a.sla_s, floor=f) for ct, m, a, f
                            in zip(pi, measured, apps, floors, strict=True)]  # fmt: skip
-                cores = supervise(demands, config.cores, gamma=config.gamma)
+                cores = supervise(demands, config.cores, gamma=config.gamma, gpu_cores=kept)
                 for ct, granted in zip(pi, cores, strict=True):
                     ct.granted(granted)
             came[:] = [0] * len(apps)
+            if dispatch is not None:
+                dispatch.on_cpu[:], dispatch.on_gpu[:] = [0] * len(apps), [0] * len(apps)
             for name, allocated in zip(names, cores, strict=True):
                 platform.set_cores(name, allocated)
         # what is still out after the drain counts as unanswered (a failed request)
@@ -176,9 +252,13 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
         for task in late:
             task.cancel()
         await asyncio.gather(*senders, return_exceptions=True)
+        if dispatch is not None:
+            await dispatch.close()
         await client.aclose()
     answered = sorted(rt for rt in every if math.isfinite(rt))
-    row = summary_row(answered, violations, core_s, 0, len(every), len(apps), config)
+    on_gpu, on_cpu = ((dispatch.gpu_served, dispatch.cpu_served) if dispatch is not None
+                      else (0, len(every)))  # fmt: skip
+    row = summary_row(answered, violations, core_s, on_gpu, on_cpu, len(apps), config)
     row["work_ms"] = {n: round(1000 * w, 2) for n, w in zip(names, work_s, strict=True)}
     row["arrived"] = sum(len(s) for s in schedules)
     row["failed"] = len(every) - len(answered)
@@ -189,9 +269,10 @@ def run_live(config: RomaConfig, systems: tuple[str, ...] = LIVE_SYSTEMS) -> dic
     """Each system in turn, live; the OUT.json document (``systems.{name}``)."""
     from adapter.cli.results import machine
 
-    unknown = [s for s in systems if s not in LIVE_SYSTEMS]
+    known = LIVE_SYSTEMS + GPU_SYSTEMS
+    unknown = [s for s in systems if s not in known]
     if unknown:
-        raise ValueError(f"unknown live system {unknown[0]!r}; expected {', '.join(LIVE_SYSTEMS)}")
+        raise ValueError(f"unknown live system {unknown[0]!r}; expected {', '.join(known)}")
     rows = {}
     for system in systems:
         started = time.perf_counter()
@@ -204,6 +285,8 @@ def run_live(config: RomaConfig, systems: tuple[str, ...] = LIVE_SYSTEMS) -> dic
         "cores": config.cores,
         "threads": config.threads,
         "cpu_period_ms": config.cpu_period_ms,
+        "gpus": config.gpus,
+        "gpu_device": config.gpu_device if config.gpus else None,
         "duration_s": config.duration_s,
         "sla_s": {n: a.sla_s for n, a in config.apps.items()},
         "systems": rows,
@@ -217,6 +300,7 @@ def run_cli(path: str, out_json: str | None, modes: str | None) -> int:
     from pathlib import Path
 
     from core.config import ConfigError
+    from functions.server_process import ServerStartError
     from simulator.roma import format_roma, load_roma_config
 
     try:
@@ -231,6 +315,9 @@ def run_cli(path: str, out_json: str | None, modes: str | None) -> int:
     except httpx.HTTPError as exc:  # a function failed before the load started
         print(f"slackwise: {path}: a function did not answer: {exc}", file=sys.stderr)
         return 1
+    except ServerStartError as exc:  # a GPU executable refused its device or did not load
+        print(f"slackwise: {path}: the GPU executable did not start: {exc}", file=sys.stderr)
+        return 2
     print(format_roma(doc))
     if out_json:
         Path(out_json).parent.mkdir(parents=True, exist_ok=True)
