@@ -12,11 +12,13 @@ from adapter.cli.main import main
 from adapter.policies.roma import (
     CoreController,
     GpuCandidate,
+    NodeCores,
     RuleController,
     gpu_batch,
     gpu_choice,
     load_floor,
     pi_gains,
+    response_signal,
     supervise,
 )
 from core.config import ConfigError
@@ -237,3 +239,24 @@ def test_a_gpu_device_that_is_not_one_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"roma\.gpu_device: device must be"):
         parse_roma_config({"roma": {"gpu_device": "tpu", "apps": {
             "a": {"profile": "digits", "sla_s": 0.05, "workload": [1]}}}}, "t")  # fmt: skip
+
+
+def test_response_signal_is_the_mean_or_a_longer_wait() -> None:
+    assert response_signal([0.01, 0.03], None) == pytest.approx(0.02)
+    assert response_signal([0.01, 0.03], 0.5) == 0.5  # a starved executable still shows
+    assert response_signal([0.01, 0.03], 0.001) == pytest.approx(0.02)
+    assert response_signal([], 0.2) == 0.2 and response_signal([], None) is None
+
+
+def test_node_cores_scales_the_asks_to_the_node_and_integrates_the_grant() -> None:
+    cts = [CoreController(1.0, 0.0, 0.1, 4.0, 2.0) for _ in range(2)]
+    node = NodeCores(cts, cores=4.0, gpu_cores=1.0)
+    # both far above their set points ask for 3 more cores each: 10 asked, 3 available
+    granted = node.step([0.4, 0.4], [0.1, 0.1])
+    assert granted == pytest.approx([1.5, 1.5])
+    assert [ct.u for ct in cts] == pytest.approx([1.5, 1.5])  # anti-windup: the grant, not the ask
+    # both on their set points ask to stay; the second's floor (its arrivals) raises its ask
+    granted = node.step([0.1, 0.1], [0.1, 0.1], floors=[0.0, 2.0])
+    assert granted == pytest.approx([1.5 * 3 / 3.5, 2.0 * 3 / 3.5])
+    # nothing completed and nothing waiting: the last error (none) is kept, so is the grant
+    assert node.step([None, None], [0.1, 0.1]) == pytest.approx(granted)

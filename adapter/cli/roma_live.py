@@ -43,7 +43,14 @@ from typing import Any
 import httpx
 
 from adapter.cli.roma_dispatch import Dispatch, measure_gpu_time
-from adapter.policies.roma import CoreController, RuleController, load_floor, supervise
+from adapter.policies.roma import (
+    CoreController,
+    NodeCores,
+    RuleController,
+    load_floor,
+    response_signal,
+    supervise,
+)
 from core.config import Config, parse_config
 from simulator.roma import RomaConfig, arrivals, summary_row
 
@@ -140,6 +147,7 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
     # a replica runs at most ``threads`` requests at once: more cores than that are not used
     most = min(config.cores, float(config.threads))
     pi = [CoreController(config.gain, config.zero, config.u_min, most, c) for c in cores]
+    node = NodeCores(pi, config.cores, gpu_cores=kept, gamma=config.gamma)
     rules = [RuleController(config.u_min, most, c) for c in cores]
     done: list[list[tuple[float, float]]] = [[] for _ in apps]  # (completed at, response s)
     out: list[dict[int, float]] = [{} for _ in apps]  # request id -> sent at
@@ -222,8 +230,7 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
                 if dispatch is not None and mean is not None:
                     dispatch.recent[i] = mean
                 oldest = now - min(out[i].values()) if out[i] else None
-                measured.append(oldest if oldest is not None and (mean is None or oldest > mean)
-                                else mean)  # fmt: skip
+                measured.append(response_signal(fresh, oldest))
             if fixed is not None:
                 continue
             if system == "rr_rules":
@@ -237,11 +244,7 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
                 floors = [load_floor(n * f, w, config.ff_utilization) if system == "roma_ff"
                           else 0.0
                           for n, f, w in zip(came, share_cpu, work_s, strict=True)]  # fmt: skip
-                demands = [ct.next_allocation(m, config.alpha * a.sla_s, floor=f) for ct, m, a, f
-                           in zip(pi, measured, apps, floors, strict=True)]  # fmt: skip
-                cores = supervise(demands, config.cores, gamma=config.gamma, gpu_cores=kept)
-                for ct, granted in zip(pi, cores, strict=True):
-                    ct.granted(granted)
+                cores = node.step(measured, [config.alpha * a.sla_s for a in apps], floors)
             came[:] = [0] * len(apps)
             if dispatch is not None:
                 dispatch.on_cpu[:], dispatch.on_gpu[:] = [0] * len(apps), [0] * len(apps)

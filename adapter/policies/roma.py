@@ -33,11 +33,13 @@ from dataclasses import dataclass
 __all__ = [
     "CoreController",
     "GpuCandidate",
+    "NodeCores",
     "RuleController",
     "gpu_batch",
     "gpu_choice",
     "load_floor",
     "pi_gains",
+    "response_signal",
     "supervise",
 ]
 
@@ -118,6 +120,41 @@ class RuleController:
         elif response_s <= self.down * sla_s:
             self.u = max(self.u_min, self.u - 1.0)
         return self.u
+
+
+def response_signal(completed_s: Sequence[float], oldest_waiting_s: float | None) -> float | None:
+    """What a CT controller reads for a period: the mean response time of the requests
+    completed in it, or the age of the oldest request still waiting when that is larger (a
+    starved executable completes nothing, and its controller must still see it); None when
+    neither exists."""
+    mean = sum(completed_s) / len(completed_s) if completed_s else None
+    if oldest_waiting_s is not None and (mean is None or oldest_waiting_s > mean):
+        return oldest_waiting_s
+    return mean
+
+
+@dataclass
+class NodeCores:
+    """One node's CPU executables under Algorithm 2: each period every executable's CT
+    controller asks (:meth:`CoreController.next_allocation`), :func:`supervise` scales the asks
+    to the node's cores (less ``gpu_cores``, kept for the GPU executables), and each controller
+    integrates what it was granted."""
+
+    controllers: Sequence[CoreController]
+    cores: float
+    gpu_cores: float = 0.0
+    gamma: float = 0.0
+
+    def step(self, responses: Sequence[float | None], set_points_s: Sequence[float],
+             floors: Sequence[float] | None = None) -> list[float]:  # fmt: skip
+        """The cores each executable gets for the next period."""
+        floors = [0.0] * len(self.controllers) if floors is None else floors
+        asks = zip(self.controllers, responses, set_points_s, floors, strict=True)
+        demands = [ct.next_allocation(r, sp, floor=f) for ct, r, sp, f in asks]
+        granted = supervise(demands, self.cores, gpu_cores=self.gpu_cores, gamma=self.gamma)
+        for ct, u in zip(self.controllers, granted, strict=True):
+            ct.granted(u)
+        return granted
 
 
 def supervise(demands: Sequence[float], cores: float, *, gpu_cores: float = 0.0,
