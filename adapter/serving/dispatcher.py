@@ -31,6 +31,7 @@ from adapter.policies.queue import RequestQueue
 from adapter.policies.slack import StagePolicy
 from adapter.policies.waiting import PathMargin
 from adapter.serving.autoscaling import Autoscaling
+from adapter.serving.cores import CoreControl
 from adapter.serving.errors import (
     AdapterError,
     DeadlinePruned,
@@ -117,6 +118,8 @@ class Dispatcher:
         #: the autoscaling advisor this dispatcher reports arrivals, cold starts and gossip to
         self.autoscaling = autoscaling
         self.frontend_id = frontend_id
+        #: ROMA's core controllers, told of arrivals and answers (adapter.serving.cores)
+        self.cores: CoreControl | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._sends: set[asyncio.Task[None]] = set()
@@ -179,6 +182,8 @@ class Dispatcher:
         item.arrived_cold = ready == 0
         if self.autoscaling is not None:
             self.autoscaling.arrived(self.name, item.arrival, item.size)
+        if self.cores is not None:
+            self.cores.arrived(self.name, item.size)
         refusal = self.controller.admit(item, item.arrival, ready)
         if refusal is not None:  # Swayam §3.3: refused at once, it would finish late
             if self.autoscaling is not None:
@@ -427,20 +432,13 @@ class Dispatcher:
             if self.autoscaling is not None:
                 self.autoscaling.missed(self.name, done)
         epoch = self.epoch
-        self.records.add(
-            {
-                "id": item.id,
-                "function": self.name,
-                "app": item.app,
-                "stage": item.stage,
-                "arrival": round(item.arrival - epoch, 6),
-                "dispatch": round(item.dispatched - epoch, 6) if item.dispatched else None,
-                "done": round(done - epoch, 6),
-                "deadline": round(item.deadline - epoch, 6),
-                "size": item.size,
-                "batch_size": batch_size,
-                "status": status,
-                "cold": cold,
-                "missed": missed,
-            }
-        )
+        if self.cores is not None and status == 200:
+            self.cores.answered(self.name, done - item.arrival)
+        self.records.add({
+            "id": item.id, "function": self.name, "app": item.app, "stage": item.stage,
+            "arrival": round(item.arrival - epoch, 6),
+            "dispatch": round(item.dispatched - epoch, 6) if item.dispatched else None,
+            "done": round(done - epoch, 6), "deadline": round(item.deadline - epoch, 6),
+            "size": item.size, "batch_size": batch_size, "status": status, "cold": cold,
+            "missed": missed,
+        })  # fmt: skip

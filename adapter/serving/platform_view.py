@@ -55,6 +55,11 @@ class PlatformView(Protocol):
         share. Raises :class:`PinUnsupported` where the platform cannot be told."""
         ...
 
+    async def set_cores(self, function: str, cores: float | None) -> None:
+        """The CPU cores ``function``'s replicas share from now on (None: no limit; ROMA's
+        actuation). Raises :class:`PinUnsupported` where the platform cannot be told."""
+        ...
+
 
 class PlatformUnreachable(RuntimeError):
     """The platform the adapter was pointed at does not answer: the adapter cannot start."""
@@ -85,6 +90,10 @@ class LocalView:
         self, function: str, replicas: int | None, *, owner: str = "", lease_s: float | None = None
     ) -> None:
         await self._platform.set_scale(function, replicas, owner=owner, lease_s=lease_s)
+
+    async def set_cores(self, function: str, cores: float | None) -> None:
+        """A cgroup quota on the function's replicas (:meth:`LocalPlatform.set_cores`)."""
+        self._platform.set_cores(function, cores)
 
 
 class RemoteView:
@@ -159,6 +168,10 @@ class RemoteView:
             function, "scale", {"replicas": replicas, "frontend": owner, "lease_s": lease_s}
         )
 
+    async def set_cores(self, function: str, cores: float | None) -> None:
+        """``PUT /platform/functions/{function}/cores`` on the platform's admin API."""
+        await self._put(function, "cores", {"cores": cores})
+
     async def _put(self, function: str, what: str, body: dict[str, object]) -> None:
         response = await self._client.put(
             f"{self._base}/platform/functions/{function}/{what}", json=body, timeout=5.0
@@ -197,6 +210,9 @@ class StaticView:
     ) -> None:
         raise PinUnsupported(f"{function} runs at a fixed endpoint: there is no scale to set")
 
+    async def set_cores(self, function: str, cores: float | None) -> None:
+        raise PinUnsupported(f"{function} runs at a fixed endpoint: its cores are not ours to set")
+
 
 class RoutedView:
     """Some functions at fixed endpoints (``functions.X.upstream.url``), the rest on the
@@ -226,3 +242,6 @@ class RoutedView:
         self, function: str, replicas: int | None, *, owner: str = "", lease_s: float | None = None
     ) -> None:
         await self._for(function).set_scale(function, replicas, owner=owner, lease_s=lease_s)
+
+    async def set_cores(self, function: str, cores: float | None) -> None:
+        await self._for(function).set_cores(function, cores)

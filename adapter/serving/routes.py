@@ -141,6 +141,8 @@ async def model_status(request: Request) -> Response:
                 if state.autoscaling is not None
                 else None
             ),
+            # the CPU cores ROMA's controller set for it (None: not controlled, or not yet)
+            "cores": state.cores.cores.get(name) if state.cores is not None else None,
         }
     )
 

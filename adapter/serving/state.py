@@ -11,6 +11,7 @@ from adapter.policies.modes import ModePreset
 from adapter.policies.slack import StagePolicy
 from adapter.serving.autoscaling import Autoscaling
 from adapter.serving.chains import Chain
+from adapter.serving.cores import CoreControl
 from adapter.serving.dispatcher import Dispatcher
 from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.platform_view import PlatformView
@@ -41,5 +42,7 @@ class AdapterState:
     view: PlatformView | None = None
     epoch: float = 0.0
     autoscaling: Autoscaling | None = None
+    #: ROMA's core controllers over the CPU functions (adapter.cores)
+    cores: CoreControl | None = None
     #: this adapter's name in the functions' frontend gossip (Swayam's n_F)
     frontend_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])

@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import httpx
 
 from adapter.policies.latency import LatencyModel
 from adapter.serving.autoscaling import Autoscaling
+from adapter.serving.cores import CoreControl
 from adapter.serving.dispatcher import Dispatcher
 from adapter.serving.platform_view import (
     LocalView,
@@ -110,6 +111,12 @@ async def running(
                 dispatcher.frontend_id = state.frontend_id
             state.autoscaling.start()
             stack.push_async_callback(state.autoscaling.stop)
+        if config.adapter.cores.enabled:
+            state.cores = _cores(config, state)
+            for name in state.cores.names:
+                state.dispatchers[name].cores = state.cores
+            state.cores.start()
+            stack.push_async_callback(state.cores.stop)
         for dispatcher in state.dispatchers.values():
             dispatcher.start()
         try:
@@ -213,3 +220,24 @@ def _autoscaling(config: Config, state: AdapterState, slos: dict[str, float]) ->
         percentiles=percentiles,
         owner=state.frontend_id,
     )
+
+
+def _cores(config: Config, state: AdapterState) -> CoreControl:
+    """ROMA's CT controllers over the CPU functions; each reads its dispatcher's oldest queued
+    request and its latency model's one-request time."""
+    assert state.view is not None
+    d = state.dispatchers
+
+    def oldest(name: str) -> Callable[[], float | None]:
+        return lambda: min((p.arrival for p in d[name].queue.items if not p.cancelled),
+                           default=None)  # fmt: skip
+
+    def work_s(name: str) -> Callable[[], float]:
+        return lambda: d[name].model.estimate_ms(1) / 1000.0
+
+    names = list(config.functions)
+    return CoreControl(
+        settings=config.adapter.cores, functions=config.functions, slos_ms=state.slos,
+        oldest={n: oldest(n) for n in names}, work_s={n: work_s(n) for n in names},
+        view=state.view, clock=state.clock,
+    )  # fmt: skip

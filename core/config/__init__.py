@@ -1,6 +1,7 @@
 """The one YAML file that describes a deployment, as a typed model (:mod:`core.config.model`)
 loaded and checked by :mod:`core.config.loader`; errors name the file, the key and the value."""
 
+from core.config.cores import CoreSettings
 from core.config.loader import load_config, parse_config, parse_modes
 from core.config.model import (
     ADVISOR_MODE,
@@ -39,6 +40,7 @@ __all__ = [
     "AppConfig",
     "Config",
     "ConfigError",
+    "CoreSettings",
     "ExperimentConfig",
     "FunctionConfig",
     "PlatformConfig",

@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from core.config.cores import check_cores, core_settings
 from core.config.device import device_setting
 from core.config.model import (
     ADVISOR_MODE,
@@ -265,6 +266,7 @@ def _adapter(r: Reader, raw: Any) -> AdapterConfig:
         latency_model=choice(r, data, "latency_model", path, ("linear", "curve"), d.latency_model),
         aimd=_aimd(r, data.get("aimd")),
         advisor=advisor_settings(r, data.get("advisor")),
+        cores=core_settings(r, data.get("cores")),
     )
 
 
@@ -414,14 +416,12 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
     apps = {name: _app(r, name, spec, functions) for name, spec in app_raw.items()}
     adapter = _adapter(r, data.get("adapter"))
     for name, fn in functions.items():
-        if (
-            fn.upstream.protocol == "v2"
-            and fn.upstream.url is None
-            and adapter.platform != "knative"
-        ):
+        if fn.upstream.protocol == "v2" and fn.upstream.url is None \
+                and adapter.platform != "knative":  # fmt: skip
             raise r.fail(f"functions.{name}.upstream.protocol",
                          "v2 needs upstream.url or adapter.platform: knative (the local platform "
                          "relays V1 only)")  # fmt: skip
+    check_cores(r, adapter.cores, functions)
     experiment = None
     if data.get("experiment") is not None:
         experiment = _experiment(r, data["experiment"], functions, apps)

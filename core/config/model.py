@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from core.config.cores import CoreSettings
 from core.scaling import AutoscalerConfig, ScalingSpec
 
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -195,6 +196,8 @@ class AdapterConfig:
     latency_model: str = "linear"
     aimd: AIMDConfig = field(default_factory=AIMDConfig)
     advisor: AdvisorSettings = field(default_factory=AdvisorSettings)
+    #: ROMA's CT controllers over the CPU functions' cores (core.config.cores)
+    cores: CoreSettings = field(default_factory=CoreSettings)
 
 
 #: ``slackwise`` is the whole system (batching, and the advisor owning capacity); ``slackwise-kpa``

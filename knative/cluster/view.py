@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from core.platform_errors import PinUnsupported
 from knative.cluster.client import KnativeClient
 from knative.cluster.errors import AccessDeniedError, HookUnavailableError, KnativeError
+from knative.cluster.pod_cores import PodCores, ResizeUnavailableError
 from knative.cluster.watch import ServingWatch
 from knative.local.events import ReplicaCounts
 
@@ -53,6 +54,7 @@ class KnativeView:
         self._task: asyncio.Task[None] | None = None
         self._watch = ServingWatch(client.api_client, client.namespace) if watch else None
         self._watching = False  # the watches have started (until then, and without, read)
+        self._cores: PodCores | None = None  # made on the first set_cores
 
     def refresh(self) -> None:
         """Every function's URL and replicas: from the watches' cache, or read (blocking)."""
@@ -150,6 +152,26 @@ class KnativeView:
                 self._client.set_scale, self._service(function), replicas, owner=owner,
                 lease_s=lease_s,
             )  # fmt: skip
+
+    async def set_cores(self, function: str, cores: float | None) -> None:
+        """The function's running pods resized in place to share ``cores``
+        (:class:`knative.cluster.pod_cores.PodCores`; Kubernetes >= 1.33). None leaves them as
+        they are: a pod's CPU is never unset, only resized."""
+        if cores is None:
+            return
+        if self._cores is None:
+            self._cores = PodCores(self._client.api_client, self._client.namespace)
+        try:
+            with _classified(function):
+                results = await asyncio.to_thread(
+                    self._cores.set_cores, self._service(function), cores
+                )
+        except ResizeUnavailableError as exc:
+            raise PinUnsupported(f"{function}: {exc}") from None
+        for result in results:
+            if not result.done:
+                logger.info("%s: pod %s resize to %s pending: %s %s", function, result.pod,
+                            result.asked, result.pending, result.message)  # fmt: skip
 
 
 @contextlib.contextmanager
