@@ -179,3 +179,26 @@ def test_quantities_and_qos_classes() -> None:
     both = {"cpu": "1", "memory": "1Gi"}
     assert qos_class([{"resources": {"requests": both, "limits": both}}]) == "Guaranteed"
     assert qos_class([{"resources": {"limits": both}}]) == "Guaranteed"  # requests default
+
+
+def test_the_adapters_knative_view_sets_cores_through_the_resize(fake: FakeKubernetes) -> None:
+    """What ``adapter.cores`` calls on Knative: the view resizes the function's pods in place;
+    a cluster without the resize is PinUnsupported (the loop warns once and stops)."""
+    import asyncio
+
+    from core.platform_errors import PinUnsupported
+    from knative.cluster.view import KnativeView
+
+    _deploy(fake, replicas=2)
+    with fake.api_client() as api:
+        view = KnativeView(KnativeClient(api, NS, serving_version="1.23.0"), ["digits"],
+                           watch=False)  # fmt: skip
+        asyncio.run(view.set_cores("digits", 1.5))
+        assert [cpu_cores(_function(p)["resources"]["requests"]["cpu"])
+                for p in _pods(fake)] == [0.75, 0.75]  # fmt: skip
+        asyncio.run(view.set_cores("digits", None))  # a pod's CPU is resized, never unset
+        fake.kubernetes_version = "1.32.4"
+        old = KnativeView(KnativeClient(api, NS, serving_version="1.23.0"), ["digits"],
+                          watch=False)  # fmt: skip
+        with pytest.raises(PinUnsupported, match="needs Kubernetes >= 1.33"):
+            asyncio.run(old.set_cores("digits", 1.0))

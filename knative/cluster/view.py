@@ -161,13 +161,13 @@ class KnativeView:
             return
         if self._cores is None:
             self._cores = PodCores(self._client.api_client, self._client.namespace)
-        try:
-            with _classified(function):
+        with _classified(function):
+            try:
                 results = await asyncio.to_thread(
                     self._cores.set_cores, self._service(function), cores
                 )
-        except ResizeUnavailableError as exc:
-            raise PinUnsupported(f"{function}: {exc}") from None
+            except ResizeUnavailableError as exc:  # not transient: the loop stops, once
+                raise PinUnsupported(f"{function}: {exc}") from None
         for result in results:
             if not result.done:
                 logger.info("%s: pod %s resize to %s pending: %s %s", function, result.pod,
