@@ -63,6 +63,11 @@ LIVE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("experiments/digits-twitter.yaml", "experiments/results/digits-twitter.json", ()),
     ("experiments/roma-2apps.yaml", "experiments/results/roma-2apps.json", ()),
     ("experiments/roma-2apps-t1.yaml", "experiments/results/roma-2apps-t1.json", ()),
+    (
+        "experiments/roma-2apps-t1.yaml",
+        "experiments/results/roma-2apps-adapter.json",
+        ("--modes", "adapter_ct,adapter_ff,adapter_max"),
+    ),
     *(
         (
             "experiments/img-query-twitter.yaml",

@@ -59,23 +59,56 @@ __all__ = ["LIVE_SYSTEMS", "run_cli", "run_live"]
 LIVE_SYSTEMS = ("roma", "roma_ff", "rr_rules", "rr_max", "rr_min")
 #: accepted besides: the same as ``roma`` without GPUs
 GPU_SYSTEMS = ("roma_batched",)
+#: through the adapter (its batching in the path): its own CT controllers (``adapter.cores``),
+#: with the feed-forward floor, or every core fixed (RR+max's cores)
+ADAPTER_SYSTEMS = ("adapter_ct", "adapter_ff", "adapter_max")
 #: how long a GPU executable may take to load every model
 GPU_READY_S = 300.0
 #: how long requests still out at the end may take to answer before they count as failed
 DRAIN_S = 30.0
 
 
-def _platform_config(config: RomaConfig) -> Config:
+def _platform_config(config: RomaConfig, system: str = "") -> Config:
+    """The local platform's config; for an ``adapter_*`` system also the adapter's: each app's
+    SLA as its function's SLO and, for ``adapter_ct`` / ``adapter_ff``, ``adapter.cores`` with
+    this experiment's controller settings."""
     threads = config.threads
     pinned = {"autoscaling.knative.dev/min-scale": "1", "autoscaling.knative.dev/max-scale": "1"}
     functions = {
         name: {"model": app.profile, "threads": threads, "container_concurrency": threads,
-               "annotations": pinned}
+               "annotations": pinned, "slo_ms": 1000 * app.sla_s}
         for name, app in config.apps.items()
     }  # fmt: skip
     platform = {"queue_depth": 100000, "request_timeout_s": 60,
                 "cpu_period_ms": config.cpu_period_ms}  # fmt: skip
-    return parse_config({"platform": platform, "functions": functions}, config.source)
+    adapter: dict[str, Any] = {"max_queue": 100000}
+    if system in ("adapter_ct", "adapter_ff"):
+        adapter["cores"] = {
+            "enabled": True, "node_cores": config.cores, "alpha": config.alpha,
+            "gain": config.gain, "zero": config.zero, "u_min": config.u_min,
+            "feed_forward": config.ff_utilization if system == "adapter_ff" else None,
+        }  # fmt: skip
+    raw = {"platform": platform, "functions": functions, "adapter": adapter}
+    return parse_config(raw, config.source)
+
+
+@contextlib.asynccontextmanager
+async def _adapter_in_front(cfg: Config, platform: Any) -> AsyncIterator[str]:
+    """The adapter (its batching, and its core controllers where ``cfg`` enables them) served
+    over HTTP on a free port in front of ``platform``; its base URL."""
+    from adapter.serving.app import create_app
+    from adapter.serving.http_server import serve
+    from adapter.serving.platform_view import LocalView
+
+    stop = asyncio.Event()
+    bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    app = create_app(cfg, view=LocalView(platform))
+    task = asyncio.create_task(serve(app, "127.0.0.1", 0, ready=bound.set_result, stop=stop))
+    try:
+        yield f"http://127.0.0.1:{await asyncio.wait_for(bound, 60)}"
+    finally:
+        stop.set()
+        await task
 
 
 async def _work_s(client: httpx.AsyncClient, url: str, body: bytes, count: int = 20) -> float:
@@ -140,7 +173,9 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
     instances = [_instance(app.profile) for app in apps]
     bodies = [json.dumps({"instances": [x]}).encode() for x in instances]
     share = config.cores / len(apps)
-    fixed = {"rr_max": share, "rr_min": 1.0 / len(apps)}.get(system)
+    fixed = {"rr_max": share, "rr_min": 1.0 / len(apps), "adapter_max": share}.get(system)
+    # adapter_ct / adapter_ff: the adapter's own controllers set the cores; this loop reads them
+    by_adapter = system in ("adapter_ct", "adapter_ff")
     kept = config.gpu_cores if config.gpus > 0 else 0.0  # cores the GPU executables keep
     cores = ([fixed] * len(apps) if fixed is not None
              else supervise([1.0] * len(apps), config.cores, gpu_cores=kept))  # fmt: skip
@@ -154,8 +189,10 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
     every: list[float] = []
     came = [0 for _ in apps]  # requests sent in this control period
     violations, core_s = 0, 0.0
-    async with _gpu_executables(config) as gpu_urls, \
-            LocalPlatform(_platform_config(config)) as platform:  # fmt: skip
+    cfg = _platform_config(config, system)
+    async with contextlib.AsyncExitStack() as stack:
+        gpu_urls = await stack.enter_async_context(_gpu_executables(config))
+        platform = await stack.enter_async_context(LocalPlatform(cfg))
         while any(platform.replicas(n).ready < 1 for n in names):
             await asyncio.sleep(0.1)
         base = platform.url(names[0])
@@ -165,8 +202,11 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
         # floor's unit; the packaged profile was timed on other inputs and other machines)
         work_s = [await _work_s(client, f"{base}/v1/models/{n}:predict", b)
                   for n, b in zip(names, bodies, strict=True)]  # fmt: skip
+        if system.startswith("adapter_"):  # the load goes through the adapter from now on
+            base = await stack.enter_async_context(_adapter_in_front(cfg, platform))
         for name, c in zip(names, cores, strict=True):
-            platform.set_cores(name, c)
+            if not by_adapter:
+                platform.set_cores(name, c)
         loop = asyncio.get_running_loop()
         dispatch = None
         if gpu_urls:  # GPU time per model, measured on the first warm GPU executable
@@ -220,6 +260,8 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
         for second in range(1, round(config.duration_s) + 1):
             await asyncio.sleep(max(0.0, second - (loop.time() - start)))
             now = loop.time() - start
+            if by_adapter:
+                cores = [platform.cores(n) or 0.0 for n in names]
             core_s += sum(cores)
             measured: list[float | None] = []
             for i, app in enumerate(apps):
@@ -231,7 +273,7 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
                     dispatch.recent[i] = mean
                 oldest = now - min(out[i].values()) if out[i] else None
                 measured.append(response_signal(fresh, oldest))
-            if fixed is not None:
+            if fixed is not None or by_adapter:
                 continue
             if system == "rr_rules":
                 cores = [r.next_allocation(now, m, a.sla_s)
@@ -272,10 +314,14 @@ def run_live(config: RomaConfig, systems: tuple[str, ...] = LIVE_SYSTEMS) -> dic
     """Each system in turn, live; the OUT.json document (``systems.{name}``)."""
     from adapter.cli.results import machine
 
-    known = LIVE_SYSTEMS + GPU_SYSTEMS
+    known = LIVE_SYSTEMS + GPU_SYSTEMS + ADAPTER_SYSTEMS
     unknown = [s for s in systems if s not in known]
     if unknown:
         raise ValueError(f"unknown live system {unknown[0]!r}; expected {', '.join(known)}")
+    through = [s for s in systems if s in ADAPTER_SYSTEMS]
+    if through and config.gpus > 0:
+        raise ValueError(f"{through[0]} runs without GPUs (the adapter does not dispatch to a GPU "
+                         "executable); set roma.gpus: 0")  # fmt: skip
     rows = {}
     for system in systems:
         started = time.perf_counter()
