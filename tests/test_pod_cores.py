@@ -200,5 +200,5 @@ def test_the_adapters_knative_view_sets_cores_through_the_resize(fake: FakeKuber
         fake.kubernetes_version = "1.32.4"
         old = KnativeView(KnativeClient(api, NS, serving_version="1.23.0"), ["digits"],
                           watch=False)  # fmt: skip
-        with pytest.raises(PinUnsupported, match="needs Kubernetes >= 1.33"):
+        with pytest.raises(PinUnsupported, match=r"needs Kubernetes >= 1\.33"):
             asyncio.run(old.set_cores("digits", 1.0))
