@@ -199,3 +199,12 @@ def test_unknown_profile_set_is_an_error_not_a_traceback(
 ) -> None:
     assert main(["simulate", "-c", str(TINY), "--profile", "/nonexistent/set"]) == 2
     assert "profile" in capsys.readouterr().err
+
+
+def test_gs_is_compared_with_the_papers_baselines_not_its_own_variants(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    assert main(["simulate", "-c", str(TINY), "--json", str(out), "--policies",
+                 "FIFO-NB,GS,GS-Q", "--requests", "600"]) == 0  # fmt: skip
+    doc = json.loads(out.read_text())
+    rps = {n: p["max_rps_at_sla"] for n, p in doc["policies"].items()}
+    assert doc["gs_over_best_prior"] == pytest.approx(rps["GS"] / rps["FIFO-NB"], rel=1e-3)
