@@ -47,6 +47,10 @@ GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
         (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}-variants.json",
          ("--policies", "GS,GS-Q,GS-M,ED-DYN,EDF-DYN"))
         for name in ("wl1-cpu", "wl2-cpu")
+    ) + tuple(  # a mix other than ours: DNN stages on GPU nodes, classic stages on CPU nodes
+        (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json",
+         ("--policies", "GS,GS-Q,GS-M,ED-DYN,EDF-DYN,ED-30,EDF-30,FIFO-NB"))
+        for name in ("wl1-mixed", "wl2-mixed")
     ),
     "roma": tuple(
         (f"experiments/sim/roma-{name}.yaml", f"experiments/sim/results/roma-{name}.json", ())
