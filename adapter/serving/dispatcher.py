@@ -31,7 +31,6 @@ from adapter.policies.queue import RequestQueue
 from adapter.policies.slack import StagePolicy
 from adapter.policies.waiting import PathMargin
 from adapter.serving.autoscaling import Autoscaling
-from adapter.serving.cores import CoreControl
 from adapter.serving.errors import (
     AdapterError,
     DeadlinePruned,
@@ -42,6 +41,7 @@ from adapter.serving.errors import (
     UpstreamTimeout,
 )
 from adapter.serving.metrics import AdapterMetrics
+from adapter.serving.observers import ELSEWHERE, Observer, Offload, log_tuned
 from adapter.serving.pending import Answer, Pending
 from adapter.serving.platform_view import PlatformView
 from adapter.serving.protocols import codec_for
@@ -54,7 +54,6 @@ from functions.headers import COLD_START, COMPUTE_MS, FRONTEND_ID, FRONTEND_WIND
 from knative.http1 import Http1Response
 
 logger = logging.getLogger(__name__)
-decisions_log = logging.getLogger("slackwise.aimd")
 
 #: the shortest window the functions count adapters over (t_setup may be measured tiny)
 _MIN_GOSSIP_WINDOW_S = 2.0
@@ -118,8 +117,9 @@ class Dispatcher:
         #: the autoscaling advisor this dispatcher reports arrivals, cold starts and gossip to
         self.autoscaling = autoscaling
         self.frontend_id = frontend_id
-        #: ROMA's core controllers, told of arrivals and answers (adapter.serving.cores)
-        self.cores: CoreControl | None = None
+        #: told of every arrival and answer (ROMA's core controllers and GPU route)
+        self.observers: list[Observer] = []
+        self.gpu: Offload | None = None  # offered every arrival before the replicas (ROMA's GPU)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._sends: set[asyncio.Task[None]] = set()
@@ -182,8 +182,8 @@ class Dispatcher:
         item.arrived_cold = ready == 0
         if self.autoscaling is not None:
             self.autoscaling.arrived(self.name, item.arrival, item.size)
-        if self.cores is not None:
-            self.cores.arrived(self.name, item.size)
+        for observer in self.observers:
+            observer.arrived(self.name, item.size)
         refusal = self.controller.admit(item, item.arrival, ready)
         if refusal is not None:  # Swayam §3.3: refused at once, it would finish late
             if self.autoscaling is not None:
@@ -193,6 +193,8 @@ class Dispatcher:
                 f"deadline behind {refusal.queued} queued requests; this function prunes "
                 "predicted-late requests"
             )
+        if self.gpu is not None:
+            self.gpu.offer()
         self._wake.set()
 
     def withdraw(self, item: Pending) -> None:
@@ -253,35 +255,45 @@ class Dispatcher:
 
     def _log_tuned(self, update: AIMDDecision) -> None:
         self._m_limit.set(update.new_limit)
-        s = update.stats
-        decisions_log.info(
-            "%s: AIMD %s %d -> %d (samples %d, judged %d, miss %.3f, p95 %.1f ms, "
-            "timeout %.2f, cold %.2f%s)",
-            self.name, update.action, update.old_limit, update.new_limit, s.samples, s.judged,
-            s.miss_ratio, s.p95_ms, s.timeout_ratio, s.cold_ratio,
-            f"; {', '.join(update.violations)}" if update.violations else "",
-        )  # fmt: skip
+        log_tuned(self.name, update)
+
+    # -- batches another route takes (ROMA's GPU executable) -------------------------------------
+
+    def take(self, count: int) -> list[Pending]:
+        """Up to ``count`` requests off the head of the queue for :meth:`send_via`."""
+        self.controller.queue.drop_cancelled()
+        return self.controller.queue.pop(count)
+
+    async def send_via(self, batch: list[Pending], upstream: Upstream) -> None:
+        """Send ``batch`` through ``upstream``, outside the replicas' slots; answered as any
+        batch, but its times (another device's) teach neither the latency model nor AIMD."""
+        await self._send(batch, ELSEWHERE, upstream)
 
     # -- one batch -----------------------------------------------------------------------------
 
-    async def _send(self, batch: list[Pending], decision: BatchDecision) -> None:
+    async def _send(
+        self, batch: list[Pending], decision: BatchDecision, via: Upstream | None = None
+    ) -> None:
+        """One batch; with ``via`` (another route's) it held no slot of the replicas."""
         try:
-            await self._send_once(batch, decision)
+            await self._send_once(batch, decision, via)
         except asyncio.CancelledError:
-            for item in batch:
-                self._fail(item, ShuttingDown(f"{self.name}: the adapter stopped mid-batch"))
+            self._fail_all(batch, ShuttingDown(f"{self.name}: the adapter stopped mid-batch"))
             raise
         except Exception as exc:  # every member must hear back, whatever went wrong here
             logger.exception("%s: batch of %d failed in the adapter", self.name, len(batch))
-            for item in batch:
-                self._fail(item, UpstreamFailed(f"{self.name}: {type(exc).__name__}: {exc}"))
+            self._fail_all(batch, UpstreamFailed(f"{self.name}: {type(exc).__name__}: {exc}"))
         finally:
-            self.controller.released()
-            self._m_inflight.set(self.controller.inflight)
+            if via is None:
+                self.controller.released()
+                self._m_inflight.set(self.controller.inflight)
             self._wake.set()
 
-    async def _send_once(self, batch: list[Pending], decision: BatchDecision) -> None:
+    async def _send_once(
+        self, batch: list[Pending], decision: BatchDecision, via: Upstream | None = None
+    ) -> None:
         sent = self.clock.now()
+        upstream = via or self.upstream
         cold_hint = self._ready() == 0
         instances: list[Any] = []
         for item in batch:
@@ -294,7 +306,7 @@ class Dispatcher:
         body = self._codec.encode(instances)
         try:
             response = await send_with_retries(
-                lambda: self.upstream.post(
+                lambda: upstream.post(
                     self.name, body, self._send_headers(), float(self.function.timeout_s)
                 ),
                 clock=self.clock,
@@ -312,10 +324,11 @@ class Dispatcher:
             self._fail_all(batch, UpstreamFailed(f"{self.name}: batch of {total} failed: {exc}"))
             return
         if response.status_code == 200:
-            self._answer(batch, response, sent, self.clock.now(), total, cold_hint, decision)
+            self._answer(batch, response, sent, self.clock.now(), total, cold_hint, decision,
+                         teach=via is None)  # fmt: skip
         else:
             await self._rejected(batch, read_rejection(response.status_code, response.content),
-                                 decision)  # fmt: skip
+                                 decision, via)  # fmt: skip
 
     def _send_headers(self) -> dict[str, str]:
         headers = {"content-type": "application/json", **self._headers}
@@ -334,6 +347,8 @@ class Dispatcher:
         total: int,
         cold_hint: bool,
         decision: BatchDecision,
+        *,
+        teach: bool = True,
     ) -> None:
         try:
             predictions = self._codec.decode(response.content, total)
@@ -348,24 +363,14 @@ class Dispatcher:
         cold = cold_hint or response.headers.get(COLD_START) == "1"
         if cold:
             self._m_cold.inc()
-        if self.autoscaling is not None:
-            self.autoscaling.answered(
-                self.name,
-                response.headers,
-                done,
-                waited_cold=cold_hint,
-                round_trip_ms=round_trip_ms,
-                batch_ms=self.model.estimate_ms(total),
-            )
-        self.controller.completed(
-            batch,
-            now=done,
-            instances=total,
-            round_trip_ms=round_trip_ms,
-            compute_ms=compute_ms,
-            cold=cold,
-            timeout_dispatch=decision.timeout_dispatch,
-        )
+        if self.autoscaling is not None and teach:
+            self.autoscaling.answered(self.name, response.headers, done, waited_cold=cold_hint,
+                                      round_trip_ms=round_trip_ms,
+                                      batch_ms=self.model.estimate_ms(total))  # fmt: skip
+        if teach:
+            self.controller.completed(batch, now=done, instances=total, cold=cold,
+                                      round_trip_ms=round_trip_ms, compute_ms=compute_ms,
+                                      timeout_dispatch=decision.timeout_dispatch)  # fmt: skip
         offset = 0
         for item in batch:
             share = predictions[offset : offset + item.size]
@@ -384,8 +389,9 @@ class Dispatcher:
             self._account(item, done, 200, total, cold, missed)
 
     async def _rejected(
-        self, batch: list[Pending], rejection: Rejection, decision: BatchDecision
-    ) -> None:
+        self, batch: list[Pending], rejection: Rejection, decision: BatchDecision,
+        via: Upstream | None = None,
+    ) -> None:  # fmt: skip
         """A 4xx: fail the member it names and requeue the rest; without a name, split the
         batch and send each half again, until the bad member is alone (see rejections)."""
         live = [p for p in batch if not p.cancelled]
@@ -402,7 +408,7 @@ class Dispatcher:
         if len(live) > 1 and 400 <= rejection.status < 500:
             cut, _ = halves([p.size for p in live])
             for half in (live[:cut], live[cut:]):
-                await self._send_once(half, decision)
+                await self._send_once(half, decision, via)
             return
         if 400 <= rejection.status < 500:
             self._fail_all(batch, UpstreamRejected(f"{self.name}: {rejection.reason}",
@@ -432,8 +438,8 @@ class Dispatcher:
             if self.autoscaling is not None:
                 self.autoscaling.missed(self.name, done)
         epoch = self.epoch
-        if self.cores is not None and status == 200:
-            self.cores.answered(self.name, done - item.arrival)
+        for observer in self.observers if status == 200 else ():
+            observer.answered(self.name, done - item.arrival)
         self.records.add({
             "id": item.id, "function": self.name, "app": item.app, "stage": item.stage,
             "arrival": round(item.arrival - epoch, 6),

@@ -143,6 +143,8 @@ async def model_status(request: Request) -> Response:
             ),
             # the CPU cores ROMA's controller set for it (None: not controlled, or not yet)
             "cores": state.cores.cores.get(name) if state.cores is not None else None,
+            # requests served on ROMA's GPU executable (None: it does not serve this function)
+            "gpu_served": state.gpu.served.get(name) if state.gpu is not None else None,
         }
     )
 

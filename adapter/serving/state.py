@@ -13,6 +13,7 @@ from adapter.serving.autoscaling import Autoscaling
 from adapter.serving.chains import Chain
 from adapter.serving.cores import CoreControl
 from adapter.serving.dispatcher import Dispatcher
+from adapter.serving.gpu_route import GpuRoute
 from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.platform_view import PlatformView
 from adapter.serving.records import RecordWriter
@@ -44,5 +45,7 @@ class AdapterState:
     autoscaling: Autoscaling | None = None
     #: ROMA's core controllers over the CPU functions (adapter.cores)
     cores: CoreControl | None = None
+    #: ROMA's GPU executable in front of the CPU replicas (adapter.gpu)
+    gpu: GpuRoute | None = None
     #: this adapter's name in the functions' frontend gossip (Swayam's n_F)
     frontend_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])

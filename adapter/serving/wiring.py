@@ -16,6 +16,7 @@ from adapter.policies.latency import LatencyModel
 from adapter.serving.autoscaling import Autoscaling
 from adapter.serving.cores import CoreControl
 from adapter.serving.dispatcher import Dispatcher
+from adapter.serving.gpu_route import GpuRoute
 from adapter.serving.platform_view import (
     LocalView,
     PlatformView,
@@ -114,9 +115,15 @@ async def running(
         if config.adapter.cores.enabled:
             state.cores = _cores(config, state)
             for name in state.cores.names:
-                state.dispatchers[name].cores = state.cores
+                state.dispatchers[name].observers.append(state.cores)
             state.cores.start()
             stack.push_async_callback(state.cores.stop)
+        if config.adapter.gpu.url:
+            state.gpu = _gpu_route(config, state, client)
+            for name in state.gpu.names:
+                state.dispatchers[name].gpu = state.gpu
+                state.dispatchers[name].observers.append(state.gpu)
+            stack.push_async_callback(state.gpu.stop)
         for dispatcher in state.dispatchers.values():
             dispatcher.start()
         try:
@@ -241,3 +248,14 @@ def _cores(config: Config, state: AdapterState) -> CoreControl:
         oldest={n: oldest(n) for n in names}, work_s={n: work_s(n) for n in names},
         view=state.view, clock=state.clock,
     )  # fmt: skip
+
+
+def _gpu_route(config: Config, state: AdapterState, client: httpx.AsyncClient) -> GpuRoute:
+    """ROMA's GPU executable at ``adapter.gpu.url``, each function at its model's path there."""
+    settings = config.adapter.gpu
+    assert settings.url is not None
+    names = settings.functions
+    paths = {n: f"/v1/models/{config.functions[n].model}:predict" for n in names}
+    upstream = HttpUpstream(StaticView(dict.fromkeys(names, settings.url)), client, paths=paths)
+    return GpuRoute(settings=settings, upstream=upstream, dispatchers=state.dispatchers,
+                    slos_ms=state.slos, clock=state.clock)  # fmt: skip

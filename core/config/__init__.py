@@ -2,6 +2,7 @@
 loaded and checked by :mod:`core.config.loader`; errors name the file, the key and the value."""
 
 from core.config.cores import CoreSettings
+from core.config.gpu import GpuSettings
 from core.config.loader import load_config, parse_config, parse_modes
 from core.config.model import (
     ADVISOR_MODE,
@@ -43,6 +44,7 @@ __all__ = [
     "CoreSettings",
     "ExperimentConfig",
     "FunctionConfig",
+    "GpuSettings",
     "PlatformConfig",
     "Reader",
     "Resources",

@@ -29,6 +29,7 @@ import yaml
 
 from core.config.cores import check_cores, core_settings
 from core.config.device import device_setting
+from core.config.gpu import check_gpu, gpu_settings
 from core.config.model import (
     ADVISOR_MODE,
     APP_EXPERIMENT_MODES,
@@ -267,6 +268,7 @@ def _adapter(r: Reader, raw: Any) -> AdapterConfig:
         aimd=_aimd(r, data.get("aimd")),
         advisor=advisor_settings(r, data.get("advisor")),
         cores=core_settings(r, data.get("cores")),
+        gpu=gpu_settings(r, data.get("gpu")),
     )
 
 
@@ -422,17 +424,12 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
                          "v2 needs upstream.url or adapter.platform: knative (the local platform "
                          "relays V1 only)")  # fmt: skip
     check_cores(r, adapter.cores, functions)
+    check_gpu(r, adapter.gpu, functions)
     experiment = None
     if data.get("experiment") is not None:
         experiment = _experiment(r, data["experiment"], functions, apps)
-    return Config(
-        source=source,
-        platform=platform,
-        functions=functions,
-        apps=apps,
-        adapter=adapter,
-        experiment=experiment,
-    )
+    return Config(source=source, platform=platform, functions=functions, apps=apps,
+                  adapter=adapter, experiment=experiment)  # fmt: skip
 
 
 def load_config(path: str | Path) -> Config:

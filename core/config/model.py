@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from core.config.cores import CoreSettings
+from core.config.gpu import GpuSettings
 from core.scaling import AutoscalerConfig, ScalingSpec
 
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -198,6 +199,8 @@ class AdapterConfig:
     advisor: AdvisorSettings = field(default_factory=AdvisorSettings)
     #: ROMA's CT controllers over the CPU functions' cores (core.config.cores)
     cores: CoreSettings = field(default_factory=CoreSettings)
+    #: ROMA's GPU executable in front of the CPU replicas (core.config.gpu)
+    gpu: GpuSettings = field(default_factory=GpuSettings)
 
 
 #: ``slackwise`` is the whole system (batching, and the advisor owning capacity); ``slackwise-kpa``

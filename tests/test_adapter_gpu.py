@@ -1,0 +1,101 @@
+"""ROMA's GPU side in the adapter (``adapter.gpu``): the config, and a live run where the adapter
+shares one GPU executable (a real process holding the functions' model; on the CPU here, the
+same path as on a GPU) between two functions and their CPU replicas."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+from sklearn.datasets import load_digits
+
+from adapter.serving.app import create_app
+from adapter.serving.platform_view import LocalView
+from core.config import ConfigError, GpuSettings, parse_config
+from functions.server_process import ServerProcess
+
+
+def _raw(gpu: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "functions": {
+            "a": {"model": "digits", "slo_ms": 100},
+            "f": {"model": "digits", "slo_ms": 100, "upstream": {"url": "http://127.0.0.1:9"}},
+        },
+        "adapter": {"gpu": gpu or {}},
+    }
+
+
+def test_the_gpu_route_is_off_by_default_and_read_key_by_key() -> None:
+    assert parse_config(_raw()).adapter.gpu == GpuSettings()
+    gpu = parse_config(_raw({"url": "http://127.0.0.1:9100/", "functions": ["a"],
+                             "policy": "roma"})).adapter.gpu  # fmt: skip
+    assert gpu.url == "http://127.0.0.1:9100" and gpu.functions == ("a",) and gpu.policy == "roma"
+
+
+@pytest.mark.parametrize(
+    ("gpu", "says"),
+    [
+        ({"url": "127.0.0.1:9100", "functions": ["a"]}, r"adapter\.gpu\.url: must be an http"),
+        ({"url": "http://h:1"}, r"adapter\.gpu\.functions: name the functions"),
+        ({"url": "http://h:1", "functions": ["zz"]}, r"no function named 'zz'"),
+        ({"url": "http://h:1", "functions": ["f"]}, r"'f' runs at a fixed endpoint"),
+        (
+            {"url": "http://h:1", "functions": ["a"], "policy": "best"},
+            r"adapter\.gpu\.policy: must be one of roma, roma_batched, round_robin",
+        ),
+        ({"url": "http://h:1", "functions": ["a"], "beta": 2}, r"adapter\.gpu\.beta"),
+    ],
+)
+def test_bad_gpu_settings_are_named(gpu: dict[str, Any], says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        parse_config(_raw(gpu))
+
+
+@pytest.mark.slow
+def test_live_the_adapter_shares_a_gpu_executable_between_two_functions() -> None:
+    digits = load_digits()
+    pinned = {"autoscaling.knative.dev/min-scale": "1", "autoscaling.knative.dev/max-scale": "1"}
+    with ServerProcess("digits", device="cpu") as gpu, httpx.Client(trust_env=False) as probe:
+        gpu.wait_ready(probe, timeout_s=120)
+        config = parse_config({
+            "functions": {n: {"model": "digits", "slo_ms": 500, "max_batch": 8,
+                              "annotations": pinned} for n in ("a", "b")},
+            "adapter": {"max_wait_ms": 0, "gpu": {"url": gpu.base_url, "functions": ["a", "b"],
+                                                  "policy": "roma_batched"}},
+        })  # fmt: skip
+
+        async def go() -> tuple[list[tuple[int, Any]], list[dict[str, Any]]]:
+            from knative.local.platform import LocalPlatform
+
+            async with LocalPlatform(config) as platform:
+                for name in ("a", "b"):
+                    await platform.wait_event("cold_start", name, timeout_s=120)
+                app = create_app(config, view=LocalView(platform))
+                transport = httpx.ASGITransport(app=app)
+                async with (
+                    app.router.lifespan_context(app),
+                    httpx.AsyncClient(transport=transport, base_url="http://adapter") as client,
+                ):
+
+                    async def one(i: int) -> tuple[int, Any]:
+                        body = {"instances": [digits.data[i].tolist()]}
+                        r = await client.post(f"/v1/models/{'ab'[i % 2]}:predict", json=body)
+                        return r.status_code, r.json().get("predictions")
+
+                    codes: list[tuple[int, Any]] = []
+                    for _ in range(4):  # bursts: the GPU takes first, the replicas the rest
+                        codes += await asyncio.gather(*(one(i) for i in range(60)))
+                        await asyncio.sleep(0.1)
+                    status = [(await client.get(f"/v1/models/{n}")).json() for n in ("a", "b")]
+            return codes, status
+
+        codes, status = asyncio.run(go())
+    # each request answered once with its own prediction, wherever it ran
+    assert [code for code, _ in codes] == [200] * 240
+    # (members of a batch get their own rows: the labels follow the digits sent, in order)
+    right = [p[0]["label"] == digits.target[j % 60] for j, (_, p) in enumerate(codes)]
+    assert sum(right) >= 0.95 * len(right)
+    on_gpu = sum(s["gpu_served"] for s in status)
+    assert 0 < on_gpu < 240, status  # both the GPU executable and the CPU replicas served
