@@ -50,6 +50,7 @@ from adapter.policies.roma import (
     gpu_batch,
     gpu_choice,
     load_floor,
+    round_robin,
     supervise,
 )
 from core.config import ConfigError
@@ -163,9 +164,9 @@ def simulate_system(config: RomaConfig, system: str, cpu_s: Mapping[str, float],
                 n = (gpu_batch(cands[pick], now, config.max_batch)
                      if system == "roma_batched" else 1)  # fmt: skip
             else:  # round robin over the non-empty queues
-                order = [(rr_next + j) % len(apps) for j in range(len(apps))]
-                pick = next(i for i in order if queues[i])
-                rr_next, n = (pick + 1) % len(apps), 1
+                turn = round_robin([bool(q) for q in queues], rr_next)
+                assert turn is not None  # some queue is non-empty
+                pick, rr_next, n = turn, (turn + 1) % len(apps), 1
             batch = [queues[pick].popleft() for _ in range(min(n, len(queues[pick])))]
             gpus_busy.append((now + gpu_s[pick](len(batch)), pick, batch))
             gpu_served += len(batch)

@@ -19,6 +19,7 @@ from adapter.policies.roma import (
     load_floor,
     pi_gains,
     response_signal,
+    round_robin,
     supervise,
 )
 from core.config import ConfigError
@@ -260,3 +261,9 @@ def test_node_cores_scales_the_asks_to_the_node_and_integrates_the_grant() -> No
     assert granted == pytest.approx([1.5 * 3 / 3.5, 2.0 * 3 / 3.5])
     # nothing completed and nothing waiting: the last error (none) is kept, so is the grant
     assert node.step([None, None], [0.1, 0.1]) == pytest.approx(granted)
+
+
+def test_round_robin_takes_the_next_waiting_queue_from_its_turn() -> None:
+    assert round_robin([True, False, True], 1) == 2
+    assert round_robin([True, False, False], 1) == 0  # wraps
+    assert round_robin([False, False], 0) is None

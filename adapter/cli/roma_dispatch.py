@@ -32,9 +32,9 @@ from typing import Any
 import httpx
 import orjson
 
-from adapter.policies.roma import GpuCandidate, gpu_batch, gpu_choice
+from adapter.policies.roma import GpuCandidate, gpu_batch, gpu_choice, round_robin
 
-__all__ = ["PROBE_BATCH", "Dispatch", "GpuTime", "measure_gpu_time"]
+__all__ = ["PROBE_BATCH", "Dispatch", "GpuTime", "measure_gpu_time", "median_s"]
 
 #: the batch size the GPU time is measured at besides one
 PROBE_BATCH = 8
@@ -51,12 +51,15 @@ class GpuTime:
         return self.one + self.per_more * max(0, n - 1)
 
 
-async def _median_s(client: httpx.AsyncClient, url: str, body: bytes, count: int) -> float:
+async def median_s(
+    client: httpx.AsyncClient, url: str, body: bytes, count: int, warm: int = 1
+) -> float:
+    """The median time of ``count`` POSTs of ``body`` sent one after another, after ``warm``."""
     times = []
-    for k in range(count + 1):  # the first one warms
+    for k in range(count + warm):
         started = time.perf_counter()
         (await client.post(url, content=body)).raise_for_status()
-        if k:
+        if k >= warm:
             times.append(time.perf_counter() - started)
     return sorted(times)[len(times) // 2]
 
@@ -65,10 +68,9 @@ async def measure_gpu_time(
     client: httpx.AsyncClient, url: str, instance: Any, count: int = 5
 ) -> GpuTime:
     """The GPU executable's time for one and for :data:`PROBE_BATCH` requests at ``url``."""
-    one = await _median_s(client, url, orjson.dumps({"instances": [instance]}), count)
-    many = await _median_s(
-        client, url, orjson.dumps({"instances": [instance] * PROBE_BATCH}), count
-    )
+    one = await median_s(client, url, orjson.dumps({"instances": [instance]}), count)
+    many = await median_s(client, url, orjson.dumps({"instances": [instance] * PROBE_BATCH}),
+                          count)  # fmt: skip
     return GpuTime(one, max(0.0, (many - one) / (PROBE_BATCH - 1)))
 
 
@@ -178,10 +180,10 @@ class Dispatch:
             if self._system == "roma_batched":
                 return pick, gpu_batch(candidates[pick], now, self._max_batch)
             return pick, 1
-        count = len(self.queues)
-        pick = next(j for j in ((self._rr + k) % count for k in range(count)) if self.queues[j])
-        self._rr = (pick + 1) % count
-        return pick, 1
+        turn = round_robin([bool(q) for q in self.queues], self._rr)
+        assert turn is not None  # some queue is non-empty
+        self._rr = (turn + 1) % len(self.queues)
+        return turn, 1
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.get_running_loop().create_task(work)

@@ -42,7 +42,7 @@ from typing import Any
 
 import httpx
 
-from adapter.cli.roma_dispatch import Dispatch, measure_gpu_time
+from adapter.cli.roma_dispatch import Dispatch, measure_gpu_time, median_s
 from adapter.policies.roma import (
     CoreController,
     NodeCores,
@@ -109,17 +109,6 @@ async def _adapter_in_front(cfg: Config, platform: Any) -> AsyncIterator[str]:
     finally:
         stop.set()
         await task
-
-
-async def _work_s(client: httpx.AsyncClient, url: str, body: bytes, count: int = 20) -> float:
-    """The median of ``count`` batch-1 requests sent one after another (after two to warm)."""
-    times = []
-    for k in range(count + 2):
-        started = time.perf_counter()
-        (await client.post(url, content=body)).raise_for_status()
-        if k >= 2:
-            times.append(time.perf_counter() - started)
-    return sorted(times)[len(times) // 2]
 
 
 def _instance(kind: str) -> Any:
@@ -200,7 +189,7 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
                                    limits=httpx.Limits(max_connections=512))  # fmt: skip
         # one request's work, measured on the warm replica before any quota (the feed-forward
         # floor's unit; the packaged profile was timed on other inputs and other machines)
-        work_s = [await _work_s(client, f"{base}/v1/models/{n}:predict", b)
+        work_s = [await median_s(client, f"{base}/v1/models/{n}:predict", b, 20, warm=2)
                   for n, b in zip(names, bodies, strict=True)]  # fmt: skip
         if system.startswith("adapter_"):  # the load goes through the adapter from now on
             base = await stack.enter_async_context(_adapter_in_front(cfg, platform))

@@ -40,6 +40,7 @@ __all__ = [
     "load_floor",
     "pi_gains",
     "response_signal",
+    "round_robin",
     "supervise",
 ]
 
@@ -202,6 +203,13 @@ def gpu_choice(candidates: Sequence[GpuCandidate], now: float, *, alpha: float,
         if best is None or key > best:
             best = key
     return None if best is None else -best[2]
+
+
+def round_robin(waiting: Sequence[bool], turn: int) -> int | None:
+    """The round-robin baselines' GPU choice: the first index from ``turn`` on (wrapping) whose
+    queue is ``waiting``, or None; the next turn starts after it."""
+    count = len(waiting)
+    return next((j for j in ((turn + k) % count for k in range(count)) if waiting[j]), None)
 
 
 def gpu_batch(candidate: GpuCandidate, now: float, max_batch: int) -> int:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from adapter.policies.latency import LatencyModel
-from adapter.policies.roma import GpuCandidate, gpu_batch, gpu_choice
+from adapter.policies.roma import GpuCandidate, gpu_batch, gpu_choice, round_robin
 from adapter.serving.upstream import Upstream
 from core.clock import Clock
 from core.config import GpuSettings
@@ -126,9 +126,9 @@ class GpuRoute:
         if not any(queues):
             return None
         if self.settings.policy == "round_robin":
-            count = len(self.names)
-            turn = next(j for j in ((self._next + k) % count for k in range(count)) if queues[j])
-            self._next = (turn + 1) % count
+            turn = round_robin([bool(q) for q in queues], self._next)
+            assert turn is not None  # some queue is non-empty
+            self._next = (turn + 1) % len(self.names)
             return self.names[turn], 1
         candidates = [
             GpuCandidate(q, self._recent(n, now), sla, self._gpu_s(n))
