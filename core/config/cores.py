@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
-from core.config.reader import Reader, flag, fraction
+from core.config.reader import Reader, flag, fraction, name_list
 
 __all__ = ["CoreSettings", "check_cores", "core_settings"]
 
@@ -62,9 +62,7 @@ def core_settings(r: Reader, raw: Any, path: str = "adapter.cores") -> CoreSetti
     r.only(data, path, {f.name for f in fields(CoreSettings)})
     d = CoreSettings()
     node = data.get("node_cores")
-    listed = data.get("functions", [])
-    if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
-        raise r.fail(f"{path}.functions", f"must be a list of function names, got {listed!r}")
+    listed = name_list(r, data, "functions", path)
     return CoreSettings(
         enabled=flag(r, data, "enabled", path, d.enabled),
         node_cores=None if node is None else r.number(data, "node_cores", path, 1.0, low=0.01),
@@ -77,7 +75,7 @@ def core_settings(r: Reader, raw: Any, path: str = "adapter.cores") -> CoreSetti
         feed_forward=None
         if data.get("feed_forward") is None
         else fraction(r, data, "feed_forward", path, 0.6),
-        functions=tuple(listed),
+        functions=listed,
     )
 
 

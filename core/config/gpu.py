@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from core.config.reader import Reader, choice, fraction
+from core.config.reader import Reader, choice, fraction, name_list
 
 __all__ = ["GPU_POLICIES", "GpuSettings", "check_gpu", "gpu_settings"]
 
@@ -50,9 +50,7 @@ def gpu_settings(r: Reader, raw: Any, path: str = "adapter.gpu") -> GpuSettings:
     web = isinstance(url, str) and url.startswith(("http://", "https://"))
     if url is not None and not web:
         raise r.fail(f"{path}.url", f"must be an http(s) URL, got {url!r}")
-    listed = data.get("functions", [])
-    if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
-        raise r.fail(f"{path}.functions", f"must be a list of function names, got {listed!r}")
+    listed = name_list(r, data, "functions", path)
     if url is not None and not listed:
         raise r.fail(f"{path}.functions", "name the functions the GPU executable serves")
     beta = r.number(data, "beta", path, d.beta, low=0.0)
@@ -60,7 +58,7 @@ def gpu_settings(r: Reader, raw: Any, path: str = "adapter.gpu") -> GpuSettings:
         raise r.fail(f"{path}.beta", f"must be within [0, 1], got {beta:g}")
     return GpuSettings(
         url=None if url is None else url.rstrip("/"),
-        functions=tuple(listed),
+        functions=listed,
         policy=choice(r, data, "policy", path, GPU_POLICIES, d.policy),
         alpha=fraction(r, data, "alpha", path, d.alpha),
         beta=beta,

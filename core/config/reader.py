@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ConfigError", "Reader", "choice", "flag", "fraction", "optional_string"]
+__all__ = ["ConfigError", "Reader", "choice", "flag", "fraction", "name_list", "optional_string"]
 
 
 class ConfigError(ValueError):
@@ -113,3 +113,11 @@ def flag(r: Reader, data: Mapping[str, Any], key: str, path: str, default: bool)
     if not isinstance(value, bool):
         raise r.fail(f"{path}.{key}", f"must be true or false, got {value!r}")
     return value
+
+
+def name_list(r: Reader, data: Mapping[str, Any], key: str, path: str) -> tuple[str, ...]:
+    """A list of names under ``key`` (empty when absent); anything else is named."""
+    listed = data.get(key, [])
+    if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
+        raise r.fail(f"{path}.{key}", f"must be a list of function names, got {listed!r}")
+    return tuple(listed)
