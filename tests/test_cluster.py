@@ -24,6 +24,7 @@ from knative.cluster.client import (
     ResourceNotFoundError,
     ServiceNotReadyError,
 )
+from knative.cluster.crd_schema import knative_dir
 from knative.cluster.fake_api import FakeKubernetes
 from knative.cluster.view import KnativeView
 from knative.local.events import ReplicaCounts
@@ -351,7 +352,9 @@ def test_cli_deploy_status_delete(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(cluster, "_services", lambda args: [service("asr"), service("nlu")])
+    monkeypatch.setattr(
+        cluster, "_services", lambda args, namespace: [service("asr"), service("nlu")]
+    )
     args = _args()
     assert cluster.run_deploy(args, client) == 0
     out = capsys.readouterr().out
@@ -383,7 +386,7 @@ def test_cli_deploy_fails_when_a_revision_fails(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(cluster, "_services", lambda args: [service("asr")])
+    monkeypatch.setattr(cluster, "_services", lambda args, namespace: [service("asr")])
     fake.set_outcome("asr", "failed", reason="ContainerMissing", message="no image")
     assert cluster.run_deploy(_args(), client) == 1
     assert "error: service asr is not ready: RevisionMissing" in capsys.readouterr().out
@@ -465,6 +468,11 @@ def test_the_api_refuses_what_knatives_webhook_refuses(client: KnativeClient) ->
     bad = service("asr", min_scale="9")  # above its max-scale of 5
     with pytest.raises(InvalidResourceError, match="min-scale"):
         client.apply(bad)
+
+
+def test_the_api_refuses_what_knatives_crd_schema_refuses(client: KnativeClient) -> None:
+    if not (knative_dir() / "service.yaml").is_file():
+        pytest.skip(f"Knative's CRD files are not at {knative_dir()} (set SLACKWISE_KNATIVE_DIR)")
     unknown = service("asr")
     unknown["spec"]["template"]["spec"]["containers"][0]["gpus"] = 1
     with pytest.raises(InvalidResourceError, match="gpus"):
@@ -545,7 +553,7 @@ def test_cli_dry_run_stores_nothing(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(cluster, "_services", lambda args: [service("asr")])
+    monkeypatch.setattr(cluster, "_services", lambda args, namespace: [service("asr")])
     args = _args()
     args.dry_run = True
     assert cluster.run_deploy(args, client) == 0
@@ -561,3 +569,51 @@ def test_a_function_served_by_a_kserve_predictor_is_found_by_its_service(
     view.refresh()
     assert view.url("embed") == "http://embed-predictor.ml.svc.cluster.local"
     assert view.replicas("embed").ready == 1
+
+
+def test_cli_delete_dry_run_deletes_nothing(
+    fake: FakeKubernetes,
+    client: KnativeClient,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(cluster, "_services", lambda args, namespace: [service("asr")])
+    client.apply(service("asr"))
+    before = fake.get("services", NS, "asr")
+    args = _args()
+    args.dry_run = True
+    assert cluster.run_delete(args, client) == 0
+    assert "asr: would be deleted (dry run: nothing deleted)" in capsys.readouterr().out
+    assert fake.names("services", NS) == ["asr"]
+    assert fake.get("services", NS, "asr") == before
+    assert ("DELETE", f"/apis/serving.knative.dev/v1/namespaces/{NS}/services/asr") in (
+        fake.requests
+    )
+    args.dry_run = False
+    assert cluster.run_delete(args, client) == 0
+    assert fake.names("services", NS) == []
+
+
+def test_the_namespace_is_the_kubeconfig_contexts_unless_given(tmp_path: Path) -> None:
+    from knative.cluster.client import context_namespace
+
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: dev\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts:\n"
+        "- {name: dev, context: {cluster: c, user: u, namespace: ml-dev}}\n"
+        "- {name: bare, context: {cluster: c, user: u}}\n"
+    )
+    assert context_namespace(str(kubeconfig)) == "ml-dev"
+    assert context_namespace(str(kubeconfig), "bare") == "default"
+    args = _args()
+    args.namespace, args.kubeconfig, args.context = None, str(kubeconfig), None
+    assert cluster._connect(args).namespace == "ml-dev"
+    assert args.namespace == "ml-dev"
+    args.namespace = "given"
+    assert cluster._connect(args).namespace == "given"
+    args.namespace, args.context = None, "nope"
+    with pytest.raises(cluster._Refused, match="nope"):
+        cluster._connect(args)

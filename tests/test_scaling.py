@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,19 +10,19 @@ import yaml
 from core.durations import parse_duration
 from core.scaling import AutoscalerConfig, resolve_spec
 from core.scaling_values import ScalingConfigError
+from knative.cluster.crd_schema import knative_dir
 
 G = "autoscaling.knative.dev/"
-_CONFIG_MAP = "knative/configmaps/autoscaler.yaml"
+_CONFIG_MAP = "configmaps/autoscaler.yaml"
 
 
 def _config_map() -> dict[str, Any]:
-    for root in (Path(__file__).resolve().parents[1] / "shared", Path("/work/shared")):
-        path = root / _CONFIG_MAP
-        if path.is_file():
-            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-            assert isinstance(doc, dict)
-            return doc
-    pytest.skip(f"no shared/{_CONFIG_MAP} here")
+    path = knative_dir() / _CONFIG_MAP
+    if not path.is_file():
+        pytest.skip(f"Knative's {_CONFIG_MAP} is not at {path} (set SLACKWISE_KNATIVE_DIR)")
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(doc, dict)
+    return doc
 
 
 def _seconds(raw: str) -> str:

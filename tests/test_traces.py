@@ -13,6 +13,7 @@ from traces import (
     Trace,
     TraceError,
     TraceNotFound,
+    catalog,
     detect_format,
     downsample,
     exact_schedule,
@@ -23,12 +24,11 @@ from traces import (
     ramp_trace,
     resolve_trace,
     scale_to_peak,
-    shared,
     spike_trace,
     step_trace,
     window,
 )
-from traces.shared import ENV_VAR, traces_dirs
+from traces.catalog import ENV_VAR, SHORTCUTS, traces_dirs
 
 
 def write(path: Path, text: str) -> Path:
@@ -134,29 +134,36 @@ def test_format_override_and_unknown_format(tmp_path: Path) -> None:
         load_trace(write(tmp_path / "empty.txt", "\n"))
 
 
-def test_resolver_env_var_and_missing_names_where_it_looked(
+def test_resolver_env_var_first_then_the_package_and_missing_names_where_it_looked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert traces_dirs({})[-1] == shared.repo_root().parent / "shared" / "traces"
+    assert traces_dirs({})[-1] == catalog.packaged_dir()
+    assert resolve_trace("nasa", environ={}).parent == catalog.packaged_dir()
     write(tmp_path / "nasa-http-1995.rps.txt.gz", "1\n")
     assert resolve_trace("nasa", environ={ENV_VAR: str(tmp_path)}).parent == tmp_path
-    monkeypatch.setattr(shared, "repo_root", lambda: tmp_path / "repo")
     empty = tmp_path / "empty"
     empty.mkdir()
+    monkeypatch.setattr(catalog, "packaged_dir", lambda: tmp_path / "nothing-here")
     with pytest.raises(TraceNotFound) as info:
         resolve_trace("twitter", environ={ENV_VAR: str(empty)})
     assert str(empty / "twitter-stream-2021-08.rps.txt.gz") in str(info.value)
-    assert str(tmp_path / "shared" / "traces") in str(info.value)
+    assert str(tmp_path / "nothing-here") in str(info.value)
     assert ENV_VAR in str(info.value)
     with pytest.raises(TraceNotFound, match="nasa"):
         resolve_trace(str(tmp_path / "nope.txt"))
 
 
+def test_the_package_ships_both_traces_whole() -> None:
+    for name in SHORTCUTS.values():
+        assert (catalog.packaged_dir() / name).is_file(), name
+    nasa = load_trace(resolve_trace("nasa", environ={}))
+    twitter = load_trace(resolve_trace("twitter", environ={}))
+    assert (len(nasa), nasa.peak_rps) == (5_059_950, 20)
+    assert (len(twitter), twitter.peak_rps) == (1_899_061, 388)
+
+
 def _shared(name: str) -> Path:
-    try:
-        return resolve_trace(name)
-    except TraceNotFound:
-        pytest.skip(f"shared trace {name} not available")
+    return resolve_trace(name, environ={})
 
 
 def test_window_of_the_real_nasa_trace() -> None:

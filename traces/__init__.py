@@ -2,14 +2,15 @@
 
 ``load_trace`` reads AutoScale, per-second count and timestamp-CSV files into a frozen ``Trace``;
 ``traces.shaping`` scales it to a peak rate and holds each step; ``poisson_schedule`` turns it into
-seeded arrival times; ``resolve_trace`` finds the shared real traces (``nasa``, ``twitter``).
+seeded arrival times; ``resolve_trace`` finds the real traces the package ships (``nasa``,
+``twitter``).
 """
 
+from traces.catalog import resolve_trace
 from traces.errors import BadTraceLine, TraceError, TraceNotFound
 from traces.formats import detect_format, load_arrivals, load_trace
 from traces.schedule import exact_schedule, poisson_schedule
 from traces.shaping import downsample, hold, scale_to_peak, window
-from traces.shared import resolve_trace
 from traces.synthetic import ramp_trace, spike_trace, step_trace
 from traces.trace import Trace
 

@@ -42,6 +42,10 @@ from knative.local.platform import LocalPlatform
 logger = logging.getLogger(__name__)
 
 
+class ExperimentFailed(RuntimeError):
+    """A mode could not run to the end (a process exited, replicas never came): one line."""
+
+
 def _replay_command(exp: ExperimentConfig, body: list[str], url: str, records: Path) -> list[str]:
     target = ["--app", exp.app] if exp.app else ["--function", str(exp.function)]
     return [
@@ -123,13 +127,13 @@ async def _start_adapter(
     async with httpx.AsyncClient(trust_env=False) as client:
         for _ in range(600):
             if proc.returncode is not None:
-                raise RuntimeError(f"{mode}: the adapter exited with code {proc.returncode}")
+                raise ExperimentFailed(f"{mode}: the adapter exited with code {proc.returncode}")
             with contextlib.suppress(httpx.TransportError):
                 if (await client.get(f"{url}/healthz", timeout=1.0)).status_code == 200:
                     return proc, url
             await asyncio.sleep(0.05)
     proc.kill()
-    raise RuntimeError(f"{mode}: the adapter did not come up at {url}")
+    raise ExperimentFailed(f"{mode}: the adapter did not come up at {url}")
 
 
 async def _batch_stats(url: str, function: str) -> tuple[int, int]:
@@ -159,7 +163,9 @@ async def _initial_replicas_ready(
         )
         while platform.replicas(fn).ready < want:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{fn}: {want} initial replicas not ready after {timeout_s:g} s")
+                raise ExperimentFailed(
+                    f"{fn}: {want} initial replicas not ready after {timeout_s:g} s"
+                )
             await asyncio.sleep(0.1)
 
 
@@ -206,7 +212,9 @@ async def run_mode(config: Config, exp: ExperimentConfig, mode: str, workdir: Pa
             )
             code = await proc.wait()
             if code != 0:
-                raise RuntimeError(f"{mode}: the replayer exited with code {code}")
+                raise ExperimentFailed(
+                    f"{mode}: the replayer exited with code {code} (its reason above)"
+                )
             if adapter_url is not None:
                 for fn in functions:
                     per_stage[fn] = await _batch_stats(adapter_url, fn)

@@ -13,31 +13,17 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
 
-from core.config import Config, ConfigError, load_config
+from adapter.cli.running import load, run_async
+from core.config import Config
 
 logger = logging.getLogger("slackwise")
-T = TypeVar("T")
 
 
-def _run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on uvloop when it is installed (it is, with uvicorn[standard])."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    value: T = uvloop.run(coro)
-    return value
-
-
-def _load(path: str) -> Config:
-    try:
-        return load_config(path)
-    except ConfigError as exc:
-        raise SystemExit(f"slackwise: {exc}") from None
+_run = run_async
+_load = load
 
 
 async def _up(config: Config) -> int:
@@ -73,56 +59,9 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from adapter.serving.app import create_app
-    from adapter.serving.http_server import serve
+    from adapter.cli import serve
 
-    config = _load(args.config)
-    advisor: bool | None = True if args.advisor else None
-    if args.capacity is not None:
-        import dataclasses
-
-        advisor = args.capacity != "kpa"
-        if advisor:
-            settings = dataclasses.replace(config.adapter.advisor, capacity=args.capacity)
-            config = dataclasses.replace(
-                config, adapter=dataclasses.replace(config.adapter, advisor=settings)
-            )
-    if args.platform_url or args.platform or args.stage_policy or args.serving_version:
-        import dataclasses
-
-        from adapter.policies.slack import stage_policy
-
-        adapter = config.adapter
-        if args.platform_url:
-            adapter = dataclasses.replace(adapter, platform_url=args.platform_url)
-        if args.platform:
-            adapter = dataclasses.replace(adapter, platform=args.platform)
-        if args.serving_version:
-            adapter = dataclasses.replace(adapter, serving_version=args.serving_version)
-        if args.stage_policy:
-            try:
-                chosen = stage_policy(args.stage_policy).name
-            except ValueError as exc:
-                raise SystemExit(f"slackwise: --stage-policy: {exc}") from None
-            adapter = dataclasses.replace(adapter, stage_policy=chosen)
-        config = dataclasses.replace(config, adapter=adapter)
-    try:
-        app = create_app(config, mode=args.mode, advisor=advisor)
-    except ValueError as exc:
-        raise SystemExit(f"slackwise: {exc}") from None
-    host = args.host or config.adapter.host
-    port = config.adapter.port if args.port is None else args.port
-    print(f"slackwise adapter ({args.mode or config.adapter.mode}) on http://{host}:{port}",
-          flush=True)  # fmt: skip
-    from adapter.serving.platform_view import PlatformUnreachable
-
-    try:
-        _run(serve(app, host, port))
-    except PlatformUnreachable as exc:
-        raise SystemExit(f"slackwise: {exc}") from None
-    except OSError as exc:
-        raise SystemExit(f"slackwise: cannot listen on {host}:{port}: {exc}") from None
-    return 0
+    return serve.run(args)
 
 
 def _cmd_experiment(args: argparse.Namespace) -> int:
@@ -160,18 +99,44 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise SystemExit(f"slackwise: {exc}") from None
     exp = dataclasses.replace(exp, **overrides)  # type: ignore[arg-type]
+    _check_window(exp.trace, exp.start_s, exp.duration_s, exp.step_s)
     plots = Path(args.plots) if args.plots else None
 
     async def experiment() -> ExperimentResult:
         result, _ = await run_experiment(config, exp, out=sys.stdout, plots_dir=plots)
         return result
 
-    result = _run(experiment())
+    from adapter.cli.experiment import ExperimentFailed
+
+    try:
+        result = _run(experiment())
+    except ExperimentFailed as exc:
+        raise SystemExit(f"slackwise: {exc}") from None
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result.to_json(), indent=2) + "\n")
         print(f"results: {args.json}")
     return 0
+
+
+def _check_window(name: str, start_s: float, duration_s: float, step_s: float) -> None:
+    """Stop with one line, before anything starts, when the trace is missing, malformed or
+    shorter than the window the experiment replays."""
+    import math
+
+    from traces import TraceError, load_trace, resolve_trace
+
+    needed = math.ceil(duration_s / step_s - 1e-9)
+    try:
+        trace = load_trace(resolve_trace(name), start_s=start_s, duration_s=needed)
+    except TraceError as exc:
+        raise SystemExit(f"slackwise: trace {name!r}: {exc}") from None
+    if len(trace) < needed:
+        raise SystemExit(
+            f"slackwise: trace {name!r} has {len(trace)} s from start_s {start_s:g}, the "
+            f"experiment replays {needed} steps (duration_s {duration_s:g} / step_s {step_s:g}); "
+            "give a smaller --start-s or --duration-s"
+        )
 
 
 def _cmd_manifests(args: argparse.Namespace) -> int:
@@ -284,42 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=_cmd_up)
 
     serve = sub.add_parser("serve", help="run the adapter (with the embedded local platform)")
-    serve.add_argument("-c", "--config", required=True, help="YAML config file")
-    serve.add_argument("--host", help="listen address (default: adapter.host)")
-    serve.add_argument("--port", type=int, help="listen port (default: adapter.port)")
-    serve.add_argument("--mode", choices=("slackwise", "mlproxy"), help="batching policy")
-    serve.add_argument(
-        "--platform-url",
-        help="a running local platform (`slackwise up`) instead of an embedded one",
-    )
-    serve.add_argument(
-        "--serving-version",
-        metavar="X.Y",
-        help="Knative Serving's version on the cluster (default: adapter.serving_version; "
-        "the adapter's Role cannot read it from the cluster)",
-    )
-    serve.add_argument(
-        "--platform",
-        choices=("local", "knative"),
-        help="where the functions run (default: adapter.platform, local)",
-    )
-    serve.add_argument(
-        "--advisor",
-        action="store_true",
-        help="turn the autoscaling advisor on (adapter.advisor.capacity says how it acts)",
-    )
-    serve.add_argument(
-        "--capacity",
-        choices=("kpa", "floor", "own"),
-        help="who decides the replica count: the platform's KPA alone (advisor off), the KPA "
-        "above the advisor's floor, or the advisor itself (own)",
-    )
-    serve.add_argument(
-        "--stage-policy",
-        metavar="NAME",
-        help="how chains split their SLO and batch: GS, ED-*, EDF-*, FIFO-NB "
-        "(default: adapter.stage_policy, GS)",
-    )
+    from adapter.cli import serve as serve_cli
+
+    serve_cli.add_arguments(serve)
     serve.set_defaults(func=_cmd_serve)
 
     exp = sub.add_parser("experiment", help="replay a trace through direct, mlproxy, slackwise")

@@ -9,8 +9,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
+
+#: the records path that means standard output (a container's log)
+STDOUT = "-"
+
+
+class RecordsUnwritable(RuntimeError):
+    """The records file cannot be created or appended to: the adapter cannot start."""
 
 
 class RecordWriter:
@@ -31,8 +39,13 @@ class RecordWriter:
         if self.path is None or not self._buffer:
             return
         batch, self._buffer = self._buffer, []
-        with self.path.open("a", encoding="utf-8") as out:
-            out.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in batch))
+        text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in batch)
+        if str(self.path) == STDOUT:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        else:
+            with self.path.open("a", encoding="utf-8") as out:
+                out.write(text)
         self.written += len(batch)
 
     async def _loop(self) -> None:
@@ -41,8 +54,18 @@ class RecordWriter:
             self.flush()
 
     def start(self) -> None:
+        """Check that the records can be written (``-``: standard output), then flush every
+        ``flush_s``; an unwritable path is :class:`RecordsUnwritable`, before any request."""
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if str(self.path) != STDOUT:
+                try:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    with self.path.open("a", encoding="utf-8"):
+                        pass
+                except OSError as exc:
+                    raise RecordsUnwritable(
+                        f"adapter.records: cannot write {self.path}: {exc.strerror or exc}"
+                    ) from None
             self._task = asyncio.create_task(self._loop(), name="records")
 
     async def stop(self) -> None:

@@ -19,6 +19,7 @@ from adapter.serving.dispatcher import Dispatcher
 from adapter.serving.gpu_route import GpuRoute
 from adapter.serving.platform_view import (
     LocalView,
+    PlatformUnreachable,
     PlatformView,
     RemoteView,
     RoutedView,
@@ -159,15 +160,30 @@ async def _knative_view(config: Config, stack: contextlib.AsyncExitStack) -> Pla
     kubeconfig in ``KUBECONFIG`` when the adapter runs outside the cluster)."""
     import os
 
+    from kubernetes.config.config_exception import ConfigException
+
     from knative.cluster.client import connect, connect_in_cluster
     from knative.cluster.view import KnativeView
 
-    namespace = config.adapter.namespace or _pod_namespace()
-    version = config.adapter.serving_version
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        client = await asyncio.to_thread(connect_in_cluster, namespace, serving_version=version)
-    else:
-        client = await asyncio.to_thread(connect, namespace, serving_version=version)
+    settings = config.adapter
+    version = settings.serving_version
+    try:
+        if os.environ.get("KUBERNETES_SERVICE_HOST") and not settings.kubeconfig:
+            namespace = settings.namespace or _pod_namespace()
+            client = await asyncio.to_thread(connect_in_cluster, namespace, serving_version=version)
+        else:
+            client = await asyncio.to_thread(
+                connect,
+                settings.namespace,
+                kubeconfig=settings.kubeconfig,
+                context=settings.kube_context,
+                serving_version=version,
+            )
+    except (ConfigException, OSError) as exc:
+        raise PlatformUnreachable(
+            f"platform knative: no usable kubeconfig ({exc}); set KUBECONFIG or --kubeconfig "
+            "to a cluster's config, or run the adapter inside the cluster"
+        ) from None
     services = {name: fn.service for name, fn in config.functions.items() if not fn.upstream.url}
     view = KnativeView(client, services, ingress=config.adapter.ingress)
     await view.start()

@@ -257,6 +257,8 @@ def _adapter(r: Reader, raw: Any) -> AdapterConfig:
         platform=choice(r, data, "platform", path, PLATFORMS, d.platform),
         namespace=optional_string(r, data, "namespace", path),
         serving_version=optional_string(r, data, "serving_version", path),
+        kubeconfig=optional_string(r, data, "kubeconfig", path),
+        kube_context=optional_string(r, data, "kube_context", path),
         ingress=optional_string(r, data, "ingress", path),
         max_wait_ms=None
         if data.get("max_wait_ms") is None

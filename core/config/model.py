@@ -182,6 +182,10 @@ class AdapterConfig:
     #: set a revision's scale, and reading it from the cluster is a cluster-scoped read the
     #: adapter's namespaced Role does not grant; unset, the adapter tries and, refused, says so
     serving_version: str | None = None
+    #: knative, outside a cluster: the kubeconfig file and context (default: KUBECONFIG or
+    #: ~/.kube/config, its current context); the namespace defaults to the context's
+    kubeconfig: str | None = None
+    kube_context: str | None = None
     ingress: str | None = None
     max_wait_ms: float | None = None
     #: slackwise mode waits for company only while the slots could not keep up with smaller

@@ -25,7 +25,9 @@ Obj = dict[str, Any]
 def add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments shared by ``deploy``, ``status`` and ``delete`` (``-c`` included)."""
     parser.add_argument("-c", "--config", required=True, help="YAML config file")
-    parser.add_argument("-n", "--namespace", default="default", help="Kubernetes namespace")
+    parser.add_argument(
+        "-n", "--namespace", help="Kubernetes namespace (default: the kubeconfig context's)"
+    )
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG or ~/.kube)")
     parser.add_argument("--context", help="kubeconfig context")
     parser.add_argument(
@@ -34,8 +36,8 @@ def add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--serving-version", help="Knative Serving version, if not detectable")
     parser.add_argument(
         "--dry-run", action="store_true",
-        help="deploy: send every Service with dryRun=All (Knative's webhooks judge it; nothing "
-        "is stored)",
+        help="deploy and delete: send every call with dryRun=All (the API server and Knative's "
+        "webhooks judge it; nothing is stored or deleted); status only reads",
     )  # fmt: skip
 
 
@@ -47,7 +49,7 @@ def _connect(args: argparse.Namespace) -> KnativeClient:
     from kubernetes.config.config_exception import ConfigException
 
     try:
-        return connect(
+        client = connect(
             args.namespace,
             kubeconfig=args.kubeconfig,
             context=args.context,
@@ -58,6 +60,8 @@ def _connect(args: argparse.Namespace) -> KnativeClient:
             f"no usable kubeconfig ({exc}); set KUBECONFIG or --kubeconfig to a cluster's "
             "config (kubectl config view shows the current one)"
         ) from None
+    args.namespace = client.namespace
+    return client
 
 
 Command = Callable[..., int]
@@ -76,8 +80,9 @@ def _guarded(command: Command) -> Command:
         except ConfigError as exc:
             message = str(exc)
         except AccessDeniedError as exc:
+            namespace = args.namespace or "default"
             message = (f"{exc}; your user needs get, create, patch and delete on "
-                       f"services.serving.knative.dev in namespace {args.namespace}")  # fmt: skip
+                       f"services.serving.knative.dev in namespace {namespace}")  # fmt: skip
         except KnativeError as exc:
             message = str(exc)
         print(f"slackwise {verb}: {message}", file=sys.stderr)
@@ -86,19 +91,30 @@ def _guarded(command: Command) -> Command:
     return run
 
 
-def _services(args: argparse.Namespace) -> list[Obj]:
+def _services(args: argparse.Namespace, namespace: str) -> list[Obj]:
     from core.config import load_config
     from knative.cluster.manifests import function_service
 
     config = load_config(args.config)
-    return [function_service(fn, args.namespace) for fn in config.functions.values()]
+    return [function_service(fn, namespace) for fn in config.functions.values()]
+
+
+def _plan(
+    args: argparse.Namespace, client: KnativeClient | None
+) -> tuple[list[Obj], KnativeClient]:
+    """The config's Services (a bad config stops before any cluster call), in the namespace the
+    client settles on (``-n``, else the kubeconfig context's), and the client."""
+    services = _services(args, args.namespace or "default")
+    client = client or _connect(args)
+    for service in services:
+        service["metadata"]["namespace"] = client.namespace
+    return services, client
 
 
 @_guarded
 def run_deploy(args: argparse.Namespace, client: KnativeClient | None = None) -> int:
     """Apply every function's Service (server-side apply) and wait for each to be Ready."""
-    services = _services(args)
-    client = client or _connect(args)
+    services, client = _plan(args, client)
     dry_run = bool(getattr(args, "dry_run", False))
     for service in services:
         name = service["metadata"]["name"]
@@ -122,8 +138,7 @@ def run_deploy(args: argparse.Namespace, client: KnativeClient | None = None) ->
 @_guarded
 def run_status(args: argparse.Namespace, client: KnativeClient | None = None) -> int:
     """A table of every function's Service: name, ready, url, replicas."""
-    services = _services(args)
-    client = client or _connect(args)
+    services, client = _plan(args, client)
     rows = [("NAME", "READY", "URL", "REPLICAS")]
     missing = 0
     for service in services:
@@ -154,13 +169,15 @@ def run_status(args: argparse.Namespace, client: KnativeClient | None = None) ->
 @_guarded
 def run_delete(args: argparse.Namespace, client: KnativeClient | None = None) -> int:
     """Delete every function's Service; absent ones are reported, not errors."""
-    services = _services(args)
-    client = client or _connect(args)
+    services, client = _plan(args, client)
+    dry_run = bool(getattr(args, "dry_run", False))
     for service in services:
         name = service["metadata"]["name"]
         try:
-            client.delete(name)
-            print(f"{name}: deleted")
+            client.delete(name, dry_run=dry_run)
+            print(
+                f"{name}: {'would be deleted (dry run: nothing deleted)' if dry_run else 'deleted'}"
+            )
         except ResourceNotFoundError:
             print(f"{name}: absent")
     return 0

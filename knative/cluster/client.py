@@ -185,8 +185,10 @@ class KnativeClient:
             logger.info("updated service %s in %s", name, self.namespace)
         return result, changed
 
-    def delete(self, name: str) -> None:
-        self._serving("delete", "services", name)
+    def delete(self, name: str, *, dry_run: bool = False) -> None:
+        """Delete the Service; ``dry_run`` asks the API server to judge it and keep everything."""
+        extra: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
+        self._serving("delete", "services", name, **extra)
 
     def wait_ready(
         self,
@@ -402,18 +404,35 @@ class KnativeClient:
         return body
 
 
+def context_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
+    """The namespace of the kubeconfig's context (``context``, else the current one), as kubectl
+    picks it; ``default`` when the context names none."""
+    from kubernetes import config as kube_config
+
+    listing: Callable[..., tuple[list[Obj], Obj]] = kube_config.list_kube_config_contexts
+    contexts, current = listing(config_file=kubeconfig)
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
+    if context and chosen is None:
+        names = ", ".join(sorted(str(c.get("name")) for c in contexts)) or "none"
+        raise kube_config.ConfigException(f"context {context!r} not in the kubeconfig ({names})")
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return str(namespace) if namespace else "default"
+
+
 def connect(
-    namespace: str = "default",
+    namespace: str | None = None,
     *,
     kubeconfig: str | None = None,
     context: str | None = None,
     serving_version: str | None = None,
 ) -> KnativeClient:
-    """A client from a kubeconfig file (default: ``KUBECONFIG``, else ``~/.kube/config``)."""
+    """A client from a kubeconfig file (default: ``KUBECONFIG``, else ``~/.kube/config``), in
+    ``namespace`` or else the context's own namespace."""
     from kubernetes import config as kube_config
 
     new_client: Callable[..., k8s.ApiClient] = kube_config.new_client_from_config
     api_client = new_client(config_file=kubeconfig, context=context)
+    namespace = namespace or context_namespace(kubeconfig, context)
     return KnativeClient(api_client, namespace, serving_version=serving_version)
 
 

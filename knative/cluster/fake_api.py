@@ -306,7 +306,8 @@ class FakeKubernetes(Faults, WatchLog, ToyController, PodStore):
             if request.method == "GET":
                 return JSONResponse(copy.deepcopy(current))
             if request.method == "DELETE":
-                self._delete(namespace, plural, name)
+                if request.query_params.get("dryRun") != "All":
+                    self._delete(namespace, plural, name)
                 return JSONResponse({"kind": "Status", "apiVersion": "v1", "status": "Success"})
             if request.method == "PATCH":
                 if not content_type.startswith("application/merge-patch+json"):

@@ -1,36 +1,40 @@
-"""Finding the project's shared real traces (``../shared/traces`` beside the repository).
+"""The real request-rate traces the project ships, and finding a trace by name.
 
-The files are read where they lie and never copied into the project. ``SLACKWISE_TRACES_DIR``
-points elsewhere; the shortcuts ``nasa`` and ``twitter`` name the two per-second count files.
+Two per-second count files travel inside the package (``traces/data``, read with
+:mod:`importlib.resources`): NASA's HTTP server, Jul-Aug 1995, and the archived Twitter stream,
+Aug 2021 (both counted per second from the public web-service-datasets repository, commit
+7404ad6). The shortcuts ``nasa`` and ``twitter`` name them; ``SLACKWISE_TRACES_DIR`` names a
+directory whose files of the same names are read first (a newer copy, or another window).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 
 from traces.errors import TraceNotFound
 
 ENV_VAR = "SLACKWISE_TRACES_DIR"
 
-#: shortcut -> file name in the shared traces directory
+#: shortcut -> file name, in the package's data and in ``SLACKWISE_TRACES_DIR``
 SHORTCUTS: dict[str, str] = {
     "nasa": "nasa-http-1995.rps.txt.gz",
     "twitter": "twitter-stream-2021-08.rps.txt.gz",
 }
 
 
-def repo_root() -> Path:
-    """The repository this package lives in."""
-    return Path(__file__).resolve().parent.parent
+def packaged_dir() -> Path:
+    """The package's own trace directory (a plain directory: the package is installed unzipped)."""
+    return Path(str(resources.files("traces.data")))
 
 
 def traces_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:
-    """Where shared traces are looked for, in order."""
+    """Where a shortcut's file is looked for, in order: ``SLACKWISE_TRACES_DIR``, the package."""
     env = os.environ if environ is None else environ
     dirs = [Path(env[ENV_VAR]).expanduser()] if env.get(ENV_VAR) else []
-    dirs.append(repo_root().parent / "shared" / "traces")
+    dirs.append(packaged_dir())
     return dirs
 
 

@@ -1,0 +1,124 @@
+"""``slackwise serve``: the adapter, on the embedded local platform, a running ``slackwise up``
+or Knative Services."""
+
+from __future__ import annotations
+
+import argparse
+
+from adapter.cli.running import load, run_async
+
+
+def add_arguments(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument("-c", "--config", required=True, help="YAML config file")
+    serve.add_argument("--host", help="listen address (default: adapter.host)")
+    serve.add_argument("--port", type=int, help="listen port (default: adapter.port)")
+    serve.add_argument("--mode", choices=("slackwise", "mlproxy"), help="batching policy")
+    serve.add_argument(
+        "--platform-url",
+        help="a running local platform (`slackwise up`) instead of an embedded one",
+    )
+    serve.add_argument(
+        "--serving-version",
+        metavar="X.Y",
+        help="Knative Serving's version on the cluster (default: adapter.serving_version; "
+        "the adapter's Role cannot read it from the cluster)",
+    )
+    serve.add_argument(
+        "--platform",
+        choices=("local", "knative"),
+        help="where the functions run (default: adapter.platform, local)",
+    )
+    serve.add_argument(
+        "-n", "--namespace",
+        help="knative: the functions' namespace (default: adapter.namespace, else the pod's or "
+        "the kubeconfig context's)",
+    )  # fmt: skip
+    serve.add_argument("--kubeconfig", help="knative: kubeconfig file (default: KUBECONFIG)")
+    serve.add_argument("--context", help="knative: kubeconfig context (default: the current)")
+    serve.add_argument(
+        "--advisor",
+        action="store_true",
+        help="turn the autoscaling advisor on (adapter.advisor.capacity says how it acts)",
+    )
+    serve.add_argument(
+        "--capacity",
+        choices=("kpa", "floor", "own"),
+        help="who decides the replica count: the platform's KPA alone (advisor off), the KPA "
+        "above the advisor's floor, or the advisor itself (own)",
+    )
+    serve.add_argument(
+        "--stage-policy",
+        metavar="NAME",
+        help="how chains split their SLO and batch: GS, ED-*, EDF-*, FIFO-NB "
+        "(default: adapter.stage_policy, GS)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from adapter.serving.app import create_app
+    from adapter.serving.http_server import serve
+
+    config = load(args.config)
+    advisor: bool | None = True if args.advisor else None
+    if args.capacity is not None:
+        import dataclasses
+
+        advisor = args.capacity != "kpa"
+        if advisor:
+            settings = dataclasses.replace(config.adapter.advisor, capacity=args.capacity)
+            config = dataclasses.replace(
+                config, adapter=dataclasses.replace(config.adapter, advisor=settings)
+            )
+    cluster_flags = (args.namespace, args.kubeconfig, args.context)
+    if (
+        args.platform_url
+        or args.platform
+        or args.stage_policy
+        or args.serving_version
+        or any(cluster_flags)
+    ):
+        import dataclasses
+
+        from adapter.policies.slack import stage_policy
+
+        adapter = config.adapter
+        if args.platform_url:
+            adapter = dataclasses.replace(adapter, platform_url=args.platform_url)
+        if args.platform:
+            adapter = dataclasses.replace(adapter, platform=args.platform)
+        if args.serving_version:
+            adapter = dataclasses.replace(adapter, serving_version=args.serving_version)
+        if args.namespace:
+            adapter = dataclasses.replace(adapter, namespace=args.namespace)
+        if args.kubeconfig:
+            adapter = dataclasses.replace(adapter, kubeconfig=args.kubeconfig)
+        if args.context:
+            adapter = dataclasses.replace(adapter, kube_context=args.context)
+        if args.stage_policy:
+            try:
+                chosen = stage_policy(args.stage_policy).name
+            except ValueError as exc:
+                raise SystemExit(f"slackwise: --stage-policy: {exc}") from None
+            adapter = dataclasses.replace(adapter, stage_policy=chosen)
+        config = dataclasses.replace(config, adapter=adapter)
+    try:
+        app = create_app(config, mode=args.mode, advisor=advisor)
+    except ValueError as exc:
+        raise SystemExit(f"slackwise: {exc}") from None
+    host = args.host or config.adapter.host
+    port = config.adapter.port if args.port is None else args.port
+    mode = args.mode or config.adapter.mode
+
+    def listening(bound: int) -> None:
+        print(f"slackwise adapter ({mode}) on http://{host}:{bound}", flush=True)
+
+    from adapter.serving.platform_view import PlatformUnreachable
+    from adapter.serving.records import RecordsUnwritable
+
+    try:
+        run_async(serve(app, host, port, ready=listening))
+    except (PlatformUnreachable, RecordsUnwritable) as exc:
+        raise SystemExit(f"slackwise: {exc}") from None
+    except OSError as exc:
+        raise SystemExit(f"slackwise: cannot listen on {host}:{port}: {exc}") from None
+    return 0
