@@ -248,6 +248,7 @@ def test_late_requests_are_pruned_when_the_function_says_so() -> None:
         assert app.state.adapter.dispatchers["echo"].inflight == 1
         second = await predict(c, 2, slo_ms=50)
         assert second.status_code == 503 and "deadline passed" in second.json()["error"]
+        assert second.headers["retry-after"] == "1"
         assert clock.now() < 0.3  # answered when it expired, not when the slot freed
         assert (await first).status_code == 200
 
@@ -264,8 +265,10 @@ def test_a_request_predicted_to_finish_late_is_refused_at_admission() -> None:
         await asyncio.sleep(0.01)
         assert len(app.state.adapter.dispatchers["echo"].queue) == 2  # and one in flight
         refused = await predict(c, 9, slo_ms=400)
-        assert refused.status_code == 503
-        assert "prunes predicted-late requests" in refused.json()["error"]
+        assert refused.status_code == 429
+        assert "refused at the door" in refused.json()["error"]
+        assert int(refused.headers["retry-after"]) >= 1
+        assert app.state.adapter.dispatchers["echo"].door.refused == 1
         roomy = predict(c, 8)  # its 5 s SLO leaves room: admitted
         assert [r.status_code for r in await asyncio.gather(*ahead, roomy)] == [200] * 4
 

@@ -132,8 +132,9 @@ def live(policy_name: str, times: list[float], max_wait_ms: float | None) -> lis
     config = parse_config(
         {
             "functions": {
-                "classify": {"model": "imagenet", "max_batch": MAX_BATCH},
-                "tag": {"model": "ner", "max_batch": MAX_BATCH},
+                # the simulator admits everything: the live side too, so batching is compared
+                "classify": {"model": "imagenet", "max_batch": MAX_BATCH, "late": "serve"},
+                "tag": {"model": "ner", "max_batch": MAX_BATCH, "late": "serve"},
             },
             "apps": {"chain": {"stages": list(PROFILES), "slo_ms": SLO_MS}},
         }

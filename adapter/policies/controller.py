@@ -6,8 +6,9 @@ its decisions read, and the counters the decisions need (batches in flight, the 
 rate, the batch sizes in use). Its three entry points take the time as an argument and return
 what to do; the caller does it:
 
-* :meth:`Controller.admit` queues an admitted request, or (``late: predict``, Swayam §3.3) says
-  it would finish late and should be refused now.
+* :meth:`Controller.admit` queues an admitted request, or (``late: predict``, the default)
+  says it would finish late and should be refused at the door now
+  (:mod:`adapter.policies.admission`).
 * :meth:`Controller.step` is one scheduling step: answer the requests whose deadline passed
   (``late: prune`` or ``predict``), tune the limit when a period ended, and pick the batch to
   send now, or the time to look again (:class:`Step`). The caller sends ``step.batch`` and calls
@@ -26,33 +27,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from adapter.policies.admission import DoorRefusal, at_the_door
 from adapter.policies.aimd import AIMD, AIMDDecision
 from adapter.policies.batching import BatchDecision, LatencyEstimator
 from adapter.policies.estimates import BatchSizeTracker
 from adapter.policies.latency import LatencyModel
 from adapter.policies.modes import ModePreset
-from adapter.policies.pruning import PruningConfig
-from adapter.policies.pruning import judge as prune
 from adapter.policies.queue import Queued, RequestQueue
 from adapter.policies.scheduling import next_batch
 from adapter.policies.slack import Batching, StagePolicy
 from adapter.policies.waiting import PathMargin, RecentRate
 
-__all__ = ["Controller", "Late", "LateRefusal", "Step"]
+__all__ = ["Controller", "DoorRefusal", "Late", "Step"]
 
 T = TypeVar("T", bound=Queued)
 #: what happens to a request that cannot make its deadline (``functions.X.late``)
 Late = Literal["serve", "prune", "predict"]
-
-_PREDICTED = PruningConfig(enabled=True, mode="predicted")
-
-
-@dataclass(frozen=True, slots=True)
-class LateRefusal:
-    """Admission says no: behind the queue ahead the request would finish ``late_s`` late."""
-
-    late_s: float
-    queued: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,32 +116,41 @@ class Controller(Generic[T]):
 
     # -- admission ---------------------------------------------------------------------------
 
-    def admit(self, item: T, now: float, ready: int) -> LateRefusal | None:
+    def admit(
+        self, item: T, now: float, ready: int, lag_s: float | None = 0.0
+    ) -> DoorRefusal | None:
         """Queue ``item`` (arrived at ``now`` while ``ready`` replicas were ready), or refuse it
-        when this function prunes predicted-late requests and it would finish late."""
+        at the door (``late: predict``, the default) when the evidence says it would finish
+        late: the queue ahead, or the adapter's own loop running ``lag_s`` late (None: not
+        judged, a later stage of a chain)."""
         self.arrivals.record(now, item.size)
-        if self.late == "predict":
-            refusal = self._predicted_late(item, now, ready)
+        if self.late == "predict" and lag_s is not None:
+            refusal = self.door(now, _due(item), item.size, ready, lag_s)
             if refusal is not None:
                 return refusal
         self.queue.push(item)
         return None
 
-    def _predicted_late(self, item: T, now: float, ready: int) -> LateRefusal | None:
-        limit = self.limit()
-        due = _due(item)
-        decision = prune(
+    def door(
+        self, now: float, due: float, size: int, ready: int, lag_s: float = 0.0
+    ) -> DoorRefusal | None:
+        """Would a request of ``size`` instances due at ``due`` be refused now? (Nothing is
+        recorded: the adapter asks this before it parses a body.)"""
+        if self.late != "predict":
+            return None
+        return at_the_door(
             now,
             due,
-            _PREDICTED,
-            position=sum(p.size for p in self.queue.items),
-            batch_limit=limit,
+            size=size,
+            queued=sum(p.size for p in self.queue.items),
+            queued_requests=len(self.queue),
+            batch_limit=self.limit(),
             slots=max(1, self.slots(ready)),
-            batch_ms=self.reader.estimate_ms(limit),
+            ready=ready,
+            estimate_ms=self.reader.estimate_ms,
+            slo_s=max(due - now, 0.0),
+            lag_s=lag_s,
         )
-        if not decision.prune:
-            return None
-        return LateRefusal(late_s=(decision.expected_finish or due) - due, queued=len(self.queue))
 
     def withdraw(self) -> None:
         """A queued request was cancelled (its client went away); the next step drops it."""

@@ -59,6 +59,9 @@ class ModePreset:
     #: its
     #: dispatch timeout whatever the rate
     wait_pays: bool = False
+    #: a request the evidence says would finish late, when the function does not say
+    #: (``functions.X.late``): refused at the door (slackwise) or served anyway (MLProxy's)
+    late: str = "serve"
 
     def with_aimd(self, overrides: Mapping[str, float]) -> ModePreset:
         """This mode with a config's AIMD overrides (``initial``, ``mult``, ``period_s``...: the
@@ -122,6 +125,7 @@ SLACKWISE = ModePreset(
     cold_aware=True,
     aimd_signal="service",
     wait_pays=True,
+    late="predict",
 )
 MLPROXY = ModePreset(name=MLPROXY_NAME, order="arrival", deadline_aware=False)
 PRESETS: Mapping[str, ModePreset] = MappingProxyType({p.name: p for p in (SLACKWISE, MLPROXY)})

@@ -31,21 +31,22 @@ from adapter.policies.queue import RequestQueue
 from adapter.policies.slack import StagePolicy
 from adapter.policies.waiting import PathMargin
 from adapter.serving.autoscaling import Autoscaling
+from adapter.serving.door import Door
 from adapter.serving.errors import (
     AdapterError,
     DeadlinePruned,
-    Overloaded,
     ShuttingDown,
     UpstreamFailed,
-    UpstreamRejected,
+    UpstreamRejected,  # fmt: skip
     UpstreamTimeout,
 )
+from adapter.serving.loop_lag import LoopLagReader
 from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.observers import ELSEWHERE, Observer, Offload, log_tuned
 from adapter.serving.pending import Answer, Pending
 from adapter.serving.platform_view import PlatformView
 from adapter.serving.protocols import codec_for
-from adapter.serving.records import RecordWriter
+from adapter.serving.records import RecordWriter, request_record
 from adapter.serving.rejections import Rejection, halves, read_rejection, send_with_retries
 from adapter.serving.upstream import SendFailed, SendTimeout, Upstream
 from core.clock import Clock
@@ -84,6 +85,7 @@ class Dispatcher:
         frontend_id: str | None = None,
         wait_utilization: float = 0.7,
         path_margin_ms: float = 1.0,
+        lag: LoopLagReader | None = None,
     ) -> None:
         self.function = function
         up = function.upstream
@@ -94,11 +96,9 @@ class Dispatcher:
         self.upstream = upstream
         self.clock = clock
         self.records = records
-        self.max_queue = max_queue
         self.epoch = epoch
-        late: Late = "serve"
-        if function.late in ("prune", "predict"):
-            late = "predict" if function.late == "predict" else "prune"
+        chosen = function.late or preset.late
+        late: Late = "predict" if chosen == "predict" else "prune" if chosen == "prune" else "serve"
         #: every decision: admission, batches, the limit, what answers teach
         self.controller: Controller[Pending] = Controller(
             name=self.name,
@@ -114,6 +114,10 @@ class Dispatcher:
             wait_utilization=wait_utilization,
             path_margin_ms=path_margin_ms,
         )
+        #: what is refused before it joins the queue (stopping, full, predicted late)
+        refused = metrics.refused.labels(function=self.name)
+        self.door = Door(self.name, self.controller, self._ready, max_queue=max_queue,
+                         refused_metric=refused, lag=lag)  # fmt: skip
         #: the autoscaling advisor this dispatcher reports arrivals, cold starts and gossip to
         self.autoscaling = autoscaling
         self.frontend_id = frontend_id
@@ -123,7 +127,6 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._sends: set[asyncio.Task[None]] = set()
-        self._closing = False
         self._m_queue = metrics.queue_length.labels(function=self.name)
         self._m_inflight = metrics.inflight_batches.labels(function=self.name)
         self._m_limit = metrics.aimd_limit.labels(function=self.name)
@@ -173,26 +176,20 @@ class Dispatcher:
     # -- admission ---------------------------------------------------------------------------
 
     def submit(self, item: Pending) -> None:
-        """Queue an admitted request; raises Overloaded, ShuttingDown or DeadlinePruned."""
-        if self._closing:
-            raise ShuttingDown(f"{self.name}: the adapter is shutting down")
-        if len(self.queue) >= self.max_queue:
-            raise Overloaded(f"{self.name}: queue full ({self.max_queue} requests waiting)")
+        """Queue an admitted request; raises its refusal (:mod:`adapter.serving.door`)."""
+        self.door.check_open()
         ready = self._ready()
         item.arrived_cold = ready == 0
         if self.autoscaling is not None:
             self.autoscaling.arrived(self.name, item.arrival, item.size)
         for observer in self.observers:
             observer.arrived(self.name, item.size)
-        refusal = self.controller.admit(item, item.arrival, ready)
-        if refusal is not None:  # Swayam §3.3: refused at once, it would finish late
+        try:
+            self.door.admit(item, ready)
+        except AdapterError:
             if self.autoscaling is not None:
                 self.autoscaling.missed(self.name, item.arrival)
-            raise DeadlinePruned(
-                f"{self.name}: would finish about {1000 * refusal.late_s:.0f} ms after its "
-                f"deadline behind {refusal.queued} queued requests; this function prunes "
-                "predicted-late requests"
-            )
+            raise
         if self.gpu is not None:
             self.gpu.offer()
         self._wake.set()
@@ -211,13 +208,19 @@ class Dispatcher:
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop taking requests, answer the queued ones, let in-flight batches finish."""
-        self._closing = True
+        self.door.closing = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         for item in self.queue.pop(len(self.queue)):
-            self._fail(item, ShuttingDown(f"{self.name}: the adapter is shutting down"))
+            self._fail(
+                item,
+                ShuttingDown(
+                    f"{self.name}: the adapter is shutting down",
+                    retry_after_s=self.door.retry_after_closing_s,
+                ),
+            )
         if self._sends:
             _, pending = await asyncio.wait(set(self._sends), timeout=grace_s)
             for task in pending:
@@ -235,7 +238,7 @@ class Dispatcher:
             for item in step.late:
                 self._fail(item, DeadlinePruned(
                     f"{self.name}: deadline passed {1000 * (now - item.due):.1f} ms "
-                    "before dispatch; this function prunes late requests"
+                    "before dispatch; this function prunes late requests", retry_after_s=1.0,
                 ))  # fmt: skip
             if step.tuned is not None:
                 self._log_tuned(step.tuned)
@@ -437,14 +440,6 @@ class Dispatcher:
             self._m_misses.inc()
             if self.autoscaling is not None:
                 self.autoscaling.missed(self.name, done)
-        epoch = self.epoch
         for observer in self.observers if status == 200 else ():
             observer.answered(self.name, done - item.arrival)
-        self.records.add({
-            "id": item.id, "function": self.name, "app": item.app, "stage": item.stage,
-            "arrival": round(item.arrival - epoch, 6),
-            "dispatch": round(item.dispatched - epoch, 6) if item.dispatched else None,
-            "done": round(done - epoch, 6), "deadline": round(item.deadline - epoch, 6),
-            "size": item.size, "batch_size": batch_size, "status": status, "cold": cold,
-            "missed": missed,
-        })  # fmt: skip
+        self.records.add(request_record(item, self.epoch, done, status, batch_size, cold, missed))

@@ -6,7 +6,8 @@
     ├── BadRequest               400: not JSON, no instances, bad header, ...
     ├── PayloadTooLarge          413: body over the configured limit
     ├── UnknownTarget            404: no such function or app
-    ├── Overloaded               503: the function's queue is full
+    ├── Overloaded               503: the queue is full, or refused while scaling from zero
+    ├── Refused                  429: refused at the door, it would finish late
     ├── DeadlinePruned           503: the deadline passed before dispatch and the function prunes
     ├── UpstreamRejected         the function's own 4xx (its reason relayed)
     ├── UpstreamFailed           502: the function or platform failed the batch
@@ -14,17 +15,32 @@
     └── ShuttingDown             503: the adapter is stopping
 
 The one table :data:`STATUS` maps classes to statuses; handlers never choose a status themselves.
+Every answer for load (429, 503) carries ``Retry-After``.
 """
 
 from __future__ import annotations
 
+import math
+
+from adapter.policies.admission import DoorRefusal
+
 
 class AdapterError(Exception):
-    """A request failed; ``reason`` is sent to the client."""
+    """A request failed; ``reason`` is sent to the client, and ``retry_after_s`` (when set) as
+    ``Retry-After`` in whole seconds: every refusal for load says when to come back."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, retry_after_s: float | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.retry_after_s = retry_after_s
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """The answer's headers: JSON, and ``Retry-After`` for a refusal."""
+        headers = [(b"content-type", b"application/json")]
+        if self.retry_after_s is not None:
+            seconds = max(1, math.ceil(self.retry_after_s))
+            headers.append((b"retry-after", str(seconds).encode("latin-1")))
+        return headers
 
     @property
     def status(self) -> int:
@@ -45,6 +61,10 @@ class UnknownTarget(AdapterError):
 
 class Overloaded(AdapterError):
     pass
+
+
+class Refused(AdapterError):
+    """Refused at the door: it would finish late (429, with Retry-After)."""
 
 
 class DeadlinePruned(AdapterError):
@@ -86,6 +106,7 @@ STATUS: dict[type[AdapterError], int] = {
     PayloadTooLarge: 413,
     UnknownTarget: 404,
     Overloaded: 503,
+    Refused: 429,
     DeadlinePruned: 503,
     UpstreamRejected: 400,
     UpstreamFailed: 502,
@@ -93,3 +114,13 @@ STATUS: dict[type[AdapterError], int] = {
     ShuttingDown: 503,
     StageOutputUnusable: 422,
 }
+
+
+def refusal_error(function: str, refusal: DoorRefusal) -> AdapterError:
+    """The answer to a request refused at the door: 429, or 503 while no replica is ready (the
+    function scales from zero), with Retry-After either way."""
+    reason = f"{function}: {refusal.reason}; refused at the door (late: predict)"
+    if refusal.warming:
+        return Overloaded(f"{reason} while it scales from zero",
+                          retry_after_s=refusal.retry_after_s)  # fmt: skip
+    return Refused(reason, retry_after_s=refusal.retry_after_s)

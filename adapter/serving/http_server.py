@@ -270,7 +270,7 @@ class _Connection(asyncio.Protocol):
 
 
 def _error(exc: AdapterError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    return exc.status, [(b"content-type", b"application/json")], orjson.dumps({"error": exc.reason})
+    return exc.status, exc.headers(), orjson.dumps({"error": exc.reason})
 
 
 class _Server:

@@ -37,6 +37,10 @@ class AdapterMetrics:
         self.requests = Counter(
             "slackwise_requests", "Answered requests", ["function", "status"], registry=r
         )
+        self.refused = Counter(
+            "slackwise_refused", "Requests refused at the door (429/503 with Retry-After): they "
+            "would have finished late", ["function"], registry=r,
+        )  # fmt: skip
         self.deadline_misses = Counter(
             "slackwise_deadline_misses", "Requests answered after their deadline", ["function"],
             registry=r,

@@ -102,8 +102,10 @@ class PredictEndpoint:
         dispatcher = self.state.dispatchers.get(name)
         if dispatcher is None:
             raise UnknownTarget(f"no function named {name!r}")
-        instances = parse_body(body)
         slo = slo_ms(slo_header, self.slos[name])
+        # refused before the body is parsed: a refusal under overload costs next to nothing
+        dispatcher.door.check(now, now + slo / 1000.0)
+        instances = parse_body(body)
         seq = next(self.ids)
         item = Pending(
             id=f"r{seq}",
@@ -169,7 +171,7 @@ class PredictMiddleware:
             item = endpoint.admit(name, body, _header(scope, b"x-slo-ms"), now)
             answer = await self._await_answer(receive, item)
         except AdapterError as exc:
-            await _respond(send, exc.status, [_JSON], orjson.dumps({"error": exc.reason}))
+            await _respond(send, exc.status, exc.headers(), orjson.dumps({"error": exc.reason}))
             return
         if answer is None:
             await send({"type": "http.response.start", "status": 499, "headers": []})

@@ -11,7 +11,10 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from adapter.serving.pending import Pending
 
 #: the records path that means standard output (a container's log)
 STDOUT = "-"
@@ -80,3 +83,23 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     """All records of a JSON-lines file."""
     with path.open(encoding="utf-8") as lines:
         return [json.loads(line) for line in lines if line.strip()]
+
+
+def request_record(
+    item: Pending,
+    epoch: float,
+    done: float,
+    status: int,
+    batch_size: int,
+    cold: bool,
+    missed: bool,
+) -> dict[str, Any]:
+    """One answered (or refused) function request as a record; times from ``epoch``."""
+    return {
+        "id": item.id, "function": item.function, "app": item.app, "stage": item.stage,
+        "arrival": round(item.arrival - epoch, 6),
+        "dispatch": round(item.dispatched - epoch, 6) if item.dispatched else None,
+        "done": round(done - epoch, 6), "deadline": round(item.deadline - epoch, 6),
+        "size": item.size, "batch_size": batch_size, "status": status, "cold": cold,
+        "missed": missed,
+    }  # fmt: skip

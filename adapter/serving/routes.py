@@ -60,7 +60,8 @@ async def _await_answer(
 
 
 def _error(exc: AdapterError) -> JSONResponse:
-    return JSONResponse({"error": exc.reason}, status_code=exc.status)
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in exc.headers()[1:]}
+    return JSONResponse({"error": exc.reason}, status_code=exc.status, headers=headers)
 
 
 async def app_predict(request: Request) -> Response:

@@ -14,6 +14,7 @@ from adapter.serving.chains import Chain
 from adapter.serving.cores import CoreControl
 from adapter.serving.dispatcher import Dispatcher
 from adapter.serving.gpu_route import GpuRoute
+from adapter.serving.loop_lag import LoopLag
 from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.platform_view import PlatformView
 from adapter.serving.records import RecordWriter
@@ -39,6 +40,8 @@ class AdapterState:
     ids: Iterator[int]
     metrics: AdapterMetrics = field(default_factory=AdapterMetrics)
     dispatchers: dict[str, Dispatcher] = field(default_factory=dict)
+    #: how late the server's loop runs (the adapter's own overload; admission reads it)
+    lag: LoopLag = field(default_factory=LoopLag)
     records: RecordWriter | None = None
     view: PlatformView | None = None
     epoch: float = 0.0

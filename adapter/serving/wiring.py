@@ -78,6 +78,8 @@ async def running(
         state.records = RecordWriter(path)
         state.records.start()
         stack.push_async_callback(state.records.stop)
+        state.lag.start()
+        stack.push_async_callback(state.lag.stop)
         state.epoch = state.clock.now()
         tuned = state.preset.with_aimd(config.adapter.aimd.overrides())
         chained = {fn for app in config.apps.values() if len(app.stages) > 1
@@ -104,6 +106,7 @@ async def running(
                 stage_policy=state.stage_policy if name in chained else None,
                 wait_utilization=config.adapter.wait_utilization,
                 path_margin_ms=config.adapter.path_margin_ms,
+                lag=state.lag,
             )
             state.dispatchers[name] = dispatcher
         if config.adapter.advisor.enabled if advisor is None else advisor:

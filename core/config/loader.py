@@ -143,8 +143,8 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> F
         slo_ms = r.number(data, "slo_ms", path, 0.0)
         if slo_ms <= 0:
             raise r.fail(f"{path}.slo_ms", f"must be positive, got {slo_ms:g}")
-    late = r.string(data, "late", path, "serve")
-    if late not in LATE:
+    late = data.get("late")
+    if late is not None and late not in LATE:
         raise r.fail(f"{path}.late", f"must be one of {', '.join(LATE)}, got {late!r}")
     return FunctionConfig(
         upstream=upstream_config(r, data.get("upstream"), f"{path}.upstream"),

@@ -62,7 +62,8 @@ class FunctionConfig:
     resources: Resources = field(default_factory=Resources)
     image: str | None = None
     slo_ms: float | None = None
-    late: str = "serve"
+    #: serve | prune | predict; None: the serving mode's own (slackwise: predict, mlproxy: serve)
+    late: str | None = None
     upstream: UpstreamConfig = field(default_factory=UpstreamConfig)
     scaling: ScalingSpec
 

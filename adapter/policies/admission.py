@@ -1,0 +1,114 @@
+"""Admission at the door: refuse at once a request that cannot meet its deadline, with a hint of
+when to come back, instead of queueing it to die.
+
+Under overload a queue that admits everything makes every request late: the queue grows until
+the oldest requests wait far past their SLO, clients time out, and the work spent on them is
+lost (Google SRE, "Handling Overload"; Triton's queue policy; Ray Serve's
+``max_queued_requests``; Knative's activator answers 503 once its buffer is full). A request is
+refused when either of two pieces of evidence says it would finish late:
+
+* **the queue ahead** (only when there is one: a request with nothing ahead goes at once, so a
+  stale latency model is corrected by its answer instead of refusing for ever): with
+  ``queued`` instances ahead of it, batches of ``batch_limit``,
+  ``slots`` batches at a time and the latency model's estimate per batch size, its expected
+  finish is ``now + rounds·est(limit) + est(own batch)`` (:func:`expected_finish`, the same
+  arithmetic as :mod:`adapter.policies.pruning`, with the request's own batch sized as it
+  would be rather than full). A function with no replica ready (scaling from zero) is not
+  judged by the queue: the activator's rule, a cold start is waited through.
+* **the adapter's own delay** (``lag_s``): how late the server's event loop runs its timers.
+  Time a request spends in the kernel's accept queue and the loop's backlog is invisible to the
+  queue, and under a flood of connections it is the larger part; when the loop runs later
+  than ``lag_fraction`` (half) of the SLO, the request is refused before its body is parsed.
+
+A refusal carries ``retry_after_s``, when the queue ahead should have drained by the part the
+request would be late by (at least one second: ``Retry-After`` counts whole seconds), and
+``warming``: no replica was ready (the caller answers 503 then, 429 otherwise). Pure: the time and
+every input are arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["DoorRefusal", "at_the_door", "expected_finish"]
+
+#: the shortest Retry-After a refusal suggests (the header's unit)
+MIN_RETRY_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class DoorRefusal:
+    """The request would finish ``late_s`` after its deadline behind ``queued`` requests (or the
+    adapter itself runs ``lag_s`` late); come back after ``retry_after_s``."""
+
+    late_s: float
+    queued: int
+    retry_after_s: float
+    warming: bool
+    lag_s: float = 0.0
+
+    @property
+    def reason(self) -> str:
+        if self.lag_s > 0.0:
+            return f"the adapter is overloaded (its loop runs {1000 * self.lag_s:.0f} ms late)"
+        return (
+            f"would finish about {1000 * self.late_s:.0f} ms after its deadline behind "
+            f"{self.queued} queued requests"
+        )
+
+
+def expected_finish(
+    now: float,
+    *,
+    size: int,
+    queued: int,
+    batch_limit: int,
+    slots: int,
+    estimate_ms: Callable[[int], float],
+) -> float:
+    """When a request of ``size`` instances with ``queued`` instances ahead should finish."""
+    limit = max(1, batch_limit)
+    full, rest = divmod(queued, limit)
+    rounds = full // max(1, slots)
+    own = min(limit, rest + size)
+    return now + (rounds * estimate_ms(limit) + estimate_ms(own)) / 1000.0
+
+
+def at_the_door(
+    now: float,
+    due: float,
+    *,
+    size: int,
+    queued: int,
+    queued_requests: int,
+    batch_limit: int,
+    slots: int,
+    ready: int,
+    estimate_ms: Callable[[int], float],
+    slo_s: float,
+    lag_s: float = 0.0,
+    lag_fraction: float = 0.5,
+) -> DoorRefusal | None:
+    """Admit (None) or refuse a request due at ``due`` (see the module docstring)."""
+    if lag_s > lag_fraction * slo_s:
+        retry = max(MIN_RETRY_S, math.ceil(lag_s))
+        return DoorRefusal(0.0, queued_requests, retry, warming=ready == 0, lag_s=lag_s)
+    if ready == 0:
+        return None  # scaling from zero: the cold start is waited through, as the activator does
+    if queued == 0:
+        # nothing ahead: only its own service time could make it late, and refusing would stop
+        # the batches that correct a latency model gone stale (it would refuse for ever)
+        return None
+    finish = expected_finish(
+        now, size=size, queued=queued, batch_limit=batch_limit, slots=slots,
+        estimate_ms=estimate_ms,
+    )  # fmt: skip
+    late_s = finish - due
+    if late_s <= 0.0:
+        return None
+    # the queue ahead drains at about the rate the estimate assumed: the request would fit
+    # again once the part it would be late by has drained
+    return DoorRefusal(late_s, queued_requests, float(max(MIN_RETRY_S, math.ceil(late_s))),
+                       warming=False)  # fmt: skip

@@ -1,0 +1,82 @@
+"""A function's door: what the adapter refuses before a request joins the queue, and how.
+
+Stopping (503), a full queue (503), and, under ``late: predict`` (slackwise mode's default),
+a request the queue ahead or the adapter's own delay would make late
+(:mod:`adapter.policies.admission`: 429, or 503 while no replica is ready). Every refusal
+carries ``Retry-After``; every refusal is counted (``slackwise_refused``). The check runs before
+a predict's body is parsed, so a refusal under overload costs next to nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from adapter.serving.errors import Overloaded, ShuttingDown, refusal_error
+from adapter.serving.loop_lag import NO_LAG, LoopLagReader
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter
+
+    from adapter.policies.controller import Controller
+    from adapter.serving.pending import Pending
+
+__all__ = ["Door"]
+
+
+class Door:
+    """The door of function ``name`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        name: str,
+        controller: Controller[Pending],
+        ready: Callable[[], int],
+        *,
+        max_queue: int,
+        refused_metric: Counter,
+        lag: LoopLagReader | None = None,
+    ) -> None:
+        self.name = name
+        self.controller = controller
+        self.ready = ready
+        self.max_queue = max_queue
+        self.lag: LoopLagReader = lag or NO_LAG
+        self.closing = False
+        #: Retry-After of the refusals while the adapter drains on its way out
+        self.retry_after_closing_s = 5.0
+        self.refused = 0
+        self._metric = refused_metric
+
+    def check(self, now: float, due: float, size: int = 1) -> None:
+        """Raise what a request of ``size`` instances due at ``due`` would be refused with now
+        (nothing is queued or recorded)."""
+        self.check_open()
+        refusal = self.controller.door(now, due, size, self.ready(), self.lag.lag_s())
+        if refusal is not None:
+            self._refuse(refusal)
+
+    def check_open(self) -> None:
+        """Raise ShuttingDown or Overloaded (full queue) if the door is closed to anyone."""
+        if self.closing:
+            raise ShuttingDown(f"{self.name}: the adapter is shutting down",
+                               retry_after_s=self.retry_after_closing_s)  # fmt: skip
+        if len(self.controller.queue) >= self.max_queue:
+            raise Overloaded(f"{self.name}: queue full ({self.max_queue} requests waiting)",
+                             retry_after_s=1.0)  # fmt: skip
+
+    def admit(self, item: Pending, ready: int) -> None:
+        """Queue ``item`` through the controller, or raise its refusal. A later stage of a
+        chain is never refused: the work of the stages before it would be lost."""
+        lag = self.lag.lag_s() if item.stage == 0 else None
+        refusal = self.controller.admit(item, item.arrival, ready, lag)
+        if refusal is not None:
+            self._refuse(refusal)
+
+    def _refuse(self, refusal: object) -> None:
+        from adapter.policies.admission import DoorRefusal
+
+        assert isinstance(refusal, DoorRefusal)
+        self.refused += 1
+        self._metric.inc()
+        raise refusal_error(self.name, refusal)

@@ -1,0 +1,60 @@
+"""How late the server's event loop runs: the adapter's own overload, as evidence.
+
+A request that waits in the kernel's accept queue, or in the loop's backlog of callbacks, has
+not reached any queue the adapter can see, so the latency model and the queue length miss it;
+under a flood of connections it is most of a request's wait. A timer that asks to wake every
+``period_s`` and measures how late it actually woke sees exactly that delay. :meth:`lag_s` is the
+smallest lateness of the last few wake-ups: it is high only while the loop is late at every one
+of them (sustained overload, not one slow callback or a collection pause), and it clears as
+soon as one wake-up is on time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from typing import Protocol
+
+__all__ = ["NO_LAG", "LoopLag", "LoopLagReader"]
+
+
+class LoopLagReader(Protocol):
+    def lag_s(self) -> float: ...
+
+
+class _NoLag:
+    def lag_s(self) -> float:
+        return 0.0
+
+
+#: for dispatchers run without a server loop to watch (tests, the simulator's parity runs)
+NO_LAG: LoopLagReader = _NoLag()
+
+
+class LoopLag:
+    """Samples the running loop's lateness every ``period_s``; keeps the last ``window``."""
+
+    def __init__(self, *, period_s: float = 0.02, window: int = 5) -> None:
+        self.period_s = period_s
+        self._late: deque[float] = deque([0.0], maxlen=window)
+        self._task: asyncio.Task[None] | None = None
+
+    def lag_s(self) -> float:
+        return min(self._late)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="loop-lag")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            asked = time.monotonic()
+            await asyncio.sleep(self.period_s)
+            self._late.append(max(0.0, time.monotonic() - asked - self.period_s))

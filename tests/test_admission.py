@@ -1,0 +1,58 @@
+"""Admission at the door (adapter.policies.admission), pure: refused when the evidence says
+late, admitted when nothing ahead could make it late, Retry-After in whole seconds."""
+
+from __future__ import annotations
+
+from adapter.policies.admission import at_the_door, expected_finish
+
+
+def est(n: int) -> float:
+    return 10.0 + 2.0 * n  # ms
+
+
+def door(queued: int, *, due: float = 0.1, ready: int = 1, lag_s: float = 0.0,
+         slots: int = 1):  # type: ignore[no-untyped-def]  # fmt: skip
+    return at_the_door(
+        0.0, due, size=1, queued=queued, queued_requests=queued, batch_limit=8, slots=slots,
+        ready=ready, estimate_ms=est, slo_s=due, lag_s=lag_s,
+    )  # fmt: skip
+
+
+def test_expected_finish_counts_full_rounds_and_its_own_batch() -> None:
+    # 20 ahead in batches of 8 on one slot: two full rounds (26 ms each), then a batch of 5
+    assert expected_finish(0.0, size=1, queued=20, batch_limit=8, slots=1, estimate_ms=est) == (
+        (2 * 26.0 + 20.0) / 1000.0
+    )
+    # two slots halve the rounds
+    assert expected_finish(0.0, size=1, queued=20, batch_limit=8, slots=2, estimate_ms=est) == (
+        (1 * 26.0 + 20.0) / 1000.0
+    )
+
+
+def test_a_short_queue_is_admitted_a_long_one_refused_with_retry_after() -> None:
+    assert door(10) is None  # one round (26 ms) + own batch (16 ms) < 100 ms
+    refusal = door(80)  # ten rounds: 260 ms + 12 ms, 172 ms late
+    assert refusal is not None and not refusal.warming
+    assert abs(refusal.late_s - 0.172) < 1e-9
+    assert refusal.retry_after_s == 1.0  # whole seconds, at least one
+    assert "behind 80 queued requests" in refusal.reason
+    long = door(8 * 400)  # 400 rounds: over 10 s late
+    assert long is not None and long.retry_after_s == 11.0
+
+
+def test_nothing_ahead_is_always_admitted_even_if_the_model_says_too_slow() -> None:
+    # a model gone stale (one slow batch) must not refuse for ever: the request goes at once
+    assert door(0, due=0.001) is None
+
+
+def test_scaling_from_zero_waits_for_the_cold_start_like_the_activator() -> None:
+    assert door(800, ready=0) is None
+
+
+def test_the_adapters_own_lag_refuses_before_the_queue_is_judged() -> None:
+    assert door(0, lag_s=0.04) is None  # under half the SLO
+    refusal = door(0, lag_s=0.3)
+    assert refusal is not None and refusal.lag_s == 0.3 and refusal.retry_after_s == 1.0
+    assert "overloaded" in refusal.reason
+    cold = door(0, lag_s=2.5, ready=0)
+    assert cold is not None and cold.warming and cold.retry_after_s == 3.0
