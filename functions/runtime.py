@@ -130,7 +130,28 @@ def v1_instances(body: bytes) -> list[Any]:
         raise InvalidInput(f"'instances' must be a list, got {type(instances).__name__}")
     if not instances:
         raise InvalidInput("'instances' is empty")
+    if _deeper_than(instances, MAX_JSON_DEPTH - 2):
+        raise InvalidInput(f"instances nest deeper than {MAX_JSON_DEPTH} levels of JSON")
     return instances
+
+
+#: how deep a request's JSON may nest (an image as nested lists is 4; orjson writes 254 at most)
+MAX_JSON_DEPTH = 32
+
+
+def _deeper_than(value: Any, depth: int) -> bool:
+    """Does ``value`` nest lists or objects more than ``depth`` levels (iterative, no recursion;
+    a flat list of numbers costs one pass over its items)?"""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, level = stack.pop()
+        if level > depth:
+            return True
+        if isinstance(node, list):
+            stack.extend((child, level + 1) for child in node if isinstance(child, list | dict))
+        elif isinstance(node, dict):
+            stack.extend((c, level + 1) for c in node.values() if isinstance(c, list | dict))
+    return False
 
 
 def _parse_instances(body: bytes, model: Model, *, v2: bool = False) -> list[Any]:

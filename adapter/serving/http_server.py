@@ -69,6 +69,28 @@ class _Exchange:
         self.task: asyncio.Task[None] | None = None
 
 
+#: what one request may send before it is refused (nginx's and uvicorn's orders of magnitude)
+MAX_URL_BYTES = 8 * 1024
+MAX_HEADER_BYTES = 64 * 1024
+MAX_HEADERS = 100
+#: seconds to send a request's head, then its body (408 after), and to stay idle between
+#: requests on a keep-alive connection (closed after)
+HEAD_TIMEOUT_S = 10.0
+BODY_TIMEOUT_S = 30.0
+IDLE_TIMEOUT_S = 30.0
+#: Retry-After of the answers while the server drains on its way out
+DRAIN_RETRY_S = 5
+
+
+class _Refuse(Exception):
+    """Raised from a parser callback: answer ``status`` with ``reason`` and close."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
 class _Connection(asyncio.Protocol):
     def __init__(self, server: _Server) -> None:
         self.server = server
@@ -79,9 +101,34 @@ class _Connection(asyncio.Protocol):
         self.gone: asyncio.Future[None] = server.loop.create_future()
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
+        self._header_bytes = 0
         self._body: list[bytes] = []
         self._size = 0
         self._too_large = False
+        self._refusal: _Refuse | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def _arm(self, seconds: float, status: int | None, reason: str) -> None:
+        """One timer per connection: on expiry answer ``status`` (408) and close, or (None)
+        just close an idle keep-alive connection."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self.server.loop.call_later(seconds, self._expired, status, reason)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expired(self, status: int | None, reason: str) -> None:
+        self._timer = None
+        if self.closing or self.transport is None:
+            return
+        if status is None:
+            self.closing = True
+            self.transport.close()
+        else:
+            self._fail(status, reason)
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
@@ -91,17 +138,26 @@ class _Connection(asyncio.Protocol):
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.connections.add(self)
+        self._arm(HEAD_TIMEOUT_S, None, "")  # a connection that never sends is closed
 
     def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self._fail(400, "protocol upgrades are not supported")
+            self._fail(400, "protocol upgrades (WebSocket, h2c) are not supported")
+        except httptools.HttpParserCallbackError:
+            refusal = self._refusal
+            if refusal is None:
+                raise
+            self._fail(refusal.status, refusal.reason)
         except httptools.HttpParserError as exc:
             self._fail(400, f"malformed HTTP request: {exc}")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
+        self._disarm()
         self.server.connections.discard(self)
         if not self.gone.done():
             self.gone.set_result(None)
@@ -118,16 +174,36 @@ class _Connection(asyncio.Protocol):
         self._body = []
         self._size = 0
         self._too_large = False
+        self._header_bytes = 0
+        self._arm(HEAD_TIMEOUT_S, 408, f"request head not received within {HEAD_TIMEOUT_S:g} s")
+
+    def _refuse(self, status: int, reason: str) -> None:
+        self._refusal = _Refuse(status, reason)
+        raise self._refusal
 
     def on_url(self, url: bytes) -> None:
         self._url += url
+        if len(self._url) > MAX_URL_BYTES:
+            self._refuse(414, f"URL longer than {MAX_URL_BYTES} bytes")
 
     def on_header(self, name: bytes, value: bytes) -> None:
         name = name.lower()
         self._headers.append((name, value))
+        self._header_bytes += len(name) + len(value) + 4
+        if len(self._headers) > MAX_HEADERS:
+            self._refuse(431, f"more than {MAX_HEADERS} header fields")
+        if self._header_bytes > MAX_HEADER_BYTES:
+            self._refuse(431, f"header fields larger than {MAX_HEADER_BYTES} bytes")
         limit = self.server.max_body_bytes
         if name == b"content-length" and value.isdigit() and int(value) > limit:
             self._too_large = True
+
+    def on_headers_complete(self) -> None:
+        if self.parser.should_upgrade():
+            self._refuse(400, "protocol upgrades (WebSocket, h2c) are not supported")
+        if self._too_large:  # decided from Content-Length, before any of the body is read
+            self._refuse(413, f"body exceeds the limit of {self.server.max_body_bytes} bytes")
+        self._arm(BODY_TIMEOUT_S, 408, f"request body not received within {BODY_TIMEOUT_S:g} s")
 
     def on_body(self, body: bytes) -> None:
         if self._too_large:
@@ -140,9 +216,16 @@ class _Connection(asyncio.Protocol):
             self._body.append(body)
 
     def on_message_complete(self) -> None:
+        self._disarm()
         keep_alive = self.parser.should_keep_alive()
         exchange = _Exchange(close=not keep_alive)
         self.exchanges.append(exchange)
+        if self.server.draining:  # on its way out: refused politely, and the connection closes
+            exchange.close = True
+            headers = [(b"content-type", b"application/json"),
+                       (b"retry-after", b"%d" % DRAIN_RETRY_S)]  # fmt: skip
+            self._answer(exchange, 503, headers, b'{"error":"the adapter is shutting down"}')
+            return
         if self._too_large:
             limit = self.server.max_body_bytes
             exchange.close = True
@@ -260,8 +343,11 @@ class _Connection(asyncio.Protocol):
             transport.write(done.data)
             if done.close:
                 self.closing = True
+                self._disarm()
                 transport.close()
                 return
+        if not self.exchanges and self._timer is None:
+            self._arm(IDLE_TIMEOUT_S, None, "")  # idle keep-alive: closed after a while
 
     def _fail(self, status: int, reason: str) -> None:
         exchange = _Exchange(close=True)
@@ -280,6 +366,8 @@ class _Server:
         self.endpoint: PredictEndpoint = app.state.predict_endpoint
         self.max_body_bytes = self.endpoint.max_body_bytes
         self.connections: set[_Connection] = set()
+        #: stopping: every new request is answered 503 + Retry-After + Connection: close
+        self.draining = False
 
 
 async def serve(
@@ -312,10 +400,13 @@ async def serve(
         try:
             await stop.wait()
         finally:
-            listener.close()
+            # keep listening through the drain: a request that comes now hears 503 with
+            # Retry-After (a load balancer moves on), not a refused connection
+            server.draining = True
             for sig in signals:
                 loop.remove_signal_handler(sig)
     # the lifespan's exit answered every queued request; let the answers leave, then close
+    listener.close()
     await asyncio.sleep(0)
     for conn in list(server.connections):
         if conn.transport is not None:

@@ -1,0 +1,112 @@
+"""The adapter's own server refuses what it must, with a status and a reason, and never hangs:
+URL, header and body limits, read timeouts, upgrades, JSON depth, and the drain on shutdown.
+Real sockets on a virtual clock (the timeouts cost no wall time)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+from starlette.applications import Starlette
+
+from adapter.serving.app import create_app
+from adapter.serving.http_server import MAX_HEADERS, serve
+from core.clock import VirtualClock
+from tests.test_adapter import FakeView, config, echo
+from tests.test_http_server import run
+
+PREDICT = b"POST /v1/models/echo:predict HTTP/1.1\r\nHost: x\r\n"
+
+
+async def exchange(port: int, data: bytes, *, then_wait: bool = True) -> tuple[int, bytes]:
+    """Send ``data`` raw and read one answer: (status, whole response)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(1 << 20), 120)
+    writer.close()
+    status = int(answer.split(b" ", 2)[1]) if answer else 0
+    return status, answer
+
+
+def test_limits_on_url_headers_and_body_answer_at_once() -> None:
+    async def scenario(app: Starlette, port: int) -> None:
+        status, answer = await exchange(port, b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n\r\n")
+        assert status == 414 and b"URL longer" in answer
+        many = b"".join(b"x-h%d: v\r\n" % i for i in range(MAX_HEADERS + 5))
+        status, answer = await exchange(port, b"GET /healthz HTTP/1.1\r\n" + many + b"\r\n")
+        assert status == 431 and b"header fields" in answer
+        huge = b"x-big: " + b"v" * 100_000 + b"\r\n"
+        status, _ = await exchange(port, b"GET /healthz HTTP/1.1\r\n" + huge + b"\r\n")
+        assert status == 431
+        # 100 MB declared, nothing sent: refused from the header, not after a body never sent
+        status, answer = await exchange(port, PREDICT + b"Content-Length: 100000000\r\n\r\n")
+        assert status == 413 and b"limit" in answer
+        status, answer = await exchange(
+            port, b"GET /healthz HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+        )
+        assert status == 400 and b"upgrades" in answer
+
+    run(scenario)
+
+
+def test_a_slow_or_short_request_gets_408_and_the_connection_closes() -> None:
+    async def scenario(app: Starlette, port: int) -> None:
+        # Content-Length larger than the body sent
+        status, answer = await exchange(port, PREDICT + b'Content-Length: 100\r\n\r\n{"inst')
+        assert status == 408 and b"body not received" in answer
+        # a head that never ends
+        status, answer = await exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        assert status == 408 and b"head not received" in answer
+        # a connection that never sends anything is closed without an answer
+        status, answer = await exchange(port, b"")
+        assert (status, answer) == (0, b"")
+
+    run(scenario)
+
+
+def test_deeply_nested_json_is_a_400_with_a_reason() -> None:
+    async def scenario(app: Starlette, port: int) -> None:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", trust_env=False) as c:
+            deep = "[" * 900 + "]" * 900
+            r = await c.post("/v1/models/echo:predict", content=f'{{"instances": [{deep}]}}')
+            assert r.status_code == 400 and "deeper than" in r.json()["error"]
+            r = await c.post("/v1/models/echo:predict", content='{"instances": [1e999999]}')
+            assert r.status_code in (200, 400)  # a number orjson reads as inf, or refuses
+            big = '{"instances": [' + "9" * 400 + "]}"
+            r = await c.post("/v1/models/echo:predict", content=big)
+            assert r.status_code == 400 and "not JSON" in r.json()["error"]
+            ok = await c.post("/v1/models/echo:predict", json={"instances": [[[[1]]]]})
+            assert ok.status_code == 200
+
+    run(scenario)
+
+
+def test_while_draining_new_requests_hear_503_with_retry_after_and_in_flight_finish() -> None:
+    clock = VirtualClock()
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(2.0)
+        return echo(request)
+
+    async def main() -> None:
+        app = create_app(config(), view=FakeView(1), transport=httpx.MockTransport(slow),
+                         clock=clock)  # fmt: skip
+        stop = asyncio.Event()
+        bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        server = asyncio.create_task(serve(app, "127.0.0.1", 0, ready=bound.set_result, stop=stop))
+        port = await asyncio.wait_for(bound, 10)
+        body = json.dumps({"instances": [1]}).encode()
+        request = PREDICT + b"Content-Length: %d\r\n\r\n" % len(body) + body
+        in_flight = asyncio.create_task(exchange(port, request))
+        await asyncio.sleep(0.1)  # its batch is upstream now
+        stop.set()
+        await asyncio.sleep(0.1)
+        status, answer = await exchange(port, request)  # a new connection, during the drain
+        assert status == 503
+        assert b"retry-after: 5" in answer.lower() and b"connection: close" in answer.lower()
+        assert (await in_flight)[0] == 200
+        await asyncio.wait_for(server, 30)
+
+    clock.run(main())
