@@ -46,11 +46,13 @@ def _config(model: str, threads: int, period_ms: float) -> Any:
     return parse_config({"platform": platform, "functions": {model: function}})
 
 
-async def _closed_loop(url: str, body: bytes, clients: int, seconds: float) -> list[float]:
+async def _closed_loop(
+    url: str, body: bytes, clients: int, seconds: float, headers: dict[str, str]
+) -> list[float]:
     """``clients`` senders, each sending its next request when the last is answered."""
     latencies: list[float] = []
     end = time.perf_counter() + seconds
-    async with httpx.AsyncClient(trust_env=False, timeout=60.0) as client:
+    async with httpx.AsyncClient(trust_env=False, timeout=60.0, headers=headers) as client:
 
         async def sender() -> None:
             while time.perf_counter() < end:
@@ -78,12 +80,13 @@ async def measure(
         while platform.replicas(model).ready < 1:
             await asyncio.sleep(0.1)
         url = f"{platform.url(model)}/v1/models/{model}:predict"
-        await _closed_loop(url, body, 1, 2.0)  # warm the model and the connection
+        auth = platform.auth_headers()
+        await _closed_loop(url, body, 1, 2.0, auth)  # warm the model and the connection
         for cores in allocations:
             platform.set_cores(model, cores)
             for c in clients:
-                await _closed_loop(url, body, c, 1.0)  # settle at this allocation
-                lat = sorted(await _closed_loop(url, body, c, seconds))
+                await _closed_loop(url, body, c, 1.0, auth)  # settle at this allocation
+                lat = sorted(await _closed_loop(url, body, c, seconds, auth))
                 rows.append({
                     "model": model, "threads": threads, "period_ms": period_ms,
                     "cores": cores, "clients": c,

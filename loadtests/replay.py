@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import math
+import os
 import signal
 import ssl
 import sys
@@ -152,6 +153,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="'NAME: VALUE'",
         help="extra request header (repeatable), e.g. 'X-SLO-Ms: 200'",
     )
+    parser.add_argument(
+        "--bearer-env",
+        metavar="VAR",
+        help="send 'Authorization: Bearer $VAR' (a token kept off the command line), e.g. "
+        "SLACKWISE_PLATFORM_TOKEN to replay straight against a local platform",
+    )
 
     run_group = parser.add_argument_group("run")
     run_group.add_argument(
@@ -194,6 +201,11 @@ def _url(args: argparse.Namespace) -> str:
 
 def _headers(args: argparse.Namespace) -> dict[str, str]:
     headers: dict[str, str] = {}
+    if args.bearer_env:
+        token = os.environ.get(args.bearer_env)
+        if not token:
+            raise UsageError(f"--bearer-env {args.bearer_env}: that variable is not set")
+        headers["Authorization"] = f"Bearer {token}"
     for item in args.header:
         name, sep, value = item.partition(":")
         if not sep or not name.strip():

@@ -14,6 +14,9 @@ import httpx
 import psutil
 import pytest
 
+from knative.local.guard import ENV_VAR as TOKEN_ENV
+from knative.local.guard import token_file
+
 CONFIG = """
 platform:
   autoscaler: {stable-window: 6s}
@@ -61,11 +64,14 @@ def test_missing_config_file_is_a_clear_error(tmp_path: Path) -> None:
 def test_up_serves_and_ctrl_c_leaves_no_process_behind(tmp_path: Path) -> None:
     config = tmp_path / "up.yaml"
     config.write_text(CONFIG)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path)}
+    env.pop(TOKEN_ENV, None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "adapter.cli.main", "up", "-c", str(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env=env,
     )
     try:
         assert proc.stdout is not None
@@ -73,10 +79,23 @@ def test_up_serves_and_ctrl_c_leaves_no_process_behind(tmp_path: Path) -> None:
         match = re.search(r"http://127\.0\.0\.1:(\d+)", first)
         assert match, first
         base = match.group(0)
+        token_path = token_file(int(match.group(1)), {"XDG_RUNTIME_DIR": str(tmp_path)})
+        deadline = time.monotonic() + 30
+        while not token_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert token_path.stat().st_mode & 0o777 == 0o600  # readable by its user alone
+        auth = {"authorization": f"Bearer {token_path.read_text().strip()}"}
+        # no token, or a rebinding page's Host: refused, and nothing starts
+        assert httpx.get(f"{base}/platform/functions", timeout=5).status_code == 401
+        rebinding = {**auth, "host": "evil.example"}
+        rebound = httpx.put(
+            f"{base}/platform/functions/digits/min-scale", json={"min_scale": 3}, headers=rebinding
+        )
+        assert rebound.status_code == 403
         children: list[psutil.Process] = []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            status = httpx.get(f"{base}/platform/functions/digits", timeout=5).json()
+            status = httpx.get(f"{base}/platform/functions/digits", headers=auth, timeout=5).json()
             if status["replicas"]["ready"] == 1:
                 break
             time.sleep(0.2)
@@ -86,6 +105,7 @@ def test_up_serves_and_ctrl_c_leaves_no_process_behind(tmp_path: Path) -> None:
         answer = httpx.post(
             f"{base}/v1/models/digits:predict",
             json={"instances": [[0.0] * 64]},
+            headers=auth,
             timeout=30,
         )
         assert answer.status_code == 200

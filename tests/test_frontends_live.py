@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ import httpx
 import pytest
 
 from core.config import load_config
+from knative.local.guard import ENV_VAR as TOKEN_ENV
 from knative.local.platform import LocalPlatform
 
 pytestmark = pytest.mark.slow
@@ -42,12 +44,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def start_adapter(config: Path, platform_url: str) -> tuple[asyncio.subprocess.Process, str]:
+async def start_adapter(
+    config: Path, platform: LocalPlatform
+) -> tuple[asyncio.subprocess.Process, str]:
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "adapter.cli.main", "serve", "-c", str(config), "--advisor",
-        "--port", str(port), "--platform-url", platform_url,
-        stdout=asyncio.subprocess.DEVNULL,
+        "--port", str(port), "--platform-url", platform.url("digits"),
+        stdout=asyncio.subprocess.DEVNULL, env={**os.environ, TOKEN_ENV: platform.token},
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     async with httpx.AsyncClient(trust_env=False) as client:
@@ -68,7 +72,7 @@ def test_two_adapters_agree_on_how_many_frontends_there_are(tmp_path: Path) -> N
 
     async def run() -> list[dict[str, object]]:
         async with LocalPlatform(config) as platform:
-            adapters = [await start_adapter(path, platform.url("digits")) for _ in range(2)]
+            adapters = [await start_adapter(path, platform) for _ in range(2)]
             try:
                 async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
                     for _ in range(30):  # about 3 s of traffic through both
@@ -125,7 +129,7 @@ def test_each_adapter_owns_its_share_and_a_killed_one_lapses(tmp_path: Path) -> 
     async def run() -> list[int]:
         seen: list[int] = []
         async with LocalPlatform(config) as platform:
-            adapters = [await start_adapter(path, platform.url("digits")) for _ in range(3)]
+            adapters = [await start_adapter(path, platform) for _ in range(3)]
             try:
                 async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
                     for _ in range(10):  # traffic through every adapter: each writes its share

@@ -69,7 +69,9 @@ async def _live_connections() -> tuple[int, int, dict[str, int], list[TcpConnect
         try:
             async with (
                 httpx.AsyncClient(trust_env=False, base_url=f"http://127.0.0.1:{port}") as c,
-                httpx.AsyncClient(trust_env=False, base_url=gateway) as g,
+                httpx.AsyncClient(
+                    trust_env=False, base_url=gateway, headers=platform.auth_headers()
+                ) as g,
             ):
                 for i in range(5):  # sequential keep-alive calls: the pattern the stall hits
                     body = {"instances": [DIGITS.data[i].tolist()]}

@@ -59,7 +59,10 @@ def run(
     config: Config, body: Callable[[LocalPlatform, httpx.AsyncClient], Awaitable[None]]
 ) -> None:
     async def main() -> None:
-        async with LocalPlatform(config) as platform, httpx.AsyncClient(trust_env=False) as client:
+        async with (
+            LocalPlatform(config) as platform,
+            httpx.AsyncClient(trust_env=False, headers=platform.auth_headers()) as client,
+        ):
             await body(platform, client)
         platform.close_logs()
 

@@ -54,7 +54,11 @@ async def _drive(
         plan.rate_rps, plan.steady_s, seed=plan.seed, start_s=1.0
     )
     url = f"{platform.url(name)}/v1/models/{name}:predict"
-    async with httpx.AsyncClient(trust_env=False, limits=httpx.Limits(max_connections=500)) as c:
+    async with httpx.AsyncClient(
+        trust_env=False,
+        limits=httpx.Limits(max_connections=500),
+        headers=platform.auth_headers(),
+    ) as c:
         return await replay(c, url, arrivals, lambda i: bodies[i % len(bodies)], timeout_s=120.0)
 
 

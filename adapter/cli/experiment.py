@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import socket
 import sys
 import tempfile
@@ -37,6 +38,7 @@ from adapter.cli.results import (
     summarize,
 )
 from core.config import ADVISOR_MODE, Config, ExperimentConfig
+from knative.local.guard import ENV_VAR as TOKEN_ENV
 from knative.local.platform import LocalPlatform
 
 logger = logging.getLogger(__name__)
@@ -46,8 +48,12 @@ class ExperimentFailed(RuntimeError):
     """A mode could not run to the end (a process exited, replicas never came): one line."""
 
 
-def _replay_command(exp: ExperimentConfig, body: list[str], url: str, records: Path) -> list[str]:
+def _replay_command(
+    exp: ExperimentConfig, body: list[str], url: str, records: Path, *, direct: bool = False
+) -> list[str]:
     target = ["--app", exp.app] if exp.app else ["--function", str(exp.function)]
+    if direct:  # straight to the platform, which wants its token
+        target += ["--bearer-env", TOKEN_ENV]
     return [
         sys.executable, "-m", "loadtests.replay",
         "--trace", exp.trace,
@@ -109,8 +115,13 @@ def adapter_flags(mode: str) -> list[str]:
     return ["--mode", "slackwise", "--capacity", "kpa", "--stage-policy", mode]
 
 
+def _with_token(token: str) -> dict[str, str]:
+    """This process's environment with the platform's token (kept off command lines)."""
+    return {**os.environ, TOKEN_ENV: token}
+
+
 async def _start_adapter(
-    config: Config, mode: str, platform_url: str
+    config: Config, mode: str, platform_url: str, token: str
 ) -> tuple[asyncio.subprocess.Process, str]:
     """``slackwise serve`` in its own process, as it runs in a cluster: its own pod and core."""
     if not Path(config.source).is_file():
@@ -121,7 +132,7 @@ async def _start_adapter(
         sys.executable, "-m", "adapter.cli.main", "serve", "-c", config.source,
         *adapter_flags(mode),
         "--host", host, "--port", str(port), "--platform-url", platform_url,
-        stdout=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL, env=_with_token(token),
     )  # fmt: skip
     url = f"http://{host}:{port}"
     async with httpx.AsyncClient(trust_env=False) as client:
@@ -201,14 +212,17 @@ async def run_mode(config: Config, exp: ExperimentConfig, mode: str, workdir: Pa
         if mode == "direct":
             target = platform.url(functions[0])
         else:
-            adapter, adapter_url = await _start_adapter(config, mode, platform.url(functions[0]))
+            adapter, adapter_url = await _start_adapter(
+                config, mode, platform.url(functions[0]), platform.token
+            )
             target = adapter_url
         sampler = asyncio.create_task(_sample(platform, functions, adapter_url, timeline))
         batches = instances = 0
         per_stage: dict[str, tuple[int, int]] = {}
         try:
             proc = await asyncio.create_subprocess_exec(
-                *_replay_command(exp, body, target, records_path)
+                *_replay_command(exp, body, target, records_path, direct=mode == "direct"),
+                env=_with_token(platform.token),
             )
             code = await proc.wait()
             if code != 0:

@@ -42,8 +42,14 @@ async def _up(config: Config) -> int:
                     f"  {name:<16} {platform.url(name)}/v1/models/{name}:predict"
                     f"  (model {fn.model}, containerConcurrency {fn.container_concurrency})"
                 )
+            from knative.local.guard import ENV_VAR, write_token
+
+            assert platform.port is not None
+            where = write_token(platform.token, platform.port)
             print("admin: GET /platform/functions, PUT /platform/functions/NAME/min-scale, "
                   "GET /platform/events; Ctrl-C stops everything", flush=True)  # fmt: skip
+            print(f"token (Authorization: Bearer; {ENV_VAR} overrides): {where}, readable by "
+                  "you alone; `slackwise serve --platform-url` reads it", flush=True)  # fmt: skip
             await stop.wait()
             print("\nstopping: terminating replicas", flush=True)
             for name in platform.functions:

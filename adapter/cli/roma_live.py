@@ -185,7 +185,7 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
         while any(platform.replicas(n).ready < 1 for n in names):
             await asyncio.sleep(0.1)
         base = platform.url(names[0])
-        client = httpx.AsyncClient(trust_env=False, timeout=60.0,
+        client = httpx.AsyncClient(trust_env=False, timeout=60.0, headers=platform.auth_headers(),
                                    limits=httpx.Limits(max_connections=512))  # fmt: skip
         # one request's work, measured on the warm replica before any quota (the feed-forward
         # floor's unit; the packaged profile was timed on other inputs and other machines)

@@ -13,8 +13,11 @@ refused when either of two pieces of evidence says it would finish late:
   ``slots`` batches at a time and the latency model's estimate per batch size, its expected
   finish is ``now + rounds·est(limit) + est(own batch)`` (:func:`expected_finish`, the same
   arithmetic as :mod:`adapter.policies.pruning`, with the request's own batch sized as it
-  would be rather than full). A function with no replica ready (scaling from zero) is not
-  judged by the queue: the activator's rule, a cold start is waited through.
+  would be rather than full), or, when it is later, from the pace the queue was *measured* to
+  drain at while backlogged (:class:`Drain`: the adapter's own work included, which the model
+  of the replicas' round trip does not see), plus the path's measured margin. A function with
+  no replica ready (scaling from zero) is not judged by the queue: the activator's rule, a cold
+  start is waited through.
 * **the adapter's own delay** (``lag_s``): how late the server's event loop runs its timers.
   Time a request spends in the kernel's accept queue and the loop's backlog is invisible to the
   queue, and under a flood of connections it is the larger part; when the loop runs later
@@ -32,10 +35,45 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["DoorRefusal", "at_the_door", "expected_finish"]
+__all__ = ["DoorRefusal", "Drain", "at_the_door", "expected_finish"]
 
 #: the shortest Retry-After a refusal suggests (the header's unit)
 MIN_RETRY_S = 1.0
+
+
+class Drain:
+    """How fast the queue really drains while it is backlogged: seconds per instance, measured.
+
+    Between two dispatches that both left requests waiting, the queue was never idle, so the
+    interval is the whole cost of moving the queue on: the replicas' round trip *and* the
+    adapter's own work around it (parsing, answering, its loop), which the latency model does not
+    see and which is the larger part for small models at high rates. Exponentially weighted
+    interval over weighted instances per dispatch; None until a backlog has been seen. Pure.
+    """
+
+    def __init__(self, alpha: float = 0.1) -> None:
+        self.alpha = alpha
+        self._last: float | None = None
+        self._interval_s: float | None = None
+        self._instances: float | None = None
+
+    def dispatched(self, now: float, instances: int, backlog: bool) -> None:
+        """A batch of ``instances`` left at ``now``; ``backlog``: requests are still queued."""
+        if self._last is not None and instances > 0:
+            a = self.alpha
+            gap = max(0.0, now - self._last)
+            self._interval_s = (
+                gap if self._interval_s is None else (1 - a) * self._interval_s + a * gap
+            )
+            self._instances = (
+                instances if self._instances is None else (1 - a) * self._instances + a * instances
+            )
+        self._last = now if backlog else None
+
+    def s_per_instance(self) -> float | None:
+        if self._interval_s is None or not self._instances:
+            return None
+        return self._interval_s / self._instances
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +128,8 @@ def at_the_door(
     slo_s: float,
     lag_s: float = 0.0,
     lag_fraction: float = 0.5,
+    drain_s_per_instance: float | None = None,
+    margin_s: float = 0.0,
 ) -> DoorRefusal | None:
     """Admit (None) or refuse a request due at ``due`` (see the module docstring)."""
     if lag_s > lag_fraction * slo_s:
@@ -105,7 +145,10 @@ def at_the_door(
         now, size=size, queued=queued, batch_limit=batch_limit, slots=slots,
         estimate_ms=estimate_ms,
     )  # fmt: skip
-    late_s = finish - due
+    if drain_s_per_instance is not None:  # evidence over the model: the queue's measured pace
+        measured = now + queued * drain_s_per_instance + estimate_ms(min(batch_limit, size)) / 1e3
+        finish = max(finish, measured)
+    late_s = finish + margin_s - due
     if late_s <= 0.0:
         return None
     # the queue ahead drains at about the rate the estimate assumed: the request would fit

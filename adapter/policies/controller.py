@@ -23,11 +23,12 @@ both call exactly these methods, a parity test holds them to the same batches.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from adapter.policies.admission import DoorRefusal, at_the_door
+from adapter.policies.admission import DoorRefusal, Drain, at_the_door
 from adapter.policies.aimd import AIMD, AIMDDecision
 from adapter.policies.batching import BatchDecision, LatencyEstimator
 from adapter.policies.estimates import BatchSizeTracker
@@ -111,6 +112,10 @@ class Controller(Generic[T]):
         #: the batch sizes in use, for the stage budgets of the chains through this function
         self.batch_sizes = BatchSizeTracker(alpha=estimate_alpha)
         self.inflight = 0
+        #: the queue's measured pace while backlogged (admission's evidence)
+        self.drain = Drain()
+        #: the earliest due time in the queue (late requests are looked for from then on)
+        self._next_due = -math.inf
         if aimd is not None:
             aimd.update(now)  # its periods start now, whoever asks next
 
@@ -124,11 +129,13 @@ class Controller(Generic[T]):
         late: the queue ahead, or the adapter's own loop running ``lag_s`` late (None: not
         judged, a later stage of a chain)."""
         self.arrivals.record(now, item.size)
+        due = _due(item)
         if self.late == "predict" and lag_s is not None:
-            refusal = self.door(now, _due(item), item.size, ready, lag_s)
+            refusal = self.door(now, due, item.size, ready, lag_s)
             if refusal is not None:
                 return refusal
         self.queue.push(item)
+        self._next_due = min(self._next_due, due)
         return None
 
     def door(
@@ -142,7 +149,7 @@ class Controller(Generic[T]):
             now,
             due,
             size=size,
-            queued=sum(p.size for p in self.queue.items),
+            queued=self.queue.instances,
             queued_requests=len(self.queue),
             batch_limit=self.limit(),
             slots=max(1, self.slots(ready)),
@@ -150,7 +157,14 @@ class Controller(Generic[T]):
             estimate_ms=self.reader.estimate_ms,
             slo_s=max(due - now, 0.0),
             lag_s=lag_s,
+            drain_s_per_instance=self.drain.s_per_instance(),
+            margin_s=self.path_margin.margin_ms() / 1000.0,
         )
+
+    def requeue(self, items: list[T]) -> None:
+        """Put requests back at the head (their batch is retried without a failing member)."""
+        self.queue.push_front(items)
+        self._next_due = min([self._next_due, *(_due(p) for p in items)])
 
     def withdraw(self) -> None:
         """A queued request was cancelled (its client went away); the next step drops it."""
@@ -179,8 +193,10 @@ class Controller(Generic[T]):
         if not queue:
             return _IDLE  # frozen and empty: shared, so an idle step allocates nothing
         late: Sequence[T] = ()
-        if self.late != "serve":
+        if self.late != "serve" and now >= self._next_due:
+            # scanned only once the earliest due request can be late, not at every step
             late = queue.take_late(now, due=_due)
+            self._next_due = min((_due(p) for p in queue.items), default=math.inf)
             if not queue:
                 return Step(late=late)
         free = self.slots(ready) - self.inflight
@@ -212,7 +228,9 @@ class Controller(Generic[T]):
             return Step(decision=decision, wake_at=decision.wake_at, late=late, tuned=tuned)
         batch = queue.pop(decision.take)
         self.inflight += 1
-        self.batch_sizes.observe(sum(item.size for item in batch))
+        instances = sum(item.size for item in batch)
+        self.batch_sizes.observe(instances)
+        self.drain.dispatched(now, instances, backlog=bool(queue))
         return Step(decision=decision, batch=batch, late=late, tuned=tuned)
 
     # -- feedback ----------------------------------------------------------------------------

@@ -111,9 +111,15 @@ class RequestQueue(Generic[T]):
         self._items: list[T] = []
         self._hopeless: list[T] = []
         self._cancelled = 0
+        self._instances = 0
 
     def __len__(self) -> int:
         return len(self._items) + len(self._hopeless)
+
+    @property
+    def instances(self) -> int:
+        """Instances queued (kept as requests come and go: admission reads it per request)."""
+        return self._instances
 
     @property
     def items(self) -> Sequence[T]:
@@ -122,6 +128,7 @@ class RequestQueue(Generic[T]):
         return _Joined(self._items, self._hopeless) if self._hopeless else self._items
 
     def push(self, item: T) -> None:
+        self._instances += item.size
         if self.order == "deadline":
             bisect.insort(self._items, item, key=_key)
         else:
@@ -133,6 +140,7 @@ class RequestQueue(Generic[T]):
             for item in items:
                 self.push(item)
         else:
+            self._instances += sum(p.size for p in items)
             self._items[:0] = sorted(items, key=lambda p: p.seq)
 
     def demote(self, hopeless: Callable[[T], bool]) -> int:
@@ -161,6 +169,7 @@ class RequestQueue(Generic[T]):
             rest = count - len(taken)
             taken.extend(self._hopeless[:rest])
             del self._hopeless[:rest]
+        self._instances -= sum(p.size for p in taken)
         return taken
 
     def note_cancelled(self) -> None:
@@ -177,6 +186,7 @@ class RequestQueue(Generic[T]):
             self._items = [p for p in self._items if not p.cancelled]
         if any(p.cancelled for p in self._hopeless):
             self._hopeless = [p for p in self._hopeless if not p.cancelled]
+        self._instances = sum(p.size for p in self.items)
         return before - len(self)
 
     def take_late(self, now: float, due: Callable[[T], float] | None = None) -> list[T]:
@@ -187,4 +197,5 @@ class RequestQueue(Generic[T]):
         if late:
             self._items = [p for p in self._items if key(p) > now]
             self._hopeless = [p for p in self._hopeless if key(p) > now]
+            self._instances -= sum(p.size for p in late)
         return late

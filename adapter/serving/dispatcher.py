@@ -405,7 +405,7 @@ class Dispatcher:
                     own = rejection.index - offset
                     reason = f"{self.name}: instances[{own}]: {rejection.detail}"
                     self._fail(item, UpstreamRejected(reason, 400))
-                    self.controller.queue.push_front([p for p in live if p is not item])
+                    self.controller.requeue([p for p in live if p is not item])
                     return
                 offset += item.size
         if len(live) > 1 and 400 <= rejection.status < 500:

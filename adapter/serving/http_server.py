@@ -107,28 +107,36 @@ class _Connection(asyncio.Protocol):
         self._too_large = False
         self._refusal: _Refuse | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._due: float | None = None
+        self._due_status: int | None = None
+        self._due_reason = ""
 
     def _arm(self, seconds: float, status: int | None, reason: str) -> None:
-        """One timer per connection: on expiry answer ``status`` (408) and close, or (None)
-        just close an idle keep-alive connection."""
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = self.server.loop.call_later(seconds, self._expired, status, reason)
+        """One deadline per connection: past it, answer ``status`` (408) and close, or (None)
+        just close an idle keep-alive connection. Setting it is three assignments; a single
+        timer wakes at the earliest and looks again (no timer object per request)."""
+        self._due = self.server.loop.time() + seconds
+        self._due_status = status
+        self._due_reason = reason
+        if self._timer is None:
+            self._timer = self.server.loop.call_at(self._due, self._expired)
 
     def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._due = None
 
-    def _expired(self, status: int | None, reason: str) -> None:
+    def _expired(self) -> None:
         self._timer = None
-        if self.closing or self.transport is None:
+        if self._due is None or self.closing or self.transport is None:
             return
-        if status is None:
+        loop = self.server.loop
+        if loop.time() < self._due:  # moved on since: wake again at the new deadline
+            self._timer = loop.call_at(self._due, self._expired)
+            return
+        if self._due_status is None:
             self.closing = True
             self.transport.close()
         else:
-            self._fail(status, reason)
+            self._fail(self._due_status, self._due_reason)
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
@@ -158,6 +166,9 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
         self._disarm()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self.server.connections.discard(self)
         if not self.gone.done():
             self.gone.set_result(None)
@@ -346,7 +357,7 @@ class _Connection(asyncio.Protocol):
                 self._disarm()
                 transport.close()
                 return
-        if not self.exchanges and self._timer is None:
+        if not self.exchanges and self._due is None:
             self._arm(IDLE_TIMEOUT_S, None, "")  # idle keep-alive: closed after a while
 
     def _fail(self, status: int, reason: str) -> None:

@@ -18,6 +18,8 @@ import httpx
 from core.clock import Clock, MonotonicClock
 from core.platform_errors import PinUnsupported
 from knative.local.events import ReplicaCounts
+from knative.local.guard import ENV_VAR as TOKEN_ENV
+from knative.local.guard import read_token
 from knative.local.platform import LocalPlatform
 
 __all__ = [
@@ -106,8 +108,13 @@ class RemoteView:
         *,
         poll_s: float = 0.2,
         clock: Clock | None = None,
+        token: str | None = None,
     ) -> None:
         self._base = base_url.rstrip("/")
+        #: the platform's bearer token (SLACKWISE_PLATFORM_TOKEN, or the file `slackwise up`
+        #: wrote for its port): sent with every call, predicts included
+        token = token or read_token(self._base)
+        self._auth = {"authorization": f"Bearer {token}"} if token else {}
         self._clock: Clock = clock or MonotonicClock()
         self._client = client
         self._poll_s = poll_s
@@ -116,7 +123,15 @@ class RemoteView:
         self._task: asyncio.Task[None] | None = None
 
     async def refresh(self) -> None:
-        response = await self._client.get(f"{self._base}/platform/functions", timeout=5.0)
+        response = await self._client.get(
+            f"{self._base}/platform/functions", headers=self._auth, timeout=5.0
+        )
+        if response.status_code in (401, 403):
+            raise PlatformUnreachable(
+                f"the platform at {self._base} refused the adapter ({response.status_code}: "
+                f"{response.text[:200]}); set {TOKEN_ENV} to its token, or run the adapter as "
+                "the user whose `slackwise up` wrote it"
+            )
         response.raise_for_status()
         for item in response.json()["functions"]:
             self._counts[item["name"]] = ReplicaCounts(**item["replicas"])
@@ -127,7 +142,7 @@ class RemoteView:
             await self._clock.sleep(self._poll_s)
             try:
                 await self.refresh()
-            except (httpx.HTTPError, KeyError, ValueError) as exc:
+            except (httpx.HTTPError, KeyError, ValueError, PlatformUnreachable) as exc:
                 logger.warning("platform poll failed: %s", exc)
 
     async def start(self) -> None:
@@ -154,7 +169,7 @@ class RemoteView:
         return self._counts.get(function, ReplicaCounts(0, 0, 0, 0, 0))
 
     def request_headers(self, function: str) -> dict[str, str]:
-        return {}
+        return dict(self._auth)
 
     async def set_min_scale(self, function: str, replicas: int | None) -> None:
         """``PUT /platform/functions/{function}/min-scale`` on the platform's admin API."""
@@ -174,7 +189,10 @@ class RemoteView:
 
     async def _put(self, function: str, what: str, body: dict[str, object]) -> None:
         response = await self._client.put(
-            f"{self._base}/platform/functions/{function}/{what}", json=body, timeout=5.0
+            f"{self._base}/platform/functions/{function}/{what}",
+            json=body,
+            headers=self._auth,
+            timeout=5.0,
         )
         if response.status_code != 200:
             raise RuntimeError(

@@ -27,6 +27,7 @@ from core.clock import Clock, MonotonicClock
 from core.config import Config
 from knative.local.events import EventLog, PlatformEvent, ReplicaCounts
 from knative.local.fleet import Fleet, FunctionRuntime
+from knative.local.guard import new_token
 from knative.local.replica import ReplicaState
 from knative.local.router import Forwarded, PlatformStopping, Router
 
@@ -67,6 +68,12 @@ class LocalPlatform:
         self._server: Any = None
         self._server_task: asyncio.Task[None] | None = None
         self.port: int | None = None
+        #: the gateway's bearer token (knative.local.guard): SLACKWISE_PLATFORM_TOKEN or fresh
+        self.token = new_token()
+
+    def auth_headers(self) -> dict[str, str]:
+        """What a client of the gateway sends to be let in."""
+        return {"authorization": f"Bearer {self.token}"}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -98,8 +105,9 @@ class LocalPlatform:
 
     async def _start_gateway(self) -> None:
         from knative.local.gateway import create_gateway, serve_in_loop
+        from knative.local.guard import Guard
 
-        app = create_gateway(self)
+        app = Guard(create_gateway(self), self.token, hosts=[self.config.platform.host])
         platform = self.config.platform
         self._server, self._server_task, self.port = await serve_in_loop(
             app, platform.host, platform.port
