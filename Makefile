@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 CONFIG ?= experiments/embed-twitter.yaml
 DURATION ?= 60
 
-.PHONY: run demo test install lint unit profile bench bench-peers clean
+.PHONY: run demo test install lint unit profile bench bench-peers bench-overload clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ bench: $(STAMP)
 # slackwise vs KServe (in its own throwaway venv) vs the function alone: max rate under the SLO
 bench-peers: $(STAMP)
 	$(PY) benchmarks/peers.py --json docs/results/peers.json --docs docs/benchmarks.md
+
+# the default config open-loop at 0.5x..10x its capacity, two kinds of clients, 3 repeats
+bench-overload: $(STAMP)
+	$(PY) benchmarks/overload.py --repeat 3 --json docs/results/overload.json --docs docs/reliability.md
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

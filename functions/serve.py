@@ -12,12 +12,14 @@ import logging
 import os
 import socket
 import sys
+from typing import Any
 
 import uvicorn
 
 from functions.device import DeviceUnavailable
+from functions.limits import TOKEN_ENV, BearerRequired, RequestLimits
 from functions.registry import UnknownModel, create_model
-from functions.runtime import create_app
+from functions.runtime import MAX_BODY_BYTES, create_app
 
 
 def _threads_env(threads: int) -> None:
@@ -82,7 +84,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{parser.prog}: {kind}: {exc}", file=sys.stderr)
             return 2
         models.append(model)
-    app = create_app(models, name=args.name)
+    app: Any = create_app(models, name=args.name)
+    token = os.environ.pop(TOKEN_ENV, None)  # not left for the model code to read
+    if token:
+        app = BearerRequired(app, token)
+    app = RequestLimits(app, max_body_bytes=MAX_BODY_BYTES)
     if args.fd is not None:
         config = uvicorn.Config(app, log_level=args.log_level, access_log=False)
         uvicorn.Server(config).run(sockets=[listening_socket(args.fd)])

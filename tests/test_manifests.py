@@ -83,6 +83,7 @@ def test_experiment_configs_validate(name: str) -> None:
     assert set(bundle.files) == {
         "00-rbac.yaml",
         "20-adapter.yaml",
+        "30-network-policy.yaml",
         *(f"10-function-{fn}.yaml" for fn in config.functions),
     }
     for fn in config.functions.values():
@@ -291,7 +292,9 @@ def test_cli_writes_files_and_prints_kn_lines(
     out = tmp_path / "manifests"
     assert manifests.run(_args(config, out, "--namespace", "ml")) == 0
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["00-rbac.yaml", "10-function-embed-gpu.yaml", "20-adapter.yaml"]
+    assert names == [
+        "00-rbac.yaml", "10-function-embed-gpu.yaml", "20-adapter.yaml", "30-network-policy.yaml",
+    ]  # fmt: skip
     stdout = capsys.readouterr().out
     kn = [line for line in stdout.splitlines() if line.startswith("kn ")]
     assert len(kn) == 1
@@ -326,6 +329,22 @@ def test_cli_writes_files_and_prints_kn_lines(
     assert container["volumeMounts"][0]["mountPath"] == "/etc/slackwise"
     assert svc["spec"]["type"] == "ClusterIP"
     assert svc["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
+    # drain on the way out: the pod leaves the endpoints, then SIGTERM, within the grace period
+    pre_stop = container["lifecycle"]["preStop"]["exec"]["command"]
+    assert pre_stop[0] == "sleep" and pod["terminationGracePeriodSeconds"] > int(pre_stop[1]) + 10
+    # only the adapter and Knative's data path reach the functions' pods
+    (policy,) = yaml.safe_load_all((out / "30-network-policy.yaml").read_text(encoding="utf-8"))
+    assert (policy["apiVersion"], policy["kind"]) == ("networking.k8s.io/v1", "NetworkPolicy")
+    assert policy["metadata"]["namespace"] == "ml"
+    (selects,) = policy["spec"]["podSelector"]["matchExpressions"]
+    assert selects == {"key": "serving.knative.dev/service", "operator": "In",
+                       "values": ["embed-gpu"]}  # fmt: skip
+    (rule,) = policy["spec"]["ingress"]
+    peers = rule["from"]
+    assert {"podSelector": {"matchLabels": deploy["spec"]["selector"]["matchLabels"]}} in peers
+    namespaces = {p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+                  for p in peers if "namespaceSelector" in p}  # fmt: skip
+    assert namespaces == {"knative-serving", "kourier-system"}
     for path in out.iterdir():
         for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
             assert doc["metadata"]["namespace"] == "ml"

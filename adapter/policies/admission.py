@@ -44,8 +44,9 @@ MIN_RETRY_S = 1.0
 class Drain:
     """How fast the queue really drains while it is backlogged: seconds per instance, measured.
 
-    Between two dispatches that both left requests waiting, the queue was never idle, so the
-    interval is the whole cost of moving the queue on: the replicas' round trip *and* the
+    Between two dispatches that both left requests waiting for a slot (every slot busy: not
+    waiting for company), the queue was never idle, so the interval is the whole cost of moving
+    the queue on: the replicas' round trip *and* the
     adapter's own work around it (parsing, answering, its loop), which the latency model does not
     see and which is the larger part for small models at high rates. Exponentially weighted
     interval over weighted instances per dispatch; None until a backlog has been seen. Pure.
@@ -56,9 +57,17 @@ class Drain:
         self._last: float | None = None
         self._interval_s: float | None = None
         self._instances: float | None = None
+        self._extra = 0
+
+    def elsewhere(self, instances: int) -> None:
+        """Instances another route took off the queue (a GPU): they count in the next interval."""
+        self._extra += instances
 
     def dispatched(self, now: float, instances: int, backlog: bool) -> None:
-        """A batch of ``instances`` left at ``now``; ``backlog``: requests are still queued."""
+        """A batch of ``instances`` left at ``now``; ``backlog``: requests are still queued and
+        every slot is busy (they wait for capacity, not for company)."""
+        instances += self._extra
+        self._extra = 0
         if self._last is not None and instances > 0:
             a = self.alpha
             gap = max(0.0, now - self._last)

@@ -161,6 +161,13 @@ class Controller(Generic[T]):
             margin_s=self.path_margin.margin_ms() / 1000.0,
         )
 
+    def take(self, count: int) -> list[T]:
+        """Up to ``count`` requests off the head for another route (a GPU), outside the slots."""
+        self.queue.drop_cancelled()
+        taken = self.queue.pop(count)
+        self.drain.elsewhere(sum(item.size for item in taken))
+        return taken
+
     def requeue(self, items: list[T]) -> None:
         """Put requests back at the head (their batch is retried without a failing member)."""
         self.queue.push_front(items)
@@ -230,7 +237,7 @@ class Controller(Generic[T]):
         self.inflight += 1
         instances = sum(item.size for item in batch)
         self.batch_sizes.observe(instances)
-        self.drain.dispatched(now, instances, backlog=bool(queue))
+        self.drain.dispatched(now, instances, backlog=bool(queue) and free <= 1)
         return Step(decision=decision, batch=batch, late=late, tuned=tuned)
 
     # -- feedback ----------------------------------------------------------------------------

@@ -264,8 +264,7 @@ class Dispatcher:
 
     def take(self, count: int) -> list[Pending]:
         """Up to ``count`` requests off the head of the queue for :meth:`send_via`."""
-        self.controller.queue.drop_cancelled()
-        return self.controller.queue.pop(count)
+        return self.controller.take(count)
 
     async def send_via(self, batch: list[Pending], upstream: Upstream) -> None:
         """Send ``batch`` through ``upstream``, outside the replicas' slots; answered as any

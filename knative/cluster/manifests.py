@@ -45,6 +45,7 @@ from knative.cluster.crd_schema import (
     validate_service,
 )
 from knative.cluster.kn_commands import kn_create_line
+from knative.cluster.network_policy import function_network_policy
 
 VERSION = "0.1.0"
 FUNCTION_PORT = 8080
@@ -55,6 +56,10 @@ CONFIG_DIR = "/etc/slackwise"
 CONFIG_FILE = "config.yaml"
 #: the uid of the ``slackwise`` user in adapter/Dockerfile and functions/Dockerfile.base
 RUN_AS_USER = 10001
+#: seconds the pod keeps serving after it left the Service's endpoints (preStop), and the
+#: adapter's own drain after SIGTERM (in-flight batches finish within it)
+PRE_STOP_S = 5
+DRAIN_S = 10
 GPU_RESOURCE = "nvidia.com/gpu"
 #: the label NVIDIA's GPU feature discovery puts on GPU nodes
 GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
@@ -230,6 +235,9 @@ def adapter_objects(
         },
         "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
         "securityContext": _container_security(),
+        # the endpoint leaves the Service while the pod still answers; then SIGTERM: the adapter
+        # keeps listening, answers new requests 503 + Retry-After, finishes what is in flight
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRE_STOP_S)]}}},
     }
     deployment = {
         "apiVersion": "apps/v1",
@@ -242,6 +250,7 @@ def adapter_objects(
                 "metadata": {"labels": dict(labels)},
                 "spec": {
                     "serviceAccountName": ADAPTER_NAME,
+                    "terminationGracePeriodSeconds": PRE_STOP_S + DRAIN_S + 5,
                     "securityContext": {
                         "runAsNonRoot": True,
                         "runAsUser": RUN_AS_USER,
@@ -342,6 +351,12 @@ def build(
     bundle.files["20-adapter.yaml"] = adapter_objects(
         config_text, image=adapter_image, namespace=namespace
     )
+    served = [fn.service for fn in config.functions.values() if not fn.upstream.url]
+    if served:
+        adapter_pods = {"app.kubernetes.io/name": ADAPTER_NAME}
+        bundle.files["30-network-policy.yaml"] = [
+            function_network_policy(served, adapter_pods, namespace=namespace)
+        ]
     return bundle
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,9 @@ class Fleet:
 
     def __init__(self, settings: PlatformConfig, clock: Clock, events: EventLog) -> None:
         self.settings = settings
+        #: what the replicas want in ``Authorization: Bearer`` (functions.limits); the router
+        #: sends it, nobody else has it
+        self.function_token = secrets.token_urlsafe(32)
         self.clock = clock
         self.events = events
         self.functions: dict[str, FunctionRuntime] = {}
@@ -157,6 +161,7 @@ class Fleet:
             host=self.settings.host,
             log_dir=self.log_dir,
             created_at=now,
+            token=self.function_token,
         )
         fn.next_index += 1
         fn.replicas[replica.name] = replica

@@ -104,10 +104,13 @@ class LocalPlatform:
         self._loop_task = asyncio.create_task(fleet.autoscale_loop(), name="autoscale")
 
     async def _start_gateway(self) -> None:
+        from functions.limits import RequestLimits
+        from functions.runtime import MAX_BODY_BYTES
         from knative.local.gateway import create_gateway, serve_in_loop
         from knative.local.guard import Guard
 
-        app = Guard(create_gateway(self), self.token, hosts=[self.config.platform.host])
+        limited = RequestLimits(create_gateway(self), max_body_bytes=MAX_BODY_BYTES)
+        app = Guard(limited, self.token, hosts=[self.config.platform.host])
         platform = self.config.platform
         self._server, self._server_task, self.port = await serve_in_loop(
             app, platform.host, platform.port

@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from core.config import FunctionConfig
+from functions.limits import TOKEN_ENV
 from knative.http1 import Http1Pool, Origin
 
 logger = logging.getLogger(__name__)
@@ -60,8 +61,10 @@ class Replica:
         host: str,
         log_dir: Path,
         created_at: float,
+        token: str | None = None,
     ) -> None:
         self.function = function
+        self.token = token
         self._name = f"{function.name}-{index:05d}"
         self.host = host
         self.log_path = log_dir / f"{self._name}.log"
@@ -110,6 +113,8 @@ class Replica:
             env[var] = str(fn.threads)
         env.setdefault("HF_HUB_OFFLINE", "1")
         env.setdefault("TRANSFORMERS_OFFLINE", "1")
+        if self.token:
+            env[TOKEN_ENV] = self.token  # work only from the platform's router
         args = [
             sys.executable, "-m", "functions.serve",
             "--model", fn.model, "--name", fn.name,

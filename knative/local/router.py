@@ -96,6 +96,8 @@ class Router:
     ) -> Forwarded:
         headers = {h: v for h, v in (extra or {}).items() if h.lower() in PASSED_ON}
         headers["content-type"] = content_type
+        if replica.token:
+            headers["authorization"] = f"Bearer {replica.token}"
         try:
             response = await replica.open_pool().post(
                 fn.path, body, headers=headers, timeout_s=float(fn.config.timeout_s)
