@@ -157,6 +157,9 @@ class _Learning:
     def cold_start(self, now: float, function: str, seconds: float) -> None:
         self.functions[function].cold_start(now, seconds)
 
+    def answered(self, now: float, function: str) -> None:
+        self.functions[function].outcome(now, False)
+
 
 class AdvisorScaler(_Learning):
     """Knative's KPA under the advisor's min-scale pin, as the live adapter runs it."""
@@ -196,6 +199,7 @@ class AdvisorScaler(_Learning):
         self.kpa.wake(now, function, inflight)
 
     def missed(self, now: float, function: str) -> bool:
+        self.functions[function].outcome(now, True)
         return False  # the floor moves on its ticks; the KPA decides above it
 
     def decide(self, now: float, function: str, state: FunctionState) -> int:
@@ -240,6 +244,7 @@ class OwnedScaler(_Learning):
         return self.settings.tick_s
 
     def missed(self, now: float, function: str) -> bool:
+        self.functions[function].outcome(now, True)
         last = self._last_urgent.get(function)
         if last is not None and now - last < self._min_reevaluate_s:
             return False
@@ -261,7 +266,7 @@ class OwnedScaler(_Learning):
         auto = self.functions[function]
         if auto.last_arrival is None:  # no demand seen yet: the initial count stands, as live
             return self._count.get(function, 0)
-        count = auto.decide(now, 0)
+        count = auto.decide(now, 0, current=self._count.get(function, 0))
         if state.inflight or state.queued:
             count = max(count, 1)  # work waiting always finds a server eventually
         if count != self._count.get(function):

@@ -368,6 +368,8 @@ class Simulation:
                         self._violations += 1
                 if now > req.due:
                     self._missed(st, now)
+                elif self._hooks is not None:
+                    self._hooks.answered(now, st.name)
         for s in touched:
             self._schedule(s, now)
 

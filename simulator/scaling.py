@@ -68,7 +68,8 @@ class ScalerHooks(Protocol):
     the batch limit in use), :meth:`arrived` for every request entering the function,
     :meth:`cold_start` with how long each batch that met no ready replica waited for one, and
     :meth:`missed` when a request through the function finished late or was refused as late
-    (True asks for a decision now, as Swayam's Algorithm 1 re-evaluates on a violation).
+    (True asks for a decision now, as Swayam's Algorithm 1 re-evaluates on a violation), and
+    :meth:`answered` when one finished in time (both are the evidence the count answers to).
     """
 
     def bind(self, function: str, model: LatencyModel, limit: Callable[[], int]) -> None: ...
@@ -78,6 +79,8 @@ class ScalerHooks(Protocol):
     def cold_start(self, now: float, function: str, seconds: float) -> None: ...
 
     def missed(self, now: float, function: str) -> bool: ...
+
+    def answered(self, now: float, function: str) -> None: ...
 
 
 class FixedScaler:

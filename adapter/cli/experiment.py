@@ -30,6 +30,7 @@ from typing import TextIO
 
 import httpx
 
+from adapter.cli.disturbance import disturb, window_split
 from adapter.cli.results import (
     ExperimentResult,
     ModeRun,
@@ -217,9 +218,16 @@ async def run_mode(config: Config, exp: ExperimentConfig, mode: str, workdir: Pa
             )
             target = adapter_url
         sampler = asyncio.create_task(_sample(platform, functions, adapter_url, timeline))
+        disturbing: asyncio.Task[None] | None = None
         batches = instances = 0
         per_stage: dict[str, tuple[int, int]] = {}
         try:
+            if exp.disturbance is not None:  # the same window in every mode, from now
+                disturbing = asyncio.create_task(
+                    disturb(
+                        exp.disturbance, lambda: list(platform.replica_pids(functions[0]).values())
+                    )
+                )
             proc = await asyncio.create_subprocess_exec(
                 *_replay_command(exp, body, target, records_path, direct=mode == "direct"),
                 env=_with_token(platform.token),
@@ -235,6 +243,10 @@ async def run_mode(config: Config, exp: ExperimentConfig, mode: str, workdir: Pa
                 batches = sum(b for b, _ in per_stage.values())
                 instances = sum(i for _, i in per_stage.values())
         finally:
+            if disturbing is not None:
+                disturbing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await disturbing
             sampler.cancel()
             usages = [platform.usage(fn) for fn in functions]
             usage = {key: sum(u[key] for u in usages) for key in ("replica_seconds", "cold_starts")}
@@ -292,6 +304,9 @@ async def run_experiment(
             run = await run_mode(config, exp, mode, workdir)
             runs[mode] = run
             summary = summarize(run, slo)
+            if exp.disturbance is not None:
+                split = window_split(run.records, run.timeline, exp.disturbance, slo)
+                summary = dataclasses.replace(summary, window=split)
             if stages:
                 summary = dataclasses.replace(
                     summary, stages=stage_times(run.records, stages, run.per_stage)

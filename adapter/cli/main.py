@@ -71,78 +71,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_experiment(args: argparse.Namespace) -> int:
-    import dataclasses
-    import json
-    from pathlib import Path
+    from adapter.cli import experiment_command
 
-    from adapter.cli.experiment import run_experiment
-    from adapter.cli.results import ExperimentResult
-    from core.config import parse_modes
-    from simulator.roma import is_roma_config
-
-    if is_roma_config(args.config):  # ROMA's systems, live (adapter.cli.roma_live)
-        from adapter.cli.roma_live import run_cli
-
-        return run_cli(args.config, args.json, args.modes)
-    config = _load(args.config)
-    exp = config.experiment
-    if exp is None:
-        raise SystemExit(f"slackwise: {config.source}: no 'experiment' section")
-    overrides: dict[str, object] = {}
-    for key in ("trace", "max_rps", "step_s", "duration_s", "start_s", "seed"):
-        value = getattr(args, key)
-        if value is None:
-            continue
-        positive = key in ("max_rps", "step_s", "duration_s")
-        if (positive and value <= 0) or (key == "start_s" and value < 0):
-            flag = "--" + key.replace("_", "-")
-            need = "positive" if positive else "non-negative"
-            raise SystemExit(f"slackwise: {flag} must be {need}, got {value}")
-        overrides[key] = value
-    if args.modes is not None:
-        try:
-            overrides["modes"] = parse_modes(args.modes, "--modes", app=exp.app is not None)
-        except ValueError as exc:
-            raise SystemExit(f"slackwise: {exc}") from None
-    exp = dataclasses.replace(exp, **overrides)  # type: ignore[arg-type]
-    _check_window(exp.trace, exp.start_s, exp.duration_s, exp.step_s)
-    plots = Path(args.plots) if args.plots else None
-
-    async def experiment() -> ExperimentResult:
-        result, _ = await run_experiment(config, exp, out=sys.stdout, plots_dir=plots)
-        return result
-
-    from adapter.cli.experiment import ExperimentFailed
-
-    try:
-        result = _run(experiment())
-    except ExperimentFailed as exc:
-        raise SystemExit(f"slackwise: {exc}") from None
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result.to_json(), indent=2) + "\n")
-        print(f"results: {args.json}")
-    return 0
-
-
-def _check_window(name: str, start_s: float, duration_s: float, step_s: float) -> None:
-    """Stop with one line, before anything starts, when the trace is missing, malformed or
-    shorter than the window the experiment replays."""
-    import math
-
-    from traces import TraceError, load_trace, resolve_trace
-
-    needed = math.ceil(duration_s / step_s - 1e-9)
-    try:
-        trace = load_trace(resolve_trace(name), start_s=start_s, duration_s=needed)
-    except TraceError as exc:
-        raise SystemExit(f"slackwise: trace {name!r}: {exc}") from None
-    if len(trace) < needed:
-        raise SystemExit(
-            f"slackwise: trace {name!r} has {len(trace)} s from start_s {start_s:g}, the "
-            f"experiment replays {needed} steps (duration_s {duration_s:g} / step_s {step_s:g}); "
-            "give a smaller --start-s or --duration-s"
-        )
+    return experiment_command.run(args)
 
 
 def _cmd_manifests(args: argparse.Namespace) -> int:
@@ -261,20 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=_cmd_serve)
 
     exp = sub.add_parser("experiment", help="replay a trace through direct, mlproxy, slackwise")
-    exp.add_argument("-c", "--config", required=True, help="YAML config with an experiment")
-    exp.add_argument("--json", metavar="OUT.json", help="write the results here")
-    exp.add_argument("--plots", metavar="DIR", help="draw time series and CCDF plots here")
-    exp.add_argument("--trace", help="trace file, or nasa / twitter")
-    exp.add_argument("--max-rps", type=float, help="scale the trace's peak to this rate")
-    exp.add_argument("--step-s", type=float, help="hold each trace step this long")
-    exp.add_argument("--duration-s", type=float, help="seconds of trace to replay")
-    exp.add_argument("--start-s", type=float, help="where in the trace to start")
-    exp.add_argument("--seed", type=int, help="seed of the Poisson arrivals")
-    exp.add_argument(
-        "--modes",
-        help="comma-separated: direct,mlproxy,slackwise (an app: stage policies such as "
-        "FIFO-NB,EDF-DYN,GS)",
-    )
+    from adapter.cli import experiment_command
+
+    experiment_command.add_arguments(exp)
     exp.set_defaults(func=_cmd_experiment)
 
     rep = sub.add_parser("replay", help="open-loop replay of a trace against a URL")

@@ -72,6 +72,8 @@ class ModeSummary:
     #: violations among the requests sent once the first replica was ready (the first request
     #: that did not arrive cold, and every one after it): the misses outside the first cold start
     warm_violation_pct: float = math.nan
+    #: with a disturbance: misses and replica-seconds inside its window and outside it
+    window: dict[str, float] | None = None
 
 
 @dataclass

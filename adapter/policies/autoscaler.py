@@ -5,10 +5,11 @@ scaler calls the same object)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from adapter.policies.advisor import Advisor, AdvisorConfig, AdvisorDecision
+from adapter.policies.evidence import Evidence
 from adapter.policies.keepalive import KeepAlive, KeepAliveConfig
 from adapter.policies.latency import LatencyModel
 from adapter.policies.percentile import ServiceModel
@@ -61,7 +62,13 @@ class FunctionAutoscaler:
     pinned: int | None = None
     last: AdvisorDecision | None = None
     keep_warm: bool = False
+    #: what the requests measured: a floor above the model's count while they disagree with it
+    evidence: Evidence = field(default_factory=Evidence)
     _prepared: tuple[float, ObservedService] | None = None
+
+    def outcome(self, now: float, missed: bool) -> None:
+        """A request finished at ``now``, in time or ``missed`` (late, pruned, refused)."""
+        self.evidence.outcome(now, missed)
 
     def service(self, now: float) -> ServiceModel:
         return ServiceModel.from_latency_model(
@@ -113,14 +120,23 @@ class FunctionAutoscaler:
         advisor = self.advisor
         return lambda: advisor.warm(rate, observed)
 
-    def decide(self, now: float, kpa_wants: int) -> int:
-        """One advisor decision at ``now`` and the pin it implies (see :meth:`pin_for`); the
-        simulator's advisor scaler calls exactly this, as :meth:`Autoscaling.tick` does."""
+    def decide(self, now: float, kpa_wants: int, current: int | None = None) -> int:
+        """One advisor decision at ``now`` and the pin it implies (see :meth:`pin_for`), raised
+        by the evidence while measured outcomes disagree with the model (``current``: the count
+        in force, default ``kpa_wants``); the simulator's scalers call exactly this, as
+        :meth:`Autoscaling.tick` does."""
         decision = self.advisor.decide(
             now, kpa_wants=kpa_wants, service=self.service(now), observed=self.observed(now)
         )
         self.last = decision
-        return self.pin_for(decision, now)
+        pin = self.pin_for(decision, now)
+        return self.evidence.floor(
+            now,
+            model=pin,
+            current=kpa_wants if current is None else current,
+            setup_s=self.advisor.setup_s,
+            most=self.max_scale,
+        )
 
     def pin_for(self, decision: AdvisorDecision, now: float) -> int:
         """The floor to write: the advisor's, one warm replica across short idle gaps."""
@@ -136,7 +152,9 @@ class FunctionAutoscaler:
 
     def status(self) -> dict[str, Any]:
         d = self.last
-        out: dict[str, Any] = {"pinned": self.pinned, "keep_warm": self.keep_warm}
+        out: dict[str, Any] = {"pinned": self.pinned, "keep_warm": self.keep_warm,
+                               "evidence_floor": self.evidence.level,
+                               "evidence": self.evidence.reason}  # fmt: skip
         if d is not None:
             out.update(
                 reason=d.reason,

@@ -161,9 +161,19 @@ class Autoscaling:
                 )  # fmt: skip
             auto.pinned = target
 
+    def outcome(self, function: str, now: float) -> None:
+        """A request to ``function`` was answered in time at ``now`` (the evidence's count)."""
+        auto = self.functions.get(function)
+        if auto is not None:
+            auto.outcome(now, False)
+
     def missed(self, function: str, now: float) -> None:
-        """A request to ``function`` missed its SLO or was refused as late: decide again at once
-        (Swayam Algorithm 1, lines 4–5), at most every ``_URGENT_GAP_S``."""
+        """A request to ``function`` missed its SLO or was refused as late: counted as evidence,
+        and decided again at once (Swayam Algorithm 1, lines 4–5), at most every
+        ``_URGENT_GAP_S``."""
+        auto = self.functions.get(function)
+        if auto is not None:
+            auto.outcome(now, True)
         if not self.owns or self._task is None or function not in self.functions:
             return
         last = self._urgent.get(function)

@@ -439,6 +439,8 @@ class Dispatcher:
             self._m_misses.inc()
             if self.autoscaling is not None:
                 self.autoscaling.missed(self.name, done)
+        elif self.autoscaling is not None:
+            self.autoscaling.outcome(self.name, done)
         for observer in self.observers if status == 200 else ():
             observer.answered(self.name, done - item.arrival)
         self.records.add(request_record(item, self.epoch, done, status, batch_size, cold, missed))

@@ -29,12 +29,10 @@ import yaml
 
 from core.config.cores import check_cores, core_settings
 from core.config.device import device_setting
+from core.config.experiment import experiment_config, parse_modes, policy_name
 from core.config.gpu import check_gpu, gpu_settings
 from core.config.model import (
-    ADVISOR_MODE,
-    APP_EXPERIMENT_MODES,
     CAPACITY,
-    EXPERIMENT_MODES,
     LATE,
     MODES,
     NAME_PATTERN,
@@ -46,7 +44,6 @@ from core.config.model import (
     AIMDConfig,
     AppConfig,
     Config,
-    ExperimentConfig,
     FunctionConfig,
     PlatformConfig,
     Resources,
@@ -311,97 +308,15 @@ def advisor_settings(
     )
 
 
-def _policy_name(name: str) -> str | None:
-    """``name`` spelled as the stage policy it names (case-insensitive), or None."""
-    wanted = name.strip().lower()
-    return next((p for p in STAGE_POLICIES if p.lower() == wanted), None)
-
-
 def _stage_policy(r: Reader, data: Mapping[str, Any], path: str, default: str) -> str:
     raw = r.string(data, "stage_policy", path, default)
-    name = _policy_name(raw)
+    name = policy_name(raw)
     if name is None:
         raise r.fail(
             f"{path}.stage_policy",
             f"stage policy must be one of {', '.join(STAGE_POLICIES)}, got {raw!r}",
         )
     return name
-
-
-def parse_modes(text: Any, where: str = "modes", *, app: bool = False) -> tuple[str, ...]:
-    """A list (or comma-separated string) of experiment modes, checked.
-
-    A function's modes are ``direct``, ``mlproxy`` and ``slackwise``. An app's are ``mlproxy``,
-    ``slackwise`` and the stage policies of :mod:`adapter.policies.slack` (``direct`` has no
-    orchestrator
-    to walk a chain); policy names are case-insensitive and come back spelled as defined.
-    """
-    known = (
-        (*EXPERIMENT_MODES[1:], ADVISOR_MODE, *STAGE_POLICIES)
-        if app
-        else (*EXPERIMENT_MODES, ADVISOR_MODE)
-    )
-    items = text.split(",") if isinstance(text, str) else text
-    if not isinstance(items, list | tuple) or not items:
-        raise ValueError(f"{where}: must list some of {', '.join(known)}, got {text!r}")
-    modes: list[str] = []
-    for raw in items:
-        mode = str(raw).strip()
-        if mode not in known and app:
-            mode = _policy_name(mode) or mode
-        if mode not in known:
-            raise ValueError(f"{where}: unknown mode {mode!r}; expected some of {', '.join(known)}")
-        modes.append(mode)
-    return tuple(modes)
-
-
-def _experiment(
-    r: Reader,
-    raw: Any,
-    functions: Mapping[str, FunctionConfig],
-    apps: Mapping[str, AppConfig],
-) -> ExperimentConfig:
-    path = "experiment"
-    data = r.mapping(raw, path)
-    r.only(data, path, {f.name for f in fields(ExperimentConfig)})
-    function: str | None = None
-    app: str | None = None
-    if ("function" in data) == ("app" in data):
-        raise r.fail(path, "name exactly one target: 'function' or 'app'")
-    if "function" in data:
-        function = r.string(data, "function", path, None)
-        if function not in functions:
-            raise r.fail(f"{path}.function", f"no function named {function!r}")
-    else:
-        app = r.string(data, "app", path, None)
-        if app not in apps:
-            raise r.fail(f"{path}.app", f"no app named {app!r}")
-    max_rps = r.number(data, "max_rps", path, 0.0)
-    if max_rps <= 0:
-        raise r.fail(f"{path}.max_rps", f"must be positive, got {max_rps:g}")
-    step_s = r.number(data, "step_s", path, 1.0)
-    if step_s <= 0:
-        raise r.fail(f"{path}.step_s", f"must be positive, got {step_s:g}")
-    duration_s = r.number(data, "duration_s", path, 120.0)
-    if duration_s <= 0:
-        raise r.fail(f"{path}.duration_s", f"must be positive, got {duration_s:g}")
-    default = APP_EXPERIMENT_MODES if app else EXPERIMENT_MODES
-    try:
-        modes = parse_modes(data.get("modes", list(default)), app=app is not None)
-    except ValueError as exc:
-        raise r.fail(f"{path}.modes", str(exc).partition(": ")[2]) from None
-    return ExperimentConfig(
-        function=function,
-        app=app,
-        trace=r.string(data, "trace", path, None),
-        max_rps=max_rps,
-        start_s=r.number(data, "start_s", path, 0.0),
-        duration_s=duration_s,
-        step_s=step_s,
-        seed=r.integer(data, "seed", path, 1),
-        modes=modes,
-        settle_s=r.number(data, "settle_s", path, 5.0),
-    )
 
 
 def parse_config(raw: Any, source: str = "<config>") -> Config:
@@ -429,7 +344,7 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
     check_gpu(r, adapter.gpu, functions)
     experiment = None
     if data.get("experiment") is not None:
-        experiment = _experiment(r, data["experiment"], functions, apps)
+        experiment = experiment_config(r, data["experiment"], functions, apps)
     return Config(source=source, platform=platform, functions=functions, apps=apps,
                   adapter=adapter, experiment=experiment)  # fmt: skip
 

@@ -223,6 +223,26 @@ STAGE_POLICIES = (
 APP_EXPERIMENT_MODES = ("FIFO-NB", "ED-DYN", "EDF-DYN", "GS")
 
 
+#: what an experiment can do to the machine, identically in every mode (docs/advisor.md)
+DISTURBANCES = ("cpu", "pause")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Disturbance:
+    """A named disturbance during a window of the replay, from ``start_s`` for ``duration_s``:
+    ``cpu`` runs ``cores`` busy processes beside everything (a noisy neighbour), ``pause``
+    stops the function's ready replicas (SIGSTOP, then SIGCONT: a stalled node)."""
+
+    kind: str
+    start_s: float
+    duration_s: float
+    cores: int = 1
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.duration_s
+
+
 @dataclass(frozen=True, kw_only=True)
 class ExperimentConfig:
     """One trace replayed through each mode (``slackwise experiment``), against one function
@@ -238,6 +258,7 @@ class ExperimentConfig:
     seed: int = 1
     modes: tuple[str, ...] = EXPERIMENT_MODES
     settle_s: float = 5.0
+    disturbance: Disturbance | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,116 @@
+"""Evidence over the model: the count steps up when measured outcomes disagree with the estimate.
+
+The advisor sizes a function from a model: the arrival rate it forecasts and the service times
+it has observed, replayed. When the world changes under it (a neighbour takes a core, a node is
+slower, inputs grow, a new model version is slower), the model keeps saying the count suffices
+and every decision re-confirms it from the same inputs, while requests miss their SLO. A scaler
+that trusts its estimate over what it measures fails exactly then.
+
+:class:`Evidence` keeps what the function's requests actually did, in one-second buckets over
+the last ``window_s``: answered in time, missed (answered late, pruned late, or refused at the
+door because they would be late). The model and the evidence *disagree* when more than
+``miss_fraction`` of at least ``min_samples`` outcomes missed. Then :meth:`Evidence.floor`
+raises a floor under the model's count at once, multiplicatively (``factor``, as the KPA's panic
+mode doubles), and again after each setup time while the disagreement lasts (new replicas need
+that long before they can help; raising faster only overshoots). When the evidence agrees again
+for ``clear_s``, the floor steps down one replica per ``clear_s`` (passive scale-in) until the
+model's own count is above it, and it is gone. It never stands under another autoscaler: it is
+part of the advisor's own count. Pure: the time is an argument.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+__all__ = ["Evidence", "EvidenceConfig"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvidenceConfig:
+    """How much disagreement raises the floor, how fast, and how it is released."""
+
+    window_s: float = 3.0
+    miss_fraction: float = 0.05
+    min_samples: int = 5
+    factor: float = 2.0
+    clear_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not (self.window_s > 0 and self.clear_s > 0):
+            raise ValueError("window_s and clear_s must be positive")
+        if not 0.0 <= self.miss_fraction < 1.0:
+            raise ValueError(f"miss_fraction must be in [0, 1), got {self.miss_fraction!r}")
+        if self.factor <= 1.0:
+            raise ValueError(f"factor must be above 1, got {self.factor!r}")
+        if self.min_samples < 1:
+            raise ValueError(f"min_samples must be at least 1, got {self.min_samples!r}")
+
+
+class Evidence:
+    """One function's measured outcomes and the floor they demand (see the module docstring)."""
+
+    def __init__(self, config: EvidenceConfig | None = None) -> None:
+        self.config = config or EvidenceConfig()
+        #: [second, outcomes, misses], oldest first
+        self._buckets: deque[list[int]] = deque()
+        self.level: int | None = None
+        self._raised_at = -math.inf
+        self._agree_since: float | None = None
+        self._stepped_at = -math.inf
+        self.reason: str | None = None
+
+    def outcome(self, now: float, missed: bool) -> None:
+        """A request finished at ``now``: answered in time, or ``missed`` (late or refused)."""
+        second = int(now)
+        buckets = self._buckets
+        if not buckets or buckets[-1][0] != second:
+            buckets.append([second, 0, 0])
+            self._trim(now)
+        last = buckets[-1]
+        last[1] += 1
+        last[2] += int(missed)
+
+    def _trim(self, now: float) -> None:
+        oldest = now - self.config.window_s
+        while self._buckets and self._buckets[0][0] + 1 <= oldest:
+            self._buckets.popleft()
+
+    def counts(self, now: float) -> tuple[int, int]:
+        """Outcomes and misses over the last ``window_s``."""
+        self._trim(now)
+        return sum(b[1] for b in self._buckets), sum(b[2] for b in self._buckets)
+
+    def disagrees(self, now: float) -> bool:
+        total, misses = self.counts(now)
+        cfg = self.config
+        return total >= cfg.min_samples and misses > cfg.miss_fraction * total
+
+    def floor(self, now: float, *, model: int, current: int, setup_s: float, most: int) -> int:
+        """The count to ask for at ``now``: the model's, or the evidence's floor above it.
+
+        ``current`` is the count in force, ``setup_s`` how long a new replica takes, ``most``
+        the function's max-scale (0: unbounded)."""
+        cfg = self.config
+        cap = most if most > 0 else 10**6
+        if self.disagrees(now):
+            self._agree_since = None
+            if now - self._raised_at >= max(setup_s, 1.0):
+                base = max(current, self.level or 0, 1)
+                raised = min(cap, max(math.ceil(base * cfg.factor), base + 1))
+                if raised > (self.level or 0):
+                    self.level, self._raised_at = raised, now
+                    total, misses = self.counts(now)
+                    self.reason = f"evidence: {misses} of {total} missed in {cfg.window_s:g} s"
+        elif self.level is not None:
+            if self._agree_since is None:
+                self._agree_since = self._stepped_at = now
+            elif now - self._stepped_at >= cfg.clear_s:
+                self._stepped_at = now
+                self.level -= 1
+                if self.level <= model:
+                    self.level, self.reason = None, None
+        if self.level is None:
+            return model
+        return max(model, min(self.level, cap))

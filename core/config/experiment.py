@@ -1,0 +1,124 @@
+"""The ``experiment`` section: what ``slackwise experiment`` replays, and the disturbance it may
+add identically to every mode."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+from core.config.model import (
+    ADVISOR_MODE,
+    APP_EXPERIMENT_MODES,
+    DISTURBANCES,
+    EXPERIMENT_MODES,
+    STAGE_POLICIES,
+    AppConfig,
+    Disturbance,
+    ExperimentConfig,
+    FunctionConfig,
+)
+from core.config.reader import Reader, choice
+
+__all__ = ["disturbance", "experiment_config", "parse_modes", "policy_name"]
+
+
+def policy_name(name: str) -> str | None:
+    """``name`` spelled as the stage policy it names (case-insensitive), or None."""
+    wanted = name.strip().lower()
+    return next((p for p in STAGE_POLICIES if p.lower() == wanted), None)
+
+
+def parse_modes(text: Any, where: str = "modes", *, app: bool = False) -> tuple[str, ...]:
+    """A list (or comma-separated string) of experiment modes, checked.
+
+    A function's modes are ``direct``, ``mlproxy`` and ``slackwise``. An app's are ``mlproxy``,
+    ``slackwise`` and the stage policies of :mod:`adapter.policies.slack` (``direct`` has no
+    orchestrator
+    to walk a chain); policy names are case-insensitive and come back spelled as defined.
+    """
+    known = (
+        (*EXPERIMENT_MODES[1:], ADVISOR_MODE, *STAGE_POLICIES)
+        if app
+        else (*EXPERIMENT_MODES, ADVISOR_MODE)
+    )
+    items = text.split(",") if isinstance(text, str) else text
+    if not isinstance(items, list | tuple) or not items:
+        raise ValueError(f"{where}: must list some of {', '.join(known)}, got {text!r}")
+    modes: list[str] = []
+    for raw in items:
+        mode = str(raw).strip()
+        if mode not in known and app:
+            mode = policy_name(mode) or mode
+        if mode not in known:
+            raise ValueError(f"{where}: unknown mode {mode!r}; expected some of {', '.join(known)}")
+        modes.append(mode)
+    return tuple(modes)
+
+
+def experiment_config(
+    r: Reader,
+    raw: Any,
+    functions: Mapping[str, FunctionConfig],
+    apps: Mapping[str, AppConfig],
+) -> ExperimentConfig:
+    path = "experiment"
+    data = r.mapping(raw, path)
+    r.only(data, path, {f.name for f in fields(ExperimentConfig)})
+    function: str | None = None
+    app: str | None = None
+    if ("function" in data) == ("app" in data):
+        raise r.fail(path, "name exactly one target: 'function' or 'app'")
+    if "function" in data:
+        function = r.string(data, "function", path, None)
+        if function not in functions:
+            raise r.fail(f"{path}.function", f"no function named {function!r}")
+    else:
+        app = r.string(data, "app", path, None)
+        if app not in apps:
+            raise r.fail(f"{path}.app", f"no app named {app!r}")
+    max_rps = r.number(data, "max_rps", path, 0.0)
+    if max_rps <= 0:
+        raise r.fail(f"{path}.max_rps", f"must be positive, got {max_rps:g}")
+    step_s = r.number(data, "step_s", path, 1.0)
+    if step_s <= 0:
+        raise r.fail(f"{path}.step_s", f"must be positive, got {step_s:g}")
+    duration_s = r.number(data, "duration_s", path, 120.0)
+    if duration_s <= 0:
+        raise r.fail(f"{path}.duration_s", f"must be positive, got {duration_s:g}")
+    default = APP_EXPERIMENT_MODES if app else EXPERIMENT_MODES
+    try:
+        modes = parse_modes(data.get("modes", list(default)), app=app is not None)
+    except ValueError as exc:
+        raise r.fail(f"{path}.modes", str(exc).partition(": ")[2]) from None
+    return ExperimentConfig(
+        function=function,
+        app=app,
+        trace=r.string(data, "trace", path, None),
+        max_rps=max_rps,
+        start_s=r.number(data, "start_s", path, 0.0),
+        duration_s=duration_s,
+        step_s=step_s,
+        seed=r.integer(data, "seed", path, 1),
+        modes=modes,
+        settle_s=r.number(data, "settle_s", path, 5.0),
+        disturbance=None
+        if data.get("disturbance") is None
+        else disturbance(r, data["disturbance"], f"{path}.disturbance", duration_s),
+    )
+
+
+def disturbance(r: Reader, raw: Any, path: str, duration_s: float) -> Disturbance:
+    """``experiment.disturbance``: ``{kind: cpu|pause, start_s, duration_s, cores}``."""
+    data = r.mapping(raw, path)
+    r.only(data, path, {f.name for f in fields(Disturbance)})
+    kind = choice(r, data, "kind", path, DISTURBANCES, "cpu")
+    start = r.number(data, "start_s", path, 0.0)
+    length = r.number(data, "duration_s", path, 0.0)
+    if start < 0:
+        raise r.fail(f"{path}.start_s", f"must be >= 0, got {start:g}")
+    if length <= 0 or start + length > duration_s:
+        raise r.fail(f"{path}.duration_s", f"must be positive and end within the replay's "
+                     f"{duration_s:g} s, got {length:g} from {start:g}")  # fmt: skip
+    cores = r.integer(data, "cores", path, 1, low=1)
+    return Disturbance(kind=kind, start_s=start, duration_s=length, cores=cores)

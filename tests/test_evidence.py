@@ -1,0 +1,88 @@
+"""Evidence over the model (adapter.policies.evidence), pure on the virtual clock: the count steps
+up at once when measured outcomes disagree with the estimate, again after each setup time while
+they still do, and steps back down one at a time once they agree."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapter.policies.evidence import Evidence, EvidenceConfig
+
+
+def feed(ev: Evidence, start: float, seconds: float, per_s: int, miss_every: int) -> float:
+    """``per_s`` outcomes a second from ``start``; every ``miss_every``-th missed (0: none)."""
+    n = int(seconds * per_s)
+    for i in range(n):
+        ev.outcome(start + i / per_s, missed=miss_every > 0 and i % miss_every == 0)
+    return start + seconds
+
+
+def test_agreeing_evidence_leaves_the_model_alone() -> None:
+    ev = Evidence()
+    t = feed(ev, 0.0, 5.0, 20, 100)  # 1 % missed: under the 5 % it tolerates
+    assert not ev.disagrees(t)
+    assert ev.floor(t, model=1, current=1, setup_s=2.0, most=10) == 1
+    assert ev.level is None
+
+
+def test_a_step_change_in_service_time_doubles_the_count_at_once_then_after_each_setup() -> None:
+    # the model (service times it observed before a neighbour arrived) keeps saying one replica
+    ev = Evidence()
+    t = feed(ev, 0.0, 3.0, 20, 2)  # half of the answers now miss
+    assert ev.disagrees(t)
+    assert ev.floor(t, model=1, current=1, setup_s=2.0, most=10) == 2  # at once, x2
+    assert "missed" in (ev.reason or "")
+    t = feed(ev, t, 1.0, 20, 2)
+    assert ev.floor(t, model=1, current=2, setup_s=2.0, most=10) == 2  # new replicas still starting
+    t = feed(ev, t, 1.5, 20, 2)
+    assert (
+        ev.floor(t, model=1, current=2, setup_s=2.0, most=10) == 4
+    )  # a setup later, still missing
+    t = feed(ev, t, 2.5, 20, 2)
+    assert ev.floor(t, model=1, current=4, setup_s=2.0, most=5) == 5  # max-scale caps it
+
+
+def test_a_stall_where_everything_misses_raises_it_too_and_never_lowers_the_model() -> None:
+    ev = Evidence()
+    t = feed(ev, 0.0, 2.0, 10, 1)  # a paused replica: every request late
+    assert ev.floor(t, model=3, current=3, setup_s=1.0, most=0) == 6
+    assert ev.floor(t, model=8, current=6, setup_s=1.0, most=0) == 8  # the model above it wins
+
+
+def test_once_it_agrees_again_the_floor_steps_down_one_per_clear_period() -> None:
+    ev = Evidence(EvidenceConfig(clear_s=10.0))
+    t = feed(ev, 0.0, 3.0, 20, 2)
+    assert ev.floor(t, model=1, current=2, setup_s=2.0, most=10) == 4
+    t = feed(ev, t, 4.0, 20, 0)  # the window has only good answers now
+    assert ev.floor(t, model=1, current=4, setup_s=2.0, most=10) == 4  # agreement starts
+    t = feed(ev, t, 9.0, 20, 0)
+    assert ev.floor(t, model=1, current=4, setup_s=2.0, most=10) == 4  # not yet clear_s
+    t = feed(ev, t, 1.5, 20, 0)
+    assert ev.floor(t, model=1, current=4, setup_s=2.0, most=10) == 3  # passive scale-in
+    for expected in (2, 1):
+        t = feed(ev, t, 10.0, 20, 0)
+        assert ev.floor(t, model=1, current=expected + 1, setup_s=2.0, most=10) == expected
+    assert ev.level is None  # released: the model's count again
+
+
+def test_too_few_outcomes_say_nothing() -> None:
+    ev = Evidence()
+    ev.outcome(0.0, missed=True)
+    ev.outcome(0.5, missed=True)
+    assert not ev.disagrees(1.0)
+    assert ev.floor(1.0, model=1, current=1, setup_s=1.0, most=4) == 1
+
+
+def test_old_outcomes_leave_the_window() -> None:
+    ev = Evidence(EvidenceConfig(window_s=3.0))
+    feed(ev, 0.0, 2.0, 20, 1)
+    assert ev.disagrees(2.0)
+    assert ev.counts(10.0) == (0, 0) and not ev.disagrees(10.0)
+
+
+@pytest.mark.parametrize(
+    "bad", [{"window_s": 0}, {"miss_fraction": 1.0}, {"factor": 1.0}, {"min_samples": 0}]
+)
+def test_bad_settings_are_refused(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        EvidenceConfig(**bad)  # type: ignore[arg-type]
