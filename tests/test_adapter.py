@@ -174,6 +174,27 @@ def test_a_batch_refused_without_naming_the_instance_is_split_until_the_bad_one_
     assert max(sizes) > 1  # batched at first, split afterwards
 
 
+def test_a_model_that_raises_on_one_valid_instance_fails_only_that_request() -> None:
+    sizes: list[int] = []
+
+    def poisoned(request: httpx.Request) -> httpx.Response:
+        # the input passed validation; the model itself raises on it, failing the whole batch
+        instances = json.loads(request.content)["instances"]
+        sizes.append(len(instances))
+        if "poison" in instances:
+            return httpx.Response(500, json={"error": "model error: ValueError: bad pixel"})
+        return echo(request)
+
+    with client(poisoned, ready=1) as c:
+        bodies = [{"instances": [n]} for n in range(12)] + [{"instances": ["poison"]}]
+        responses = many(c, bodies)
+    assert [r.status_code for r in responses[:12]] == [200] * 12
+    assert [r.json()["predictions"] for r in responses[:12]] == [[{"echo": n}] for n in range(12)]
+    assert responses[12].status_code == 502
+    assert "bad pixel" in responses[12].json()["error"]
+    assert max(sizes) > 1  # it was batched with the others, and they were answered
+
+
 def test_a_503_on_the_way_in_is_retried_within_the_deadline() -> None:
     calls = {"n": 0}
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from core.config import Config, ConfigError, load_config, parse_config
-from knative.cluster import manifests
+from knative.cluster import manifests, manifests_command
 from knative.cluster.crd_schema import (
     KnativeSchemaMissing,
     ManifestError,
@@ -280,7 +280,7 @@ def test_bad_configs_are_rejected(override: dict[str, Any], field: str) -> None:
 
 def _args(config: Path, out: Path, *extra: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    manifests.add_arguments(parser)
+    manifests_command.add_arguments(parser)
     return parser.parse_args(["-c", str(config), "-o", str(out), *extra])
 
 
@@ -290,7 +290,7 @@ def test_cli_writes_files_and_prints_kn_lines(
     config = tmp_path / "gpu.yaml"
     config.write_text(yaml.safe_dump(GPU_CONFIG), encoding="utf-8")
     out = tmp_path / "manifests"
-    assert manifests.run(_args(config, out, "--namespace", "ml")) == 0
+    assert manifests_command.run(_args(config, out, "--namespace", "ml")) == 0
     names = sorted(p.name for p in out.iterdir())
     assert names == [
         "00-rbac.yaml", "10-function-embed-gpu.yaml", "20-adapter.yaml", "30-network-policy.yaml",
@@ -355,7 +355,7 @@ def test_cli_validates_before_writing(
 ) -> None:
     monkeypatch.setattr(manifests, "FUNCTION_PORT", 9090)
     out = tmp_path / "manifests"
-    assert manifests.run(_args(EXPERIMENTS / "embed-twitter.yaml", out)) == 2
+    assert manifests_command.run(_args(EXPERIMENTS / "embed-twitter.yaml", out)) == 2
     assert not out.exists()
     err = capsys.readouterr().err
     assert "embed: spec.template.spec.containers[0].ports[0].containerPort: port 9090" in err
@@ -364,7 +364,7 @@ def test_cli_validates_before_writing(
 def test_cli_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text("functions: {f: {model: digits, timeout_s: 900}}\n", encoding="utf-8")
-    assert manifests.run(_args(config, tmp_path / "out")) == 2
+    assert manifests_command.run(_args(config, tmp_path / "out")) == 2
     assert "functions.f.timeout_s" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -473,7 +473,7 @@ def test_manifests_without_the_crd_still_write_checked_by_the_webhook_rules(
     # a fresh install far from the checkout: no ../shared/knative anywhere
     monkeypatch.setenv("SLACKWISE_KNATIVE_DIR", str(tmp_path / "nowhere"))
     out = tmp_path / "manifests"
-    assert manifests.run(_args(EXPERIMENTS / "local.yaml", out)) == 0
+    assert manifests_command.run(_args(EXPERIMENTS / "local.yaml", out)) == 0
     printed = capsys.readouterr().out
     assert "checked by Knative's webhook rules only" in printed
     assert (out / "10-function-digits.yaml").is_file()
@@ -483,8 +483,35 @@ def test_manifests_without_the_crd_still_write_checked_by_the_webhook_rules(
         "functions: {f: {model: digits, slo_ms: 100, annotations: "
         "{autoscaling.knative.dev/min-scale: '9', autoscaling.knative.dev/max-scale: '4'}}}\n"
     )
-    assert manifests.run(_args(bad, tmp_path / "bad-out")) == 2
+    assert manifests_command.run(_args(bad, tmp_path / "bad-out")) == 2
     assert "min-scale" in capsys.readouterr().err
     # a directory named on the command line must hold the CRD
-    assert manifests.run(_args(EXPERIMENTS / "local.yaml", out, "--knative-dir",
+    assert manifests_command.run(_args(EXPERIMENTS / "local.yaml", out, "--knative-dir",
                                str(tmp_path))) == 2  # fmt: skip
+
+
+def test_one_stream_to_stdout_with_images_from_your_registry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "two.yaml"
+    own = GPU_CONFIG["functions"]["embed-gpu"]["image"]  # a function's own image is kept
+    two = {"functions": {**GPU_CONFIG["functions"], "qa": {"model": "qa", "slo_ms": 300}}}
+    config.write_text(yaml.safe_dump(two), encoding="utf-8")
+    args = _args(config, Path("-"), "--registry", "ghcr.io/me/", "--tag", "1.2")
+    assert manifests_command.run(args) == 0
+    captured = capsys.readouterr()
+    docs = list(yaml.safe_load_all(captured.out))  # stdout is YAML alone: kubectl apply -f -
+    kinds = [d["kind"] for d in docs]
+    assert kinds.count("Service") == 3 and "Deployment" in kinds and "NetworkPolicy" in kinds
+    services = {d["metadata"]["name"]: d for d in docs
+                if d.get("apiVersion") == "serving.knative.dev/v1"}  # fmt: skip
+    images = {name: s["spec"]["template"]["spec"]["containers"][0]["image"]
+              for name, s in services.items()}  # fmt: skip
+    assert images == {"embed-gpu": own, "qa": "ghcr.io/me/qa:1.2"}
+    for service in services.values():
+        labels = service["metadata"]["labels"]
+        assert labels["networking.knative.dev/visibility"] == "cluster-local"
+    (deploy,) = [d for d in docs if d["kind"] == "Deployment"]
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/me/adapter:1.2"
+    assert "kubectl apply -f -" in captured.err and "# wrote" not in captured.out
+    assert not (tmp_path / "-").exists() and not Path("-").exists()

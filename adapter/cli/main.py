@@ -77,9 +77,9 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
 
 
 def _cmd_manifests(args: argparse.Namespace) -> int:
-    from knative.cluster import manifests
+    from knative.cluster import manifests_command
 
-    return manifests.run(args)
+    return manifests_command.run(args)
 
 
 def _cmd_deploy(args: argparse.Namespace) -> int:
@@ -176,9 +176,19 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 1 if args.check and stale else 0
 
 
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("slackwise")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slackwise", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    parser.add_argument("--version", action="version", version=f"slackwise {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = sub.add_parser("up", help="start the local platform with the configured functions")
@@ -204,10 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.set_defaults(func=_cmd_replay)
 
     from knative.cluster import cli as cluster_cli
-    from knative.cluster import manifests
+    from knative.cluster import manifests_command
 
     man = sub.add_parser("manifests", help="write Knative manifests for the config")
-    manifests.add_arguments(man)
+    manifests_command.add_arguments(man)
     man.set_defaults(func=_cmd_manifests)
     for name, helptext, func in (
         ("deploy", "apply the functions to a Knative cluster and wait for Ready", _cmd_deploy),

@@ -407,7 +407,7 @@ class Dispatcher:
                     self.controller.requeue([p for p in live if p is not item])
                     return
                 offset += item.size
-        if len(live) > 1 and 400 <= rejection.status < 500:
+        if len(live) > 1 and (400 <= rejection.status < 500 or rejection.status == 500):
             cut, _ = halves([p.size for p in live])
             for half in (live[:cut], live[cut:]):
                 await self._send_once(half, decision, via)

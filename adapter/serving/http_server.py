@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import httptools
 import orjson
+from starlette.requests import ClientDisconnect
 
 from adapter.serving.errors import AdapterError, PayloadTooLarge
 from adapter.serving.predict_endpoint import PredictEndpoint
@@ -332,6 +333,8 @@ class _Connection(asyncio.Protocol):
 
         try:
             await self.server.app(scope, receive, send)
+        except ClientDisconnect:
+            logger.info("%s %s: the client went away before it was answered", method, path)
         except Exception:
             logger.exception("%s %s failed in the adapter", method, path)
             if exchange.data is None:

@@ -8,6 +8,9 @@ Pure: the dispatcher passes the answer, the members' sizes and deadlines, and th
   standard KServe or Triton server refusing a whole request): the batch is **split** in two and
   each half sent again, recursively, so the bad member ends up alone and fails alone, and every
   good member is answered. A batch of one is answered with the refusal.
+* **The model failed on the batch** (500 from the function: a model error on an input that
+  passed validation): split the same way, so one poisoned member fails alone (502 with the
+  function's reason) and its batch partners are answered.
 * **The way in failed** (502, 503, 504 from the activator, the queue-proxy or an ingress; a
   connection refused or reset): the same batch is sent again after a short backoff, at most
   ``attempts`` times, and only while the backoff plus the batch's expected time still ends

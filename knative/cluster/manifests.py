@@ -24,8 +24,6 @@ request of that many cores when the config names none. GPU variants get one
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,14 +31,13 @@ from typing import Any
 
 import yaml
 
-from core.config import Config, ConfigError, FunctionConfig, load_config
+from core.config import Config, FunctionConfig
 from core.scaling import AutoscalerConfig
 from knative.cluster.crd_schema import (
     API_VERSION,
     KIND,
     KnativeSchemaMissing,
     ManifestError,
-    knative_dir,
     service_schema,
     validate_service,
 )
@@ -66,16 +63,30 @@ GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
 GPU_TOLERATIONS = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 PART_OF = {"app.kubernetes.io/part-of": "slackwise"}
+#: Knative's label for a Service only the cluster reaches (no route through the public ingress)
+CLUSTER_LOCAL = {"networking.knative.dev/visibility": "cluster-local"}
 
 
-def function_image(fn: FunctionConfig) -> str:
+@dataclass(frozen=True)
+class Images:
+    """Where the images the manifests name live: ``registry`` replaces the ``slackwise``
+    repository prefix (``ghcr.io/me`` -> ``ghcr.io/me/embed:TAG``), ``tag`` the version."""
+
+    registry: str = "slackwise"
+    tag: str = VERSION
+
+    def name(self, image: str) -> str:
+        return f"{self.registry.rstrip('/')}/{image}:{self.tag}"
+
+
+def function_image(fn: FunctionConfig, images: Images | None = None) -> str:
     """The configured image, else ``slackwise/<model>:<version>``, or for a function computing
     on a GPU ``slackwise/<model>-gpu:<version>`` (``functions/<model>/Dockerfile.gpu``: the
-    CUDA builds; the plain images carry the CPU builds)."""
+    CUDA builds; the plain images carry the CPU builds); ``images`` moves the default ones."""
     if fn.image:
         return fn.image
     suffix = "" if fn.device == "cpu" else "-gpu"
-    return f"slackwise/{fn.model}{suffix}:{VERSION}"
+    return (images or Images()).name(f"{fn.model}{suffix}")
 
 
 def _metadata(name: str, namespace: str | None, labels: Mapping[str, str]) -> dict[str, Any]:
@@ -95,8 +106,11 @@ def _container_security() -> dict[str, Any]:
     }
 
 
-def function_service(fn: FunctionConfig, namespace: str | None = None) -> dict[str, Any]:
-    """The Knative Service for one function (not yet validated)."""
+def function_service(
+    fn: FunctionConfig, namespace: str | None = None, images: Images | None = None
+) -> dict[str, Any]:
+    """The Knative Service for one function (not yet validated): reachable inside the cluster
+    only (``networking.knative.dev/visibility: cluster-local``; the adapter is its front)."""
     labels = {
         **PART_OF,
         "app.kubernetes.io/name": fn.name,
@@ -116,7 +130,7 @@ def function_service(fn: FunctionConfig, namespace: str | None = None) -> dict[s
         serve_args += ["--device", fn.device]
     container: dict[str, Any] = {
         "name": "function",
-        "image": function_image(fn),
+        "image": function_image(fn, images),
         "command": ["python", "-m", "functions.serve"],
         "args": serve_args,
         "ports": [{"name": "http1", "containerPort": FUNCTION_PORT}],
@@ -139,7 +153,7 @@ def function_service(fn: FunctionConfig, namespace: str | None = None) -> dict[s
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": _metadata(fn.name, namespace, labels),
+        "metadata": _metadata(fn.name, namespace, {**labels, **CLUSTER_LOCAL}),
         "spec": {"template": {"metadata": template_meta, "spec": pod}},
     }
 
@@ -305,10 +319,11 @@ def build(
     config: Config,
     config_text: str,
     *,
-    adapter_image: str = ADAPTER_IMAGE,
+    adapter_image: str | None = None,
     namespace: str | None = None,
     knative: Path | None = None,
     schema_required: bool = True,
+    images: Images | None = None,
 ) -> Bundle:
     """All manifests for ``config``; every Knative Service is validated (ManifestError): against
     the Serving CRD's schema and the webhook's rules, or, when the CRD is not found and
@@ -332,7 +347,7 @@ def build(
             "knative-serving namespace, which these manifests do not change"
         )
     for fn in config.functions.values():
-        service = function_service(fn, namespace)
+        service = function_service(fn, namespace, images)
         try:
             warnings = validate_service(
                 service, function=fn.name, autoscaler=config.platform.autoscaler,
@@ -349,8 +364,9 @@ def build(
     if errors:
         raise ManifestError("\n".join(errors))
     bundle.files["20-adapter.yaml"] = adapter_objects(
-        config_text, image=adapter_image, namespace=namespace
-    )
+        config_text, image=adapter_image or (images or Images()).name("adapter"),
+        namespace=namespace,
+    )  # fmt: skip
     served = [fn.service for fn in config.functions.values() if not fn.upstream.url]
     if served:
         adapter_pods = {"app.kubernetes.io/name": ADAPTER_NAME}
@@ -379,70 +395,3 @@ def render(objects: list[dict[str, Any]], comments: list[str] | None = None) -> 
         yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False) for obj in objects
     ]
     return head + "---\n".join(docs)
-
-
-def write(bundle: Bundle, out: Path) -> list[Path]:
-    """Write the bundle's files into ``out`` (created if needed); the paths written."""
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, objects in sorted(bundle.files.items()):
-        path = out / name
-        path.write_text(render(objects, bundle.comments.get(name)), encoding="utf-8")
-        written.append(path)
-    return written
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``slackwise manifests``."""
-    parser.add_argument("-c", "--config", required=True, help="YAML config file")
-    parser.add_argument("-o", "--out", required=True, help="directory for the YAML files")
-    parser.add_argument("-n", "--namespace", help="namespace for every object (default: none set)")
-    parser.add_argument(
-        "--adapter-image", default=ADAPTER_IMAGE, help=f"adapter image (default {ADAPTER_IMAGE})"
-    )
-    parser.add_argument(
-        "--knative-dir",
-        help="Knative 1.23 CRDs and config maps (default: $SLACKWISE_KNATIVE_DIR or "
-        "../shared/knative next to the repository)",
-    )
-
-
-def run(args: argparse.Namespace) -> int:
-    """Validate, write the files, print the kn lines; 0, or 2 on a config or manifest error."""
-    try:
-        config = load_config(args.config)
-        config_text = Path(args.config).read_text(encoding="utf-8")
-        knative = Path(args.knative_dir) if args.knative_dir else knative_dir()
-        bundle = build(
-            config,
-            config_text,
-            adapter_image=args.adapter_image,
-            namespace=args.namespace,
-            knative=knative,
-            schema_required=bool(args.knative_dir),  # a directory given must hold the CRD
-        )
-    except (ConfigError, ManifestError) as exc:
-        print(f"slackwise manifests: {exc}", file=sys.stderr)
-        return 2
-    for path in write(bundle, Path(args.out)):
-        print(f"# wrote {path}")
-    for line in bundle.warnings:
-        print(f"# warning: {line}")
-    print(f"# apply with: kubectl apply -f {args.out}")
-    print("# or create the functions with kn:")
-    for line in bundle.kn_lines:
-        print(line)
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m knative.cluster.manifests -c CONFIG -o DIR``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m knative.cluster.manifests", description=__doc__
-    )
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
