@@ -49,8 +49,8 @@ def test_bad_inputs_across_the_command_line_are_one_line_errors(tmp_path: Path) 
         (["serve", "-c", str(good), "--platform", "knative", "--port", "0"],
          "no usable kubeconfig"),
         (["serve", "-c", str(unwritable)], "cannot write"),
-        (["replay", "--trace", "nope.txt", "--target", "http://127.0.0.1:9", "--duration-s", "5", "--model", "digits"],
-         "nope.txt"),
+        (["replay", "--trace", "nope.txt", "--target", "http://127.0.0.1:9", "--duration-s",
+          "5", "--model", "digits"], "nope.txt"),
     ]  # fmt: skip
     for args, says in cases:
         done = slackwise(*args, env=no_cluster)
