@@ -329,6 +329,13 @@ def test_cli_writes_files_and_prints_kn_lines(
     assert container["volumeMounts"][0]["mountPath"] == "/etc/slackwise"
     assert svc["spec"]["type"] == "ClusterIP"
     assert svc["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
+    # scraped by Prometheus, and the two replicas spread over nodes where there are several
+    annotations = deploy["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/path"] == "/metrics"
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["labelSelector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
     # drain on the way out: the pod leaves the endpoints, then SIGTERM, within the grace period
     pre_stop = container["lifecycle"]["preStop"]["exec"]["command"]
     assert pre_stop[0] == "sleep" and pod["terminationGracePeriodSeconds"] > int(pre_stop[1]) + 10

@@ -82,7 +82,14 @@ LIVE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         for seed in (1, 2, 3)
     ),
 )
-GROUPS["live"] = LIVE
+#: one core kept busy by a neighbour for the middle third of make run's window, three repeats
+INTERFERENCE = (
+    "experiments/embed-twitter.yaml",
+    "experiments/results/interference.json",
+    ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
+     "--disturbance", "cpu:20:20:1", "--repeat", "3"),
+)  # fmt: skip
+GROUPS["live"] = (*LIVE, INTERFERENCE)
 
 
 def _int(value: float) -> str:
@@ -183,6 +190,47 @@ def _live(docs: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _interference(docs: Sequence[dict[str, Any]]) -> str:
+    """A repeated experiment with a disturbance: medians (ranges) in and out of its window."""
+    (doc,) = docs
+    ranges = doc.get("ranges", {})
+
+    def cell(mode: str, key: str, fmt: str) -> str:
+        value = doc["modes"][mode][key]
+        low_high = ranges.get(mode, {}).get(key)
+        if not low_high or low_high[0] == low_high[1]:
+            return format(value, fmt)
+        return f"{format(value, fmt)} ({format(low_high[0], fmt)}-{format(low_high[1], fmt)})"
+
+    lines = [
+        "| mode | SLO misses % | after first ready % | misses in the window % | misses outside % "
+        "| replica-s | replica-s in the window |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for mode, row in doc["modes"].items():
+        window = row.get("window") or {}
+        lines.append(
+            f"| {mode} | {cell(mode, 'violation_pct', '.1f')} | "
+            f"{cell(mode, 'warm_violation_pct', '.1f')} | "
+            f"{window.get('inside_violation_pct', float('nan')):.1f} | "
+            f"{window.get('outside_violation_pct', float('nan')):.1f} | "
+            f"{cell(mode, 'replica_seconds', '.1f')} | "
+            f"{window.get('inside_replica_s', float('nan')):.0f} |"
+        )
+    ran = doc.get("ran_on") or {}
+    d = (doc.get("runs") or [doc])[0]
+    seeds = ", ".join(map(str, doc.get("seeds", [doc["seed"]])))
+    lines += [
+        "",
+        f"Medians of {doc.get('repeats', 1)} runs (range), seeds {seeds}, on "
+        f"{ran.get('cpu', '?')} ({ran.get('cores', '?')} cores), commit "
+        f"{doc.get('commit', '?')}: {d['duration_s']:g} s of {d['trace']} from second "
+        f"{d['start_s']:g}, peak {d['max_rps']:g} req/s; the window's columns are medians of "
+        "each run's split.",
+    ]
+    return "\n".join(lines)
+
+
 def _queue_ms(row: dict[str, Any], *, stage: str) -> float:
     return float(row["stages"][stage]["queue_ms"])
 
@@ -241,6 +289,7 @@ def _roma(docs: Sequence[dict[str, Any]]) -> str:
 #: how each kind of block is rendered from the JSON documents it names
 RENDERERS: dict[str, Callable[[Sequence[dict[str, Any]]], str]] = {
     "fig9": _fig9,
+    "interference": _interference,
     "policies": _policies,
     "live": _live,
     "chain": _chain,

@@ -65,6 +65,9 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 PART_OF = {"app.kubernetes.io/part-of": "slackwise"}
 #: Knative's label for a Service only the cluster reaches (no route through the public ingress)
 CLUSTER_LOCAL = {"networking.knative.dev/visibility": "cluster-local"}
+#: Prometheus's scrape annotations on the adapter's pods (GET /metrics on its port)
+SCRAPE = {"prometheus.io/scrape": "true", "prometheus.io/port": str(ADAPTER_PORT),
+          "prometheus.io/path": "/metrics"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -261,9 +264,19 @@ def adapter_objects(
             "replicas": ADAPTER_REPLICAS,
             "selector": {"matchLabels": selector},
             "template": {
-                "metadata": {"labels": dict(labels)},
+                "metadata": {"labels": dict(labels), "annotations": dict(SCRAPE)},
                 "spec": {
                     "serviceAccountName": ADAPTER_NAME,
+                    # the two replicas on different nodes where there are (a node's loss
+                    # leaves one serving), without refusing to schedule where there are not
+                    "topologySpreadConstraints": [
+                        {
+                            "maxSkew": 1,
+                            "topologyKey": "kubernetes.io/hostname",
+                            "whenUnsatisfiable": "ScheduleAnyway",
+                            "labelSelector": {"matchLabels": dict(selector)},
+                        }
+                    ],
                     "terminationGracePeriodSeconds": PRE_STOP_S + DRAIN_S + 5,
                     "securityContext": {
                         "runAsNonRoot": True,
