@@ -157,8 +157,8 @@ class _Learning:
     def cold_start(self, now: float, function: str, seconds: float) -> None:
         self.functions[function].cold_start(now, seconds)
 
-    def answered(self, now: float, function: str) -> None:
-        self.functions[function].outcome(now, False)
+    def outcome(self, now: float, function: str, missed: bool) -> None:
+        self.functions[function].outcome(now, missed)
 
 
 class AdvisorScaler(_Learning):
@@ -199,7 +199,6 @@ class AdvisorScaler(_Learning):
         self.kpa.wake(now, function, inflight)
 
     def missed(self, now: float, function: str) -> bool:
-        self.functions[function].outcome(now, True)
         return False  # the floor moves on its ticks; the KPA decides above it
 
     def decide(self, now: float, function: str, state: FunctionState) -> int:
@@ -244,7 +243,6 @@ class OwnedScaler(_Learning):
         return self.settings.tick_s
 
     def missed(self, now: float, function: str) -> bool:
-        self.functions[function].outcome(now, True)
         last = self._last_urgent.get(function)
         if last is not None and now - last < self._min_reevaluate_s:
             return False

@@ -246,13 +246,14 @@ class Simulation:
             estimates_ms=app.estimates,
             gains=app.gains,
         )
+        req.cold = req.cold or st.ready == 0
         if st.controller.admit(req, now, st.ready) is not None:
             self._drop(req, now)  # refused: it would finish late
         return st
 
     def _drop(self, req: SimRequest, now: float) -> None:
         """A request refused or pruned as late: answered at ``now``, a violation."""
-        self._missed(self.apps[req.app].stations[req.stage], now)
+        self._finished(self.apps[req.app].stations[req.stage], req, now, missed=True)
         self._outstanding -= 1
         if req.index >= self._warmup:
             self._latencies.append(now - req.started)
@@ -260,10 +261,15 @@ class Simulation:
             self._index_of.append(req.index)
             self._violations += 1
 
-    def _missed(self, st: Station, now: float) -> None:
-        """A request through ``st`` missed its SLO: the scaler may want to decide at once."""
+    def _finished(self, st: Station, req: SimRequest, now: float, *, missed: bool) -> None:
+        """Evidence for the scaler (unless it missed waiting for a cold start); a miss may ask
+        for a decision at once."""
         hooks = self._hooks
-        if hooks is not None and hooks.missed(now, st.name):
+        if hooks is None:
+            return
+        if not (missed and req.cold):
+            hooks.outcome(now, st.name, missed)
+        if missed and hooks.missed(now, st.name):
             self._tick(st, now)
 
     # -- one function's scheduling step ------------------------------------------------------
@@ -366,10 +372,7 @@ class Simulation:
                     self._index_of.append(req.index)
                     if now > req.due:
                         self._violations += 1
-                if now > req.due:
-                    self._missed(st, now)
-                elif self._hooks is not None:
-                    self._hooks.answered(now, st.name)
+                self._finished(st, req, now, missed=now > req.due)
         for s in touched:
             self._schedule(s, now)
 

@@ -15,6 +15,7 @@ class SimRequest:
     __slots__ = (
         "app",
         "arrival",
+        "cold",
         "deadline",
         "dispatched",
         "due",
@@ -39,3 +40,5 @@ class SimRequest:
         self.stage = 0
         self.dispatched = started
         self.hopeless = False
+        #: it waited for a replica to start at some stage (its misses are not evidence)
+        self.cold = False

@@ -69,7 +69,8 @@ class ScalerHooks(Protocol):
     :meth:`cold_start` with how long each batch that met no ready replica waited for one, and
     :meth:`missed` when a request through the function finished late or was refused as late
     (True asks for a decision now, as Swayam's Algorithm 1 re-evaluates on a violation), and
-    :meth:`answered` when one finished in time (both are the evidence the count answers to).
+    :meth:`outcome` for every request that did not wait for a cold start, in time or missed (the
+    evidence the count answers to).
     """
 
     def bind(self, function: str, model: LatencyModel, limit: Callable[[], int]) -> None: ...
@@ -80,7 +81,7 @@ class ScalerHooks(Protocol):
 
     def missed(self, now: float, function: str) -> bool: ...
 
-    def answered(self, now: float, function: str) -> None: ...
+    def outcome(self, now: float, function: str, missed: bool) -> None: ...
 
 
 class FixedScaler:

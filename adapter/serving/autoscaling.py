@@ -167,12 +167,13 @@ class Autoscaling:
         if auto is not None:
             auto.outcome(now, False)
 
-    def missed(self, function: str, now: float) -> None:
-        """A request to ``function`` missed its SLO or was refused as late: counted as evidence,
-        and decided again at once (Swayam Algorithm 1, lines 4–5), at most every
-        ``_URGENT_GAP_S``."""
+    def missed(self, function: str, now: float, *, cold: bool = False) -> None:
+        """A request to ``function`` missed its SLO or was refused as late: counted as evidence
+        (unless it arrived ``cold``, waiting for a replica to start: a cold start is not the
+        model misjudging service times, and the advisor counts it already), and decided again
+        at once (Swayam Algorithm 1, lines 4–5), at most every ``_URGENT_GAP_S``."""
         auto = self.functions.get(function)
-        if auto is not None:
+        if auto is not None and not cold:
             auto.outcome(now, True)
         if not self.owns or self._task is None or function not in self.functions:
             return

@@ -188,7 +188,7 @@ class Dispatcher:
             self.door.admit(item, ready)
         except AdapterError:
             if self.autoscaling is not None:
-                self.autoscaling.missed(self.name, item.arrival)
+                self.autoscaling.missed(self.name, item.arrival, cold=item.arrived_cold)
             raise
         if self.gpu is not None:
             self.gpu.offer()
@@ -438,7 +438,7 @@ class Dispatcher:
         if missed:
             self._m_misses.inc()
             if self.autoscaling is not None:
-                self.autoscaling.missed(self.name, done)
+                self.autoscaling.missed(self.name, done, cold=item.arrived_cold)
         elif self.autoscaling is not None:
             self.autoscaling.outcome(self.name, done)
         for observer in self.observers if status == 200 else ():
