@@ -52,9 +52,25 @@ def _instructions(path: Path) -> list[tuple[str, str]]:
 
 
 def _final_stage(path: Path) -> list[tuple[str, str]]:
+    """The last stage's instructions, its ``FROM`` with the ``ARG`` defaults before it filled in
+    (``ARG BASE_IMAGE=...`` then ``FROM ${BASE_IMAGE}``: a registry of one's own at build time)."""
     steps = _instructions(path)
     last = max(i for i, (word, _) in enumerate(steps) if word == "FROM")
-    return steps[last:]
+    defaults = dict(
+        rest.split("=", 1) for word, rest in steps[:last] if word == "ARG" and "=" in rest
+    )
+    base = re.sub(r"\$\{(\w+)\}", lambda m: defaults.get(m.group(1), m.group(0)), steps[last][1])
+    return [("FROM", base), *steps[last + 1 :]]
+
+
+def test_every_dockerfile_takes_its_base_image_as_a_build_argument() -> None:
+    for path in [ROOT / "adapter" / "Dockerfile", *ROOT.glob("functions/**/Dockerfile*")]:
+        steps = _instructions(path)
+        froms = [rest for word, rest in steps if word == "FROM"]
+        assert froms and all(f.startswith("${BASE_IMAGE}") for f in froms), path
+        assert any(w == "ARG" and r.startswith("BASE_IMAGE=") for w, r in steps), path
+    ignored = (ROOT / ".dockerignore").read_text(encoding="utf-8").split()
+    assert {".git", ".venv", "runs", "tests"} <= set(ignored)
 
 
 def _project() -> dict[str, Any]:

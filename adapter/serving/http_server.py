@@ -278,7 +278,7 @@ class _Connection(asyncio.Protocol):
             return  # the client went away and withdrew it
         exc = future.exception()
         if isinstance(exc, AdapterError):
-            self._answer(exchange, *_error(exc))
+            self._answer(exchange, *PredictEndpoint.failure(item, exc))
         elif exc is not None:
             logger.error("predict failed in the adapter: %r", exc)
             self._answer(exchange, 500, [], orjson.dumps({"error": f"adapter error: {exc!r}"}))

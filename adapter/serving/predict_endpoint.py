@@ -125,6 +125,13 @@ class PredictEndpoint:
         if dispatcher is not None:
             dispatcher.withdraw(item)
 
+    @staticmethod
+    def failure(item: Pending, exc: AdapterError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Status, headers and body of an admitted request that failed (pruned late, refused
+        by its function, ...): the error, and whether it arrived cold, as an answer says."""
+        headers = [*exc.headers(), (_ARRIVED_COLD, b"1" if item.arrived_cold else b"0")]
+        return exc.status, headers, orjson.dumps({"error": exc.reason})
+
     def answer(self, item: Pending, answer: Answer) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         """Status, headers and body of a request's answer."""
         total_ms = (self.state.clock.now() - item.arrival) * 1000.0
@@ -169,9 +176,13 @@ class PredictMiddleware:
         try:
             body = await self._read_body(scope, receive)
             item = endpoint.admit(name, body, _header(scope, b"x-slo-ms"), now)
-            answer = await self._await_answer(receive, item)
         except AdapterError as exc:
             await _respond(send, exc.status, exc.headers(), orjson.dumps({"error": exc.reason}))
+            return
+        try:
+            answer = await self._await_answer(receive, item)
+        except AdapterError as exc:
+            await _respond(send, *endpoint.failure(item, exc))
             return
         if answer is None:
             await send({"type": "http.response.start", "status": 499, "headers": []})
