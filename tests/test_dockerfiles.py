@@ -9,29 +9,11 @@ from pathlib import Path
 import pytest
 
 from functions.registry import KINDS
+from tests.test_images import _final_stage, _instructions
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTION_DOCKERFILES = sorted((ROOT / "functions").glob("*/Dockerfile"))
 ROOT_USERS = {"root", "0", "root:root", "0:0"}
-
-
-def _instructions(path: Path) -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) pairs, with line continuations joined and comments dropped."""
-    text = re.sub(r"\\\n", " ", path.read_text(encoding="utf-8"))
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        word, _, rest = line.partition(" ")
-        out.append((word.upper(), rest.strip()))
-    return out
-
-
-def _final_stage(path: Path) -> list[tuple[str, str]]:
-    steps = _instructions(path)
-    last_from = max(i for i, (word, _) in enumerate(steps) if word == "FROM")
-    return steps[last_from:]
 
 
 def _cmd(path: Path) -> str:

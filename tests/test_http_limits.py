@@ -11,7 +11,8 @@ import httpx
 from starlette.applications import Starlette
 
 from adapter.serving.app import create_app
-from adapter.serving.http_server import MAX_HEADERS, serve
+from adapter.serving.http_limits import MAX_HEADERS
+from adapter.serving.http_server import serve
 from core.clock import VirtualClock
 from tests.test_adapter import FakeView, config, echo
 from tests.test_http_server import run
@@ -110,3 +111,30 @@ def test_while_draining_new_requests_hear_503_with_retry_after_and_in_flight_fin
         await asyncio.wait_for(server, 30)
 
     clock.run(main())
+
+
+class _Late:
+    """A loop that runs late: what the adapter's lag monitor says under a flood."""
+
+    def __init__(self, lag_s: float) -> None:
+        self.value = lag_s
+
+    def lag_s(self) -> float:
+        return self.value
+
+
+def test_a_late_loop_refuses_new_predicts_unparsed_but_still_answers_status() -> None:
+    async def scenario(app: Starlette, port: int) -> None:
+        late = _Late(1.0)
+        app.state.adapter.lag = late
+        body = json.dumps({"instances": [1]}).encode()
+        request = PREDICT + b"Content-Length: %d\r\n\r\n" % len(body) + body
+        status, answer = await exchange(port, request)
+        assert status == 503 and b"retry-after: 1" in answer and b"connection: close" in answer
+        assert b"overloaded" in answer
+        status, answer = await exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert status == 200  # status routes are never shed
+        late.value = 0.0
+        assert (await exchange(port, request))[0] == 200  # on time again: served
+
+    run(scenario)

@@ -31,6 +31,18 @@ import orjson
 from starlette.requests import ClientDisconnect
 
 from adapter.serving.errors import AdapterError, PayloadTooLarge
+from adapter.serving.http_limits import (
+    BODY_TIMEOUT_S,
+    DRAIN_RETRY_S,
+    HEAD_TIMEOUT_S,
+    IDLE_TIMEOUT_S,
+    MAX_HEADER_BYTES,
+    MAX_HEADERS,
+    MAX_URL_BYTES,
+    PREDICTS,
+    Refuse,
+    shed_answer,
+)
 from adapter.serving.predict_endpoint import PredictEndpoint
 
 if TYPE_CHECKING:
@@ -70,28 +82,6 @@ class _Exchange:
         self.task: asyncio.Task[None] | None = None
 
 
-#: what one request may send before it is refused (nginx's and uvicorn's orders of magnitude)
-MAX_URL_BYTES = 8 * 1024
-MAX_HEADER_BYTES = 64 * 1024
-MAX_HEADERS = 100
-#: seconds to send a request's head, then its body (408 after), and to stay idle between
-#: requests on a keep-alive connection (closed after)
-HEAD_TIMEOUT_S = 10.0
-BODY_TIMEOUT_S = 30.0
-IDLE_TIMEOUT_S = 30.0
-#: Retry-After of the answers while the server drains on its way out
-DRAIN_RETRY_S = 5
-
-
-class _Refuse(Exception):
-    """Raised from a parser callback: answer ``status`` with ``reason`` and close."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
 class _Connection(asyncio.Protocol):
     def __init__(self, server: _Server) -> None:
         self.server = server
@@ -106,7 +96,8 @@ class _Connection(asyncio.Protocol):
         self._body: list[bytes] = []
         self._size = 0
         self._too_large = False
-        self._refusal: _Refuse | None = None
+        self._refusal: Refuse | None = None
+        self._in_message = False
         self._timer: asyncio.TimerHandle | None = None
         self._due: float | None = None
         self._due_status: int | None = None
@@ -152,6 +143,14 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closing:
             return
+        if not self._in_message and not self.exchanges and self.server.shedding(data):
+            # the loop is late enough that nothing admitted now would make its deadline: the
+            # refusal costs a write, not a parse (it would otherwise keep the loop late)
+            self.closing = True
+            assert self.transport is not None
+            self.transport.write(self.server.shed_answer())
+            self.transport.close()
+            return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -181,6 +180,7 @@ class _Connection(asyncio.Protocol):
     # -- httptools callbacks -------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
+        self._in_message = True
         self._url = b""
         self._headers = []
         self._body = []
@@ -190,7 +190,7 @@ class _Connection(asyncio.Protocol):
         self._arm(HEAD_TIMEOUT_S, 408, f"request head not received within {HEAD_TIMEOUT_S:g} s")
 
     def _refuse(self, status: int, reason: str) -> None:
-        self._refusal = _Refuse(status, reason)
+        self._refusal = Refuse(status, reason)
         raise self._refusal
 
     def on_url(self, url: bytes) -> None:
@@ -228,6 +228,7 @@ class _Connection(asyncio.Protocol):
             self._body.append(body)
 
     def on_message_complete(self) -> None:
+        self._in_message = False
         self._disarm()
         keep_alive = self.parser.should_keep_alive()
         exchange = _Exchange(close=not keep_alive)
@@ -382,6 +383,20 @@ class _Server:
         self.connections: set[_Connection] = set()
         #: stopping: every new request is answered 503 + Retry-After + Connection: close
         self.draining = False
+        #: the adapter's own delay (admission's loop lag) past which a new predict is refused
+        #: before it is parsed: half the tightest SLO, as the door judges it
+        self.state = self.endpoint.state
+        self.shed_after_s = 0.5 * min(self.endpoint.slos.values(), default=1000.0) / 1000.0
+        self.shed = 0
+
+    def shedding(self, data: bytes) -> bool:
+        """Refuse this new predict unparsed? Only predicts (status, health and metrics routes
+        are always answered), and only while the loop runs later than ``shed_after_s``."""
+        return data.startswith(PREDICTS) and self.state.lag.lag_s() > self.shed_after_s
+
+    def shed_answer(self) -> bytes:
+        self.shed += 1
+        return shed_answer(self.state.lag.lag_s())
 
 
 async def serve(
