@@ -97,7 +97,7 @@ experiment:
         assert set(summary) == {
             "requests", "errors", "violation_pct", "p50_ms", "p95_ms", "p99_ms",
             "replica_seconds", "mean_batch", "cold_starts", "mean_ms", "cold_hits", "stages",
-            "warm_violation_pct",
+            "warm_violation_pct", "window",
         }  # fmt: skip
         assert summary["cold_hits"] >= 1  # every mode starts at zero replicas
         assert 0.0 <= summary["warm_violation_pct"] <= 100.0
