@@ -138,3 +138,26 @@ def test_a_late_loop_refuses_new_predicts_unparsed_but_still_answers_status() ->
         assert (await exchange(port, request))[0] == 200  # on time again: served
 
     run(scenario)
+
+
+def test_the_accept_queue_wait_is_read_off_the_listening_socket() -> None:
+    import socket
+
+    from adapter.serving.http_limits import AcceptQueue
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    port = listener.getsockname()[1]
+    waiting = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
+    try:
+        queue = AcceptQueue(listener, every_s=0.01)
+        assert queue.wait_s(0.0) == 0.0  # the first reading only starts the clock
+        queue.accepted = 100  # 100 accepted in the next second: 100 a second
+        # eight waiting at 100 accepted a second: 80 ms in the kernel's queue
+        assert abs(queue.wait_s(1.0) - 0.08) < 1e-9
+        assert AcceptQueue(None).wait_s(5.0) == 0.0  # no socket: nothing to say
+    finally:
+        for conn in waiting:
+            conn.close()
+        listener.close()

@@ -4,9 +4,22 @@ enforces them; ``docs/reliability.md`` lists them beside the other servers')."""
 
 from __future__ import annotations
 
+import socket
+import struct
+from typing import Any
+
 __all__ = [
-    "BODY_TIMEOUT_S", "DRAIN_RETRY_S", "HEAD_TIMEOUT_S", "IDLE_TIMEOUT_S", "MAX_HEADERS",
-    "MAX_HEADER_BYTES", "MAX_URL_BYTES", "PREDICTS", "Refuse", "shed_answer",
+    "BODY_TIMEOUT_S",
+    "DRAIN_RETRY_S",
+    "HEAD_TIMEOUT_S",
+    "IDLE_TIMEOUT_S",
+    "MAX_HEADERS",
+    "MAX_HEADER_BYTES",
+    "MAX_URL_BYTES",
+    "PREDICTS",
+    "AcceptQueue",
+    "Refuse",
+    "shed_answer",
 ]  # fmt: skip
 
 #: what one request may send before it is refused (nginx's and uvicorn's orders of magnitude)
@@ -42,3 +55,43 @@ def shed_answer(lag_s: float) -> bytes:
     return (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
             b"retry-after: 1\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
             % (len(body), body))  # fmt: skip
+
+
+class AcceptQueue:
+    """How long a new connection waits in the kernel's accept queue before the adapter reads it:
+    the queue's length (Linux reports it for a listening socket in ``TCP_INFO``) over the rate
+    the adapter accepts at. Under a flood of connections this wait is invisible to every queue
+    the adapter keeps, and it is what makes an admitted request late; the shed rule adds it to
+    the loop's lag. Measured at most every ``every_s``; 0 where the platform does not say."""
+
+    def __init__(self, sock: Any | None, *, every_s: float = 0.01) -> None:
+        self.sock = sock
+        self.every_s = every_s
+        self.accepted = 0
+        self._then = (-1.0, 0)
+        self._rate = 0.0
+        self._wait_s = 0.0
+
+    def wait_s(self, now: float) -> float:
+        last, count = self._then
+        if now - last < self.every_s:
+            return self._wait_s
+        self._then = (now, self.accepted)
+        if last < 0:
+            return 0.0
+        rate = (self.accepted - count) / max(now - last, 1e-6)
+        self._rate = rate if self._rate == 0.0 else 0.7 * self._rate + 0.3 * rate
+        queued = _queued(self.sock)
+        self._wait_s = queued / self._rate if queued and self._rate > 0 else 0.0
+        return self._wait_s
+
+
+def _queued(sock: Any | None) -> int:
+    """Connections waiting to be accepted on listening ``sock`` (``tcpi_unacked``), or 0."""
+    if sock is None or not hasattr(socket, "TCP_INFO"):
+        return 0
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    except OSError:
+        return 0
+    return int(struct.unpack_from("I", info, 24)[0]) if len(info) >= 28 else 0

@@ -40,6 +40,7 @@ from adapter.serving.http_limits import (
     MAX_HEADERS,
     MAX_URL_BYTES,
     PREDICTS,
+    AcceptQueue,
     Refuse,
     shed_answer,
 )
@@ -138,6 +139,7 @@ class _Connection(asyncio.Protocol):
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.connections.add(self)
+        self.server.backlog.accepted += 1
         self._arm(HEAD_TIMEOUT_S, None, "")  # a connection that never sends is closed
 
     def data_received(self, data: bytes) -> None:
@@ -386,16 +388,19 @@ class _Server:
         #: the adapter's own delay (admission's loop lag) past which a new predict is refused
         #: before it is parsed: half the tightest SLO, as the door judges it
         self.state = self.endpoint.state
+        #: the kernel's accept queue (set once listening): its wait counts as lateness
+        self.backlog = AcceptQueue(None)
         self.shed_after_s = 0.5 * min(self.endpoint.slos.values(), default=1000.0) / 1000.0
-        self.shed = 0
 
     def shedding(self, data: bytes) -> bool:
-        """Refuse this new predict unparsed? Only predicts (status, health and metrics routes
-        are always answered), and only while the loop runs later than ``shed_after_s``."""
-        return data.startswith(PREDICTS) and self.state.lag.lag_s() > self.shed_after_s
+        """Refuse this new predict unparsed? Only predicts (status routes are always
+        answered), while the loop's lag and the accept queue's wait pass ``shed_after_s``."""
+        if not data.startswith(PREDICTS):
+            return False
+        late: float = self.state.lag.lag_s() + self.backlog.wait_s(self.loop.time())
+        return late > self.shed_after_s
 
     def shed_answer(self) -> bytes:
-        self.shed += 1
         return shed_answer(self.state.lag.lag_s())
 
 
@@ -423,6 +428,7 @@ async def serve(
         )
         for sig in signals:
             loop.add_signal_handler(sig, stop.set)
+        server.backlog.sock = listener.sockets[0]
         bound = int(listener.sockets[0].getsockname()[1])
         if ready is not None:
             ready(bound)
