@@ -246,3 +246,35 @@ def test_an_experiment_says_when_and_on_what_it_ran() -> None:
     doc = ExperimentResult("f", 100.0, "nasa", 10.0, 1.0, 60.0, 0.0, 1).to_json()
     ran = doc["ran_on"]
     assert ran["at"].endswith("+00:00") and ran["cores"] >= 1 and ran["python"]
+
+
+def test_a_poisoned_member_of_a_middle_stage_batch_fails_alone() -> None:
+    class Poisoned(Upstream):
+        """The tagger's model raises on one valid transcript, failing its whole batch."""
+
+        def __call__(self, request: httpx.Request) -> httpx.Response:
+            fn = request.headers["host"]
+            if fn == "tagger" and any("poison" in x for x in json.loads(request.content)[
+                    "instances"]):  # fmt: skip
+                with self.lock:
+                    self.batches.append((fn, json.loads(request.content)["instances"]))
+                return httpx.Response(500, json={"error": "model error: ValueError: poison"})
+            return super().__call__(request)
+
+    upstream = Poisoned()
+    # waiting for company worth it at any load: the tagger's batches mix the requests
+    cfg = config(max_wait_ms=50, wait_utilization=0.01)
+    with client(upstream, cfg) as c, ThreadPoolExecutor(12) as pool:
+        names = [f"w{i}" for i in range(11)] + ["poison"]
+        responses = list(pool.map(
+            lambda w: c.post("/v1/apps/ipa:predict", json={"instances": [{"wav_b64": w}]}),
+            names,
+        ))  # fmt: skip
+    by_name = dict(zip(names, responses, strict=True))
+    bad = by_name.pop("poison")
+    assert bad.status_code == 502 and "poison" in bad.json()["error"]
+    for name, r in by_name.items():
+        assert r.status_code == 200, r.text
+        assert r.json()["predictions"][0]["answer"] == f"answer to who wrote {name}"
+    tagger = [b for fn, b in upstream.batches if fn == "tagger"]
+    assert any(len(b) > 1 and any("poison" in x for x in b) for b in tagger)  # it had partners
