@@ -37,6 +37,8 @@ from typing import Any
 import httpx
 import psutil
 
+from adapter.cli.repeats import commit
+
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "experiments" / "overload" / "digits.yaml"
 BASE = "http://127.0.0.1:8711"
@@ -177,15 +179,6 @@ def measure(repeat: int, duration_s: float) -> dict[str, Any]:
     return {"runs": runs, "summary": summary}
 
 
-def _commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                             capture_output=True, text=True, check=True)  # fmt: skip
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def _fmt(stat: dict[str, float | None], digits: int = 0) -> str:
     m, lo, hi = stat["median"], stat["low"], stat["high"]
     if m is None:
@@ -236,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     result = measure(args.repeat, args.duration_s)
     result["meta"] = {
         "command": " ".join([Path(PY).name, "benchmarks/overload.py", *(argv or sys.argv[1:])]),
-        "commit": _commit(),
+        "commit": commit(ROOT),
         "machine": {
             "cpus": os.cpu_count(),
             "platform": platform.platform(),

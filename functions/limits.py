@@ -19,7 +19,7 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-__all__ = ["TOKEN_ENV", "BearerRequired", "RequestLimits"]
+__all__ = ["TOKEN_ENV", "BearerRequired", "RequestLimits", "answer"]
 
 TOKEN_ENV = "SLACKWISE_FUNCTION_TOKEN"
 MAX_URL_BYTES = 8 * 1024
@@ -34,10 +34,13 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-async def _answer(send: Send, status: int, reason: str) -> None:
+async def answer(
+    send: Send, status: int, reason: str, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """A JSON ``{"error": reason}`` answer that closes the connection."""
     body = json.dumps({"error": reason}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
-               (b"connection", b"close")]  # fmt: skip
+               (b"connection", b"close"), *(extra or [])]  # fmt: skip
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -62,7 +65,7 @@ class RequestLimits:
             return
         refusal = self._refusal(scope)
         if refusal is not None:
-            await _answer(send, *refusal)
+            await answer(send, *refusal)
             return
         answered = False
 
@@ -78,7 +81,7 @@ class RequestLimits:
                 if not answered:
                     answered = True
                     reason = f"request body not received within {self.body_timeout_s:g} s"
-                    await _answer(send, 408, reason)
+                    await answer(send, 408, reason)
                 return {"type": "http.disconnect"}
 
         try:
@@ -117,10 +120,10 @@ class BearerRequired:
         if scope["type"] == "http" and scope["method"] not in ("GET", "HEAD"):
             auth = dict(scope["headers"]).get(b"authorization", b"")
             if not auth.lower().startswith(b"bearer "):
-                await _answer(send, 401, "this function takes work only from its platform "
+                await answer(send, 401, "this function takes work only from its platform "
                               "(Authorization: Bearer required)")  # fmt: skip
                 return
             if not hmac.compare_digest(auth[7:].strip(), self._token):
-                await _answer(send, 403, "wrong token")
+                await answer(send, 403, "wrong token")
                 return
         await self.app(scope, receive, send)

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from functions.limits import answer
+
 __all__ = ["ENV_VAR", "Guard", "new_token", "read_token", "token_file", "write_token"]
 
 ENV_VAR = "SLACKWISE_PLATFORM_TOKEN"
@@ -126,11 +128,5 @@ class Guard:
 
 
 async def _refuse(send: Send, status: int, reason: str, *, bearer: bool = False) -> None:
-    import json
-
-    body = json.dumps({"error": reason}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    if bearer:
-        headers.append((b"www-authenticate", b'Bearer realm="slackwise-platform"'))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    challenge = [(b"www-authenticate", b'Bearer realm="slackwise-platform"')] if bearer else []
+    await answer(send, status, reason, challenge)
