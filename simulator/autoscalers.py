@@ -203,7 +203,7 @@ class AdvisorScaler(_Learning):
 
     def decide(self, now: float, function: str, state: FunctionState) -> int:
         auto = self.functions[function]
-        pin = auto.decide(now, self._desired.get(function, 0))
+        pin = auto.decide(now, self._desired.get(function, 0), overdue=state.overdue)
         if pin != (auto.pinned or 0):
             self.pins.append((now, function, pin))
             auto.pinned = pin if pin > 0 else None
@@ -264,7 +264,7 @@ class OwnedScaler(_Learning):
         auto = self.functions[function]
         if auto.last_arrival is None:  # no demand seen yet: the initial count stands, as live
             return self._count.get(function, 0)
-        count = auto.decide(now, 0, current=self._count.get(function, 0))
+        count = auto.decide(now, 0, current=self._count.get(function, 0), overdue=state.overdue)
         if state.inflight or state.queued:
             count = max(count, 1)  # work waiting always finds a server eventually
         if count != self._count.get(function):

@@ -398,6 +398,7 @@ class Simulation:
             starting=len(st.starting),
             inflight=st.controller.inflight,
             queued=len(st.controller.queue),
+            overdue=sum(1 for r in st.controller.queue.items if not r.cold and r.deadline < now),
         )
         desired = self.scaler.decide(now, st.name, state)
         st.desired = desired

@@ -34,6 +34,8 @@ class FunctionState:
     starting: int
     inflight: int
     queued: int
+    #: queued past their deadline, not waiting for a cold start (evidence of a stall)
+    overdue: int = 0
 
 
 class Scaler(Protocol):

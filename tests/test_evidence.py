@@ -86,3 +86,22 @@ def test_old_outcomes_leave_the_window() -> None:
 def test_bad_settings_are_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         EvidenceConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_a_stalled_replica_answering_nothing_is_seen_through_its_overdue_queue() -> None:
+    # a replica stopped mid-run: no outcome arrives at all, yet requests wait past their deadline
+    ev = Evidence()
+    t = feed(ev, 0.0, 3.0, 20, 0)  # it was fine
+    t += 3.0  # then nothing came back for three seconds
+    assert ev.counts(t) == (0, 0)
+    assert ev.floor(t, model=1, current=1, setup_s=2.0, most=10, overdue=0) == 1  # silence alone
+    assert ev.floor(t, model=1, current=1, setup_s=2.0, most=10, overdue=4) == 1  # too few yet
+    assert ev.floor(t, model=1, current=1, setup_s=2.0, most=10, overdue=12) == 2
+    assert "queued past their deadline" in (ev.reason or "")
+
+
+def test_a_few_overdue_among_many_timely_answers_are_tolerated() -> None:
+    ev = Evidence()
+    t = feed(ev, 0.0, 3.0, 40, 0)  # 120 answers in time
+    assert ev.floor(t, model=2, current=2, setup_s=2.0, most=10, overdue=3) == 2  # 2.4 %
+    assert ev.floor(t, model=2, current=2, setup_s=2.0, most=10, overdue=9) == 4  # 7 %

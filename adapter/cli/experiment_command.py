@@ -107,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
     doc = results[0].to_json() if len(results) == 1 else summarize_repeats(results)
     if len(results) > 1:
         print_medians(doc, sys.stdout)
+    if exp.disturbance is not None:
+        doc["disturbance"] = dataclasses.asdict(exp.disturbance)
     doc["command"] = " ".join(["slackwise", *sys.argv[1:]])
     doc["commit"] = commit(Path.cwd())
     if args.json:

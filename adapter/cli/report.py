@@ -61,10 +61,18 @@ GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
 #: the live experiments ``--run live`` re-runs (``slackwise experiment``, one at a time: each
 #: needs both cores): (config, JSON written, extra flags); ``make-run`` is ``make run``'s window
 LIVE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("experiments/embed-twitter.yaml", "experiments/results/make-run.json", ("--duration-s", "60")),
-    ("experiments/embed-twitter.yaml", "experiments/results/embed-twitter.json", ()),
-    ("experiments/embed-nasa.yaml", "experiments/results/embed-nasa.json", ()),
-    ("experiments/digits-twitter.yaml", "experiments/results/digits-twitter.json", ()),
+    (
+        "experiments/embed-twitter.yaml",
+        "experiments/results/make-run.json",
+        ("--duration-s", "60", "--repeat", "3"),
+    ),
+    ("experiments/embed-twitter.yaml", "experiments/results/embed-twitter.json", ("--repeat", "3")),
+    ("experiments/embed-nasa.yaml", "experiments/results/embed-nasa.json", ("--repeat", "3")),
+    (
+        "experiments/digits-twitter.yaml",
+        "experiments/results/digits-twitter.json",
+        ("--repeat", "3"),
+    ),
     ("experiments/roma-2apps.yaml", "experiments/results/roma-2apps.json", ()),
     ("experiments/roma-2apps-t1.yaml", "experiments/results/roma-2apps-t1.json", ()),
     (
@@ -89,7 +97,14 @@ INTERFERENCE = (
     ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
      "--disturbance", "cpu:20:20:1", "--repeat", "3"),
 )  # fmt: skip
-GROUPS["live"] = (*LIVE, INTERFERENCE)
+#: the function's replicas stopped for five seconds (a stalled node), three repeats
+STALL = (
+    "experiments/embed-twitter.yaml",
+    "experiments/results/stall.json",
+    ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
+     "--disturbance", "pause:20:5", "--repeat", "3"),
+)  # fmt: skip
+GROUPS["live"] = (*LIVE, INTERFERENCE, STALL)
 
 
 def _int(value: float) -> str:
@@ -165,6 +180,32 @@ def _policies(docs: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _cell(doc: dict[str, Any], mode: str, key: str, fmt: str) -> str:
+    """A mode's value (a repeated run's median) and, when repeats differ, their range."""
+    value = doc["modes"][mode].get(key, float("nan"))
+    low_high = doc.get("ranges", {}).get(mode, {}).get(key)
+    if not low_high or low_high[0] == low_high[1]:
+        return format(value, fmt)
+    return f"{format(value, fmt)} ({format(low_high[0], fmt)}-{format(low_high[1], fmt)})"
+
+
+def _ran(doc: dict[str, Any]) -> str:
+    """Where and when the numbers came from: one run's seed, or the repeats' seeds and commit."""
+    ran = doc.get("ran_on") or {}
+    d = (doc.get("runs") or [doc])[0]
+    where = (
+        f"on {ran.get('cpu', '?')} ({ran.get('cores', '?')} cores), {d['duration_s']:g} s of "
+        f"{d['trace']} from second {d['start_s']:g}, peak {d['max_rps']:g} req/s"
+    )
+    if "repeats" not in doc:
+        return f"Ran {ran.get('at', '?')} {where}, seed {doc['seed']}."
+    seeds = ", ".join(map(str, doc.get("seeds", [doc["seed"]])))
+    return (
+        f"Medians of {doc['repeats']} runs (range), seeds {seeds}, modes in rotated order, "
+        f"ran {ran.get('at', '?')} {where}, commit {doc.get('commit', '?')}."
+    )
+
+
 def _live(docs: Sequence[dict[str, Any]]) -> str:
     (doc,) = docs
     lines = [
@@ -175,33 +216,26 @@ def _live(docs: Sequence[dict[str, Any]]) -> str:
     direct = doc["modes"].get("direct", {}).get("replica_seconds")
     for mode, row in doc["modes"].items():
         share = row["replica_seconds"] / direct - 1.0 if direct else None
-        lines.append(
-            f"| {mode} | {row['requests']} | {row['errors']} | {row['violation_pct']:.2f} | "
-            f"{row.get('warm_violation_pct', float('nan')):.2f} | {row['p50_ms']:.1f} | "
-            f"{row['p95_ms']:.1f} | {row['p99_ms']:.1f} | {row['replica_seconds']:.1f} | "
-            f"{'-' if share is None else f'{100 * share:+.0f} %'} | {row['mean_batch']:.2f} | "
-            f"{row['cold_starts']} | {row['cold_hits']} |"
-        )
-    ran = doc.get("ran_on")
-    if ran:
-        lines += ["", f"Ran {ran['at']} on {ran['cpu']} ({ran['cores']} cores), "
-                  f"{doc['duration_s']:g} s of {doc['trace']} from second {doc['start_s']:g}, "
-                  f"peak {doc['max_rps']:g} req/s, seed {doc['seed']}."]  # fmt: skip
+        cells = [
+            _cell(doc, mode, key, fmt)
+            for key, fmt in (
+                ("requests", ".0f"), ("errors", ".0f"), ("violation_pct", ".2f"),
+                ("warm_violation_pct", ".2f"), ("p50_ms", ".1f"), ("p95_ms", ".1f"),
+                ("p99_ms", ".1f"), ("replica_seconds", ".1f"),
+            )
+        ]  # fmt: skip
+        cells.append("-" if share is None else f"{100 * share:+.0f} %")
+        tail = (("mean_batch", ".2f"), ("cold_starts", ".0f"), ("cold_hits", ".0f"))
+        cells += [_cell(doc, mode, key, fmt) for key, fmt in tail]
+        lines.append(f"| {mode} | " + " | ".join(cells) + " |")
+    if doc.get("ran_on"):
+        lines += ["", _ran(doc)]
     return "\n".join(lines)
 
 
 def _interference(docs: Sequence[dict[str, Any]]) -> str:
     """A repeated experiment with a disturbance: medians (ranges) in and out of its window."""
     (doc,) = docs
-    ranges = doc.get("ranges", {})
-
-    def cell(mode: str, key: str, fmt: str) -> str:
-        value = doc["modes"][mode][key]
-        low_high = ranges.get(mode, {}).get(key)
-        if not low_high or low_high[0] == low_high[1]:
-            return format(value, fmt)
-        return f"{format(value, fmt)} ({format(low_high[0], fmt)}-{format(low_high[1], fmt)})"
-
     lines = [
         "| mode | SLO misses % | after first ready % | misses in the window % | misses outside % "
         "| replica-s | replica-s in the window |",
@@ -210,24 +244,22 @@ def _interference(docs: Sequence[dict[str, Any]]) -> str:
     for mode, row in doc["modes"].items():
         window = row.get("window") or {}
         lines.append(
-            f"| {mode} | {cell(mode, 'violation_pct', '.1f')} | "
-            f"{cell(mode, 'warm_violation_pct', '.1f')} | "
+            f"| {mode} | {_cell(doc, mode, 'violation_pct', '.1f')} | "
+            f"{_cell(doc, mode, 'warm_violation_pct', '.1f')} | "
             f"{window.get('inside_violation_pct', float('nan')):.1f} | "
             f"{window.get('outside_violation_pct', float('nan')):.1f} | "
-            f"{cell(mode, 'replica_seconds', '.1f')} | "
+            f"{_cell(doc, mode, 'replica_seconds', '.1f')} | "
             f"{window.get('inside_replica_s', float('nan')):.0f} |"
         )
-    ran = doc.get("ran_on") or {}
-    d = (doc.get("runs") or [doc])[0]
-    seeds = ", ".join(map(str, doc.get("seeds", [doc["seed"]])))
-    lines += [
-        "",
-        f"Medians of {doc.get('repeats', 1)} runs (range), seeds {seeds}, on "
-        f"{ran.get('cpu', '?')} ({ran.get('cores', '?')} cores), commit "
-        f"{doc.get('commit', '?')}: {d['duration_s']:g} s of {d['trace']} from second "
-        f"{d['start_s']:g}, peak {d['max_rps']:g} req/s; the window's columns are medians of "
-        "each run's split.",
-    ]
+    d = doc.get("disturbance")
+    what = ""
+    if d:
+        what = (
+            f" The disturbance: {d['cores']} busy process(es) beside everything"
+            if d["kind"] == "cpu"
+            else " The disturbance: the function's ready replicas stopped (SIGSTOP)"
+        ) + f" from second {d['start_s']:g} for {d['duration_s']:g} s of the replay."
+    lines += ["", _ran(doc) + what + " The window's columns are medians of each run's split."]
     return "\n".join(lines)
 
 

@@ -120,11 +120,14 @@ class FunctionAutoscaler:
         advisor = self.advisor
         return lambda: advisor.warm(rate, observed)
 
-    def decide(self, now: float, kpa_wants: int, current: int | None = None) -> int:
+    def decide(
+        self, now: float, kpa_wants: int, current: int | None = None, overdue: int = 0
+    ) -> int:
         """One advisor decision at ``now`` and the pin it implies (see :meth:`pin_for`), raised
-        by the evidence while measured outcomes disagree with the model (``current``: the count
-        in force, default ``kpa_wants``); the simulator's scalers call exactly this, as
-        :meth:`Autoscaling.tick` does."""
+        by the evidence while measured outcomes (and ``overdue``: requests queued past their
+        deadline) disagree with the model (``current``: the count in force, default
+        ``kpa_wants``); the simulator's scalers call exactly this, as :meth:`Autoscaling.tick`
+        does."""
         decision = self.advisor.decide(
             now, kpa_wants=kpa_wants, service=self.service(now), observed=self.observed(now)
         )
@@ -136,6 +139,7 @@ class FunctionAutoscaler:
             current=kpa_wants if current is None else current,
             setup_s=self.advisor.setup_s,
             most=self.max_scale,
+            overdue=overdue,
         )
 
     def pin_for(self, decision: AdvisorDecision, now: float) -> int:

@@ -8,8 +8,10 @@ that trusts its estimate over what it measures fails exactly then.
 
 :class:`Evidence` keeps what the function's requests actually did, in one-second buckets over
 the last ``window_s``: answered in time, missed (answered late, pruned late, or refused at the
-door because they would be late). The model and the evidence *disagree* when more than
-``miss_fraction`` of at least ``min_samples`` outcomes missed. Then :meth:`Evidence.floor`
+door because they would be late). Requests still queued past their deadline (``overdue``) count
+as misses too, at the moment of the decision: a stalled replica answers nothing, so outcomes
+alone would say nothing until the stall ends. The model and the evidence *disagree* when more
+than ``miss_fraction`` of at least ``min_samples`` outcomes missed. Then :meth:`Evidence.floor`
 raises a floor under the model's count at once, multiplicatively (``factor``, as the KPA's panic
 mode doubles), and again after each setup time while the disagreement lasts (new replicas need
 that long before they can help; raising faster only overshoots). When the evidence agrees again
@@ -82,19 +84,25 @@ class Evidence:
         self._trim(now)
         return sum(b[1] for b in self._buckets), sum(b[2] for b in self._buckets)
 
-    def disagrees(self, now: float) -> bool:
+    def disagrees(self, now: float, overdue: int = 0) -> bool:
+        """Whether the outcomes of the window, and ``overdue`` requests still queued past their
+        deadline, miss more than the model allows."""
         total, misses = self.counts(now)
+        total, misses = total + overdue, misses + overdue
         cfg = self.config
         return total >= cfg.min_samples and misses > cfg.miss_fraction * total
 
-    def floor(self, now: float, *, model: int, current: int, setup_s: float, most: int) -> int:
+    def floor(
+        self, now: float, *, model: int, current: int, setup_s: float, most: int, overdue: int = 0
+    ) -> int:
         """The count to ask for at ``now``: the model's, or the evidence's floor above it.
 
         ``current`` is the count in force, ``setup_s`` how long a new replica takes, ``most``
-        the function's max-scale (0: unbounded)."""
+        the function's max-scale (0: unbounded), ``overdue`` how many requests wait in the
+        queue past their deadline (not those waiting for a cold start)."""
         cfg = self.config
         cap = most if most > 0 else 10**6
-        if self.disagrees(now):
+        if self.disagrees(now, overdue):
             self._agree_since = None
             if now - self._raised_at >= max(setup_s, 1.0):
                 base = max(current, self.level or 0, 1)
@@ -102,7 +110,9 @@ class Evidence:
                 if raised > (self.level or 0):
                     self.level, self._raised_at = raised, now
                     total, misses = self.counts(now)
-                    self.reason = f"evidence: {misses} of {total} missed in {cfg.window_s:g} s"
+                    self.reason = f"evidence: {misses} of {total} missed in {cfg.window_s:g} s" + (
+                        f", {overdue} queued past their deadline" if overdue else ""
+                    )
         elif self.level is not None:
             if self._agree_since is None:
                 self._agree_since = self._stepped_at = now

@@ -57,8 +57,11 @@ class Autoscaling:
         clock: Clock,
         percentiles: Mapping[str, float] | None = None,
         owner: str = "",
+        overdue: Callable[[str, float], int] | None = None,
     ) -> None:
         self.settings = settings
+        #: how many of a function's queued requests are past their deadline at a time
+        self.overdue = overdue
         #: this adapter's name as an owner of the counts it writes (its frontend id)
         self.owner = owner
         self.view = view
@@ -117,7 +120,8 @@ class Autoscaling:
             prepared = auto.prepare(now)
             if prepared is not None:  # the replay search, off the request path
                 await asyncio.to_thread(prepared)
-            pin = auto.decide(now, self.view.replicas(name).desired)
+            late = self.overdue(name, now) if self.overdue is not None else 0
+            pin = auto.decide(now, self.view.replicas(name).desired, overdue=late)
             decision = auto.last
             assert decision is not None
             if self.owns:

@@ -235,6 +235,13 @@ def _autoscaling(config: Config, state: AdapterState, slos: dict[str, float]) ->
     for app in config.apps.values():
         for fn in app.stages:
             percentiles[fn] = max(percentiles.get(fn, 0.0), app.percentile)
+    d = state.dispatchers
+
+    def overdue(name: str, now: float) -> int:
+        """Queued past the deadline, not waiting for a cold start: evidence of a stall."""
+        return sum(1 for p in d[name].queue.items
+                   if not p.cancelled and not p.arrived_cold and p.deadline < now)  # fmt: skip
+
     return Autoscaling(
         settings=config.adapter.advisor,
         functions=config.functions,
@@ -245,6 +252,7 @@ def _autoscaling(config: Config, state: AdapterState, slos: dict[str, float]) ->
         clock=state.clock,
         percentiles=percentiles,
         owner=state.frontend_id,
+        overdue=overdue,
     )
 
 
