@@ -17,7 +17,7 @@ import orjson
 
 from functions.model import InvalidInput
 
-__all__ = ["flatten", "rows", "tensor_shape", "v2_instances", "v2_outputs"]
+__all__ = ["flatten", "rows", "tensor_shape", "v2_instances", "v2_outputs", "v2_request"]
 
 _NUMERIC = ("FP16", "FP32", "FP64", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
             "UINT32", "UINT64", "BOOL")  # fmt: skip
@@ -33,21 +33,39 @@ def rows(flat: list[Any], shape: list[int]) -> Any:
     return [rows(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
 
 
+#: how deeply a tensor's data may nest (an image as nested rows is 4)
+MAX_DEPTH = 32
+
+
 def flatten(value: Any, out: list[Any]) -> None:
-    """Append the leaves of a nested list to ``out`` in row-major order."""
-    if isinstance(value, list):
-        for item in value:
-            flatten(item, out)
-    else:
-        out.append(value)
+    """Append the leaves of a nested list to ``out`` in row-major order (iteratively: a body
+    nested deeper than ``MAX_DEPTH`` is refused with InvalidInput, not a RecursionError)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, list):
+            out.append(item)
+        elif depth >= MAX_DEPTH:
+            raise InvalidInput(f"tensor data nests deeper than {MAX_DEPTH} levels")
+        else:
+            stack.extend((child, depth + 1) for child in reversed(item))
 
 
 def v2_instances(body: bytes) -> list[Any]:
     """The instances of a V2 infer body; InvalidInput says what is wrong."""
+    return v2_request(body)[0]
+
+
+def v2_request(body: bytes) -> tuple[list[Any], str | None]:
+    """The instances of a V2 infer body and its ``id`` (echoed in the answer, as the protocol
+    asks), if it has one; InvalidInput says what is wrong."""
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise InvalidInput(f"body is not JSON: {exc}") from None
+    request_id = payload.get("id") if isinstance(payload, dict) else None
+    if request_id is not None and not isinstance(request_id, str):
+        raise InvalidInput(f"id must be a string, got {request_id!r}")
     inputs = payload.get("inputs") if isinstance(payload, dict) else None
     if not isinstance(inputs, list) or not inputs or not isinstance(inputs[0], dict):
         raise InvalidInput("body must be an object with an 'inputs' list of tensors")
@@ -66,7 +84,7 @@ def v2_instances(body: bytes) -> list[Any]:
     if shape[0] < 1:
         raise InvalidInput("inputs[0] holds no instance")
     result: list[Any] = rows(data, shape)
-    return result
+    return result, request_id
 
 
 def tensor_shape(value: Any) -> list[int]:
@@ -78,8 +96,8 @@ def tensor_shape(value: Any) -> list[int]:
     return shape
 
 
-def v2_outputs(name: str, predictions: list[Any]) -> bytes:
-    """The V2 answer for ``predictions`` of model ``name``."""
+def v2_outputs(name: str, predictions: list[Any], request_id: str | None = None) -> bytes:
+    """The V2 answer for ``predictions`` of model ``name`` (with the request's ``id``, if any)."""
     flat: list[Any] = []
     numeric = True
     for p in predictions:
@@ -104,5 +122,7 @@ def v2_outputs(name: str, predictions: list[Any]) -> bytes:
         data = [orjson.dumps(p, option=orjson.OPT_SERIALIZE_NUMPY).decode() for p in predictions]
         tensor = {"name": "output-0", "shape": [len(predictions)], "datatype": "BYTES",
                   "data": data}  # fmt: skip
-    return orjson.dumps({"model_name": name, "outputs": [tensor]},
-                        option=orjson.OPT_SERIALIZE_NUMPY)  # fmt: skip
+    answer: dict[str, Any] = {"model_name": name, "outputs": [tensor]}
+    if request_id is not None:
+        answer["id"] = request_id
+    return orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY)

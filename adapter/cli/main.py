@@ -176,19 +176,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 1 if args.check and stale else 0
 
 
-def _version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("slackwise")
-    except metadata.PackageNotFoundError:
-        return "(not installed)"
-
-
 def build_parser() -> argparse.ArgumentParser:
+    from adapter.serving.routes import version
+
     parser = argparse.ArgumentParser(prog="slackwise", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
-    parser.add_argument("--version", action="version", version=f"slackwise {_version()}")
+    parser.add_argument("--version", action="version", version=f"slackwise {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = sub.add_parser("up", help="start the local platform with the configured functions")

@@ -44,7 +44,7 @@ from adapter.serving.http_limits import (
     Refuse,
     shed_answer,
 )
-from adapter.serving.predict_endpoint import PredictEndpoint
+from adapter.serving.predict_endpoint import PredictEndpoint, Target
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -261,7 +261,7 @@ class _Connection(asyncio.Protocol):
 
     # -- predicts, from callbacks --------------------------------------------------------------
 
-    def _predict(self, exchange: _Exchange, name: str, body: bytes) -> None:
+    def _predict(self, exchange: _Exchange, name: Target, body: bytes) -> None:
         endpoint = self.server.endpoint
         slo = None
         for key, value in self._headers:

@@ -43,6 +43,10 @@ class Pending:
     final_deadline: float | None = None
     #: its function had no ready replica when it arrived: it waits for a cold start
     arrived_cold: bool = False
+    #: it came in by the Open Inference Protocol (V2), with this ``id`` (or none): it is
+    #: answered the same way
+    v2: bool = False
+    v2_id: str | None = None
 
     @property
     def due(self) -> float:

@@ -1,4 +1,5 @@
-"""``POST /v1/models/{fn}:predict``, ahead of the Starlette router.
+"""``POST /v1/models/{fn}:predict`` and ``POST /v2/models/{fn}/infer`` (the Open Inference
+Protocol, as KServe and Triton speak it), ahead of the Starlette router.
 
 It is the adapter's hottest route: every client request passes here once, and at high load the
 per-request framework work (Starlette's router, exception middleware, ``Request`` and
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
@@ -27,6 +28,7 @@ from adapter.serving.pending import Answer, Pending
 from functions.headers import ARRIVED_COLD
 from functions.model import InvalidInput
 from functions.runtime import v1_instances
+from functions.v2 import v2_outputs, v2_request
 
 if TYPE_CHECKING:
     from adapter.serving.state import AdapterState
@@ -39,6 +41,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _PREFIX = "/v1/models/"
 _SUFFIX = ":predict"
+_V2_PREFIX = "/v2/models/"
+_V2_SUFFIX = "/infer"
 _JSON = (b"content-type", b"application/json")
 _ARRIVED_COLD = ARRIVED_COLD.encode("latin-1")
 
@@ -61,6 +65,23 @@ def parse_body(body: bytes) -> list[Any]:
         return v1_instances(body)
     except InvalidInput as exc:
         raise BadRequest(str(exc)) from None
+
+
+def parse_v2_body(body: bytes) -> tuple[list[Any], str | None]:
+    """The instances of a V2 infer body (one input tensor, a row an instance) and its ``id``."""
+    if not body:
+        raise BadRequest('empty body: send {"inputs": [{"name", "shape", "datatype", "data"}]}')
+    try:
+        return v2_request(body)
+    except InvalidInput as exc:
+        raise BadRequest(str(exc)) from None
+
+
+class Target(NamedTuple):
+    """The function a predict is for, and whether it speaks V2 (else KServe V1)."""
+
+    name: str
+    v2: bool = False
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -88,24 +109,38 @@ class PredictEndpoint:
         self.max_body_bytes = max_body_bytes
 
     @staticmethod
-    def function_of(method: str, path: str) -> str | None:
-        """The function a ``POST /v1/models/{fn}:predict`` is for; None for any other request."""
-        if method == "POST" and path.startswith(_PREFIX) and path.endswith(_SUFFIX):
+    def function_of(method: str, path: str) -> Target | None:
+        """The function a ``POST /v1/models/{fn}:predict`` or a ``POST /v2/models/{fn}/infer``
+        (also ``.../{fn}/versions/{v}/infer``) is for; None for any other request."""
+        if method != "POST":
+            return None
+        if path.startswith(_PREFIX) and path.endswith(_SUFFIX):
             name = path[len(_PREFIX) : -len(_SUFFIX)]
             if name and "/" not in name:
-                return name
+                return Target(name)
+        elif path.startswith(_V2_PREFIX) and path.endswith(_V2_SUFFIX):
+            parts = path[len(_V2_PREFIX) : -len(_V2_SUFFIX)].split("/")
+            if parts[0] and (len(parts) == 1 or (len(parts) == 3 and parts[1] == "versions")):
+                return Target(parts[0], v2=True)
         return None
 
-    def admit(self, name: str, body: bytes, slo_header: str | None, now: float) -> Pending:
+    def admit(
+        self, target: Target | str, body: bytes, slo_header: str | None, now: float
+    ) -> Pending:
         """Queue the request (its SLO runs from ``now``, when the adapter took it); raises
         :class:`adapter.serving.errors.AdapterError` for a request that cannot be admitted."""
+        name, v2 = (target, False) if isinstance(target, str) else target
         dispatcher = self.state.dispatchers.get(name)
         if dispatcher is None:
             raise UnknownTarget(f"no function named {name!r}")
         slo = slo_ms(slo_header, self.slos[name])
         # refused before the body is parsed: a refusal under overload costs next to nothing
         dispatcher.door.check(now, now + slo / 1000.0)
-        instances = parse_body(body)
+        request_id = None
+        if v2:
+            instances, request_id = parse_v2_body(body)
+        else:
+            instances = parse_body(body)
         seq = next(self.ids)
         item = Pending(
             id=f"r{seq}",
@@ -115,6 +150,8 @@ class PredictEndpoint:
             deadline=now + slo / 1000.0,
             seq=seq,
             future=asyncio.get_running_loop().create_future(),
+            v2=v2,
+            v2_id=request_id,
         )
         dispatcher.submit(item)
         return item
@@ -150,6 +187,8 @@ class PredictEndpoint:
             (b"x-cold-start", b"1" if answer.cold else b"0"),
             (_ARRIVED_COLD, b"1" if item.arrived_cold else b"0"),
         ]
+        if item.v2:
+            return 200, headers, v2_outputs(item.function, answer.predictions, item.v2_id)
         return 200, headers, orjson.dumps({"predictions": answer.predictions})
 
 
@@ -164,13 +203,13 @@ class PredictMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            name = PredictEndpoint.function_of(scope["method"], scope["path"])
-            if name is not None:
-                await self._predict(name, scope, receive, send)
+            target = PredictEndpoint.function_of(scope["method"], scope["path"])
+            if target is not None:
+                await self._predict(target, scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    async def _predict(self, name: str, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _predict(self, name: Target, scope: Scope, receive: Receive, send: Send) -> None:
         endpoint = self.endpoint
         now = endpoint.state.clock.now()
         try:

@@ -18,8 +18,10 @@ from adapter.serving.pending import Answer, Pending
 from adapter.serving.predict_endpoint import parse_body, slo_ms
 from adapter.serving.state import AdapterState
 from functions.headers import SLO
+from functions.samples import sample_instances
+from functions.v2 import tensor_shape
 
-__all__ = ["routes"]
+__all__ = ["routes", "version"]
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -166,6 +168,62 @@ async def live(request: Request) -> Response:
     return JSONResponse({"live": True})
 
 
+def version() -> str:
+    """The installed project's version (``(not installed)`` when run from a bare checkout)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("slackwise")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+async def v2_server(request: Request) -> Response:
+    """V2 server metadata."""
+    return JSONResponse({"name": "slackwise", "version": version(), "extensions": []})
+
+
+@functools.cache
+def _tensor(kind: str) -> dict[str, Any]:
+    """The input tensor a function of ``kind`` takes by V2: its sample's shape, a row an
+    instance; ``BYTES`` (one JSON value a row) when its instances are not numbers."""
+    sample = sample_instances(kind, 1)[0]
+    shape = tensor_shape(sample)
+    leaf = sample
+    while isinstance(leaf, list) and leaf:
+        leaf = leaf[0]
+    if isinstance(leaf, int | float) and not isinstance(leaf, bool):
+        return {"name": "input-0", "datatype": "FP32", "shape": [-1, *shape]}
+    return {"name": "input-0", "datatype": "BYTES", "shape": [-1]}
+
+
+async def v2_model(request: Request) -> Response:
+    """V2 model metadata (``GET /v2/models/{name}``) and readiness (``.../ready``): a function
+    this adapter fronts is ready to take requests (a cold one starts a replica for them)."""
+    state: AdapterState = request.app.state.adapter
+    name = request.path_params["name"]
+    if name not in state.dispatchers:
+        return _error(UnknownTarget(f"no function named {name!r}"))
+    if request.url.path.endswith("/ready"):
+        return JSONResponse({"name": name, "ready": True})
+    kind = state.config.functions[name].model
+    try:
+        inputs = [_tensor(kind)]
+    except Exception:  # a kind this build does not know: the metadata says nothing of shapes
+        inputs = []
+    return JSONResponse(
+        {
+            "name": name,
+            "versions": [],
+            "platform": f"slackwise/{kind}",
+            "inputs": inputs,
+            # what a prediction is (numbers, or a label with its score) is the model's to say:
+            # the answer's tensor carries its datatype (see functions.v2.v2_outputs)
+            "outputs": [],
+        }
+    )
+
+
 async def metrics(request: Request) -> Response:
     state: AdapterState = request.app.state.adapter
     return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
@@ -180,5 +238,8 @@ def routes() -> list[Route]:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/v2/health/live", live, methods=["GET"]),
         Route("/v2/health/ready", healthz, methods=["GET"]),
+        Route("/v2", v2_server, methods=["GET"]),
+        Route("/v2/models/{name}", v2_model, methods=["GET"]),
+        Route("/v2/models/{name}/ready", v2_model, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
