@@ -393,12 +393,10 @@ class Simulation:
             self._push(now + tick_s, _TICK)
 
     def _tick(self, st: Station, now: float) -> None:
+        queue = st.controller.queue
+        overdue = sum(1 for r in queue.items if not r.cold and r.deadline < now)
         state = FunctionState(
-            ready=st.ready,
-            starting=len(st.starting),
-            inflight=st.controller.inflight,
-            queued=len(st.controller.queue),
-            overdue=sum(1 for r in st.controller.queue.items if not r.cold and r.deadline < now),
+            st.ready, len(st.starting), st.controller.inflight, len(queue), overdue
         )
         desired = self.scaler.decide(now, st.name, state)
         st.desired = desired

@@ -22,9 +22,9 @@ from core.config import AdvisorSettings, Config, ConfigError, parse_config
 from functions.gossip import FrontendTally, parse_window
 from functions.headers import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS
 from knative.cluster.client import MIN_SCALE, KnativeClient
-from knative.cluster.fake_api import FakeKubernetes
 from knative.cluster.view import KnativeView
 from knative.local.events import ReplicaCounts
+from tests.kube.fake_api import FakeKubernetes
 
 
 class Clock:

@@ -25,9 +25,9 @@ from knative.cluster.client import (
     ServiceNotReadyError,
 )
 from knative.cluster.crd_schema import knative_dir
-from knative.cluster.fake_api import FakeKubernetes
 from knative.cluster.view import KnativeView
 from knative.local.events import ReplicaCounts
+from tests.kube.fake_api import FakeKubernetes
 
 NS = "ml"
 

@@ -1,5 +1,5 @@
 """ROMA's cores on Kubernetes: in-place pod resize through the official client, under the
-generated Role, against the in-memory API server's pods (knative.cluster.fake_pods)."""
+generated Role, against the in-memory API server's pods (tests.kube.fake_pods)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from kubernetes.client.exceptions import ApiException
 
 from core.config import parse_config
 from knative.cluster.client import AccessDeniedError, KnativeClient
-from knative.cluster.fake_api import FakeKubernetes
-from knative.cluster.fake_pods import cpu_cores, qos_class
 from knative.cluster.manifests import function_service, rbac_objects
 from knative.cluster.pod_cores import PodCores, ResizeUnavailableError, millicores
+from tests.kube.fake_api import FakeKubernetes
+from tests.kube.fake_pods import cpu_cores, qos_class
 
 NS = "ml"
 

@@ -1,6 +1,6 @@
 """Kubernetes RBAC rules, evaluated: does a Role allow a verb on a resource?
 
-The in-memory API server (:mod:`knative.cluster.fake_api`) enforces the Role that
+The in-memory API server (:mod:`tests.kube.fake_api`) enforces the Role that
 ``slackwise manifests`` generates with this, so a call the adapter makes outside its Role is a
 403 in the tests, as on a cluster. Rules follow Kubernetes' matching: ``apiGroups``,
 ``resources`` (``*`` and ``resource/subresource``), ``verbs`` (``*``) and ``resourceNames``; a

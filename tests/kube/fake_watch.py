@@ -1,4 +1,4 @@
-"""The in-memory API server's watches (a test double's, see :mod:`knative.cluster.fake_api`).
+"""The in-memory API server's watches (a test double's, see :mod:`tests.kube.fake_api`).
 
 Every write bumps an object's ``resourceVersion`` through :meth:`WatchLog._bump`, which also
 logs the change; a ``GET`` of a collection with ``watch=true`` streams the log as Kubernetes

@@ -1,5 +1,5 @@
 """Failures the in-memory API server answers on request (a test double's, see
-:mod:`knative.cluster.fake_api`): a 403 or any status on a kind, an object or a method, as
+:mod:`tests.kube.fake_api`): a 403 or any status on a kind, an object or a method, as
 ``Status`` objects with Kubernetes' codes and reasons."""
 
 from __future__ import annotations

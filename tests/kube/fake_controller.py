@@ -5,7 +5,7 @@ When a Service is created or its spec changes it bumps ``metadata.generation`` a
 ``url``, ``address.url``, latest revision names, traffic). A new revision is Ready at once, or
 ``ready_after_s`` later (``Ready=Unknown`` until then), or as :meth:`set_outcome` says. A min-scale
 on a Revision reaches its PodAutoscaler's desired scale. Mixed into
-:class:`knative.cluster.fake_api.FakeKubernetes`; every method runs with its lock held.
+:class:`tests.kube.fake_api.FakeKubernetes`; every method runs with its lock held.
 """
 
 from __future__ import annotations

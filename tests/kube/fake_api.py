@@ -5,20 +5,20 @@ uvicorn, in a thread), just the REST paths that :class:`knative.cluster.client.K
 
 - ``/apis/serving.knative.dev/v1/namespaces/{ns}/services[/{name}]``: GET, POST, PUT, PATCH
   (``application/merge-patch+json``, and server-side apply: ``application/apply-patch+yaml``
-  with a ``fieldManager``, :mod:`knative.cluster.apply_patch`), DELETE; ``dryRun=All`` judges a
+  with a ``fieldManager``, :mod:`tests.kube.apply_patch`), DELETE; ``dryRun=All`` judges a
   write without storing it;
 - ``.../revisions[/{name}]``: list (``labelSelector`` with ``k=v`` terms), GET, PATCH;
 - ``/apis/autoscaling.internal.knative.dev/v1alpha1/namespaces/{ns}/podautoscalers[/{name}]``;
-- every collection: ``watch=true`` (:mod:`knative.cluster.fake_watch`);
+- every collection: ``watch=true`` (:mod:`tests.kube.fake_watch`);
 - ``/api/v1/namespaces/{name}``: GET, so the client can read Knative Serving's version label;
-- pods, their ``resize`` subresource and ``/version`` (:mod:`knative.cluster.fake_pods`).
+- pods, their ``resize`` subresource and ``/version`` (:mod:`tests.kube.fake_pods`).
 
 Errors are ``Status`` objects with Kubernetes' codes and reasons (404, 409, 422 Invalid, 403
 Forbidden). Every write bumps ``metadata.resourceVersion``. As on a cluster, a Service written is
 judged by the Serving CRD's schema (when found) and Knative's webhook rules; with
 :meth:`FakeKubernetes.enforce` only what a Role grants is allowed (never a cluster-scoped read);
 a new revision is Ready ``ready_after_s`` after it was made (``Ready=Unknown`` until then). A toy
-controller (:mod:`knative.cluster.fake_controller`) stands in for Knative's.
+controller (:mod:`tests.kube.fake_controller`) stands in for Knative's.
 """
 
 from __future__ import annotations
@@ -39,19 +39,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from knative.cluster.apply_patch import apply_configuration
 from knative.cluster.crd_schema import ManifestError, validate_service
-from knative.cluster.fake_controller import (
+from tests.kube.apply_patch import apply_configuration
+from tests.kube.fake_controller import (
     SERVING,
     ToyController,
     matches,
     merge_patch,
     parse_selector,
 )
-from knative.cluster.fake_faults import Faults, _Failure, _status
-from knative.cluster.fake_pods import PodStore
-from knative.cluster.fake_watch import WatchLog
-from knative.cluster.rbac import allows, verb_for
+from tests.kube.fake_faults import Faults, _Failure, _status
+from tests.kube.fake_pods import PodStore
+from tests.kube.fake_watch import WatchLog
+from tests.kube.rbac import allows, verb_for
 
 AUTOSCALING = "autoscaling.internal.knative.dev"
 #: metadata the API server sets, not the client (left out when judging what was written)

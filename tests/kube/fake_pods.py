@@ -1,6 +1,6 @@
 """Pods in the in-memory API server, with the in-place ``resize`` subresource (Kubernetes 1.33).
 
-A test double's (see :mod:`knative.cluster.fake_api`). Each Revision runs
+A test double's (see :mod:`tests.kube.fake_api`). Each Revision runs
 ``status.actualReplicas`` pods (``{revision}-deployment-{k}``), made from its containers and
 labelled as Knative labels them; they are brought in line with the revisions whenever pods are
 read. Served:
@@ -27,9 +27,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from knative.cluster.fake_controller import SERVING, matches, merge_patch, parse_selector
-from knative.cluster.fake_faults import _status
-from knative.cluster.rbac import allows, verb_for
+from tests.kube.fake_controller import SERVING, matches, merge_patch, parse_selector
+from tests.kube.fake_faults import _status
+from tests.kube.rbac import allows, verb_for
 
 __all__ = ["PodStore", "cpu_cores", "qos_class"]
 
