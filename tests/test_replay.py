@@ -194,31 +194,89 @@ def _exit_code(argv: list[str]) -> int:
 
 
 @pytest.mark.slow
-def test_locustfile_shape_follows_the_trace(tmp_path: Path) -> None:
+def test_locust_headless_follows_the_trace_and_counts_slo_misses_as_failures(
+    tmp_path: Path,
+) -> None:
+    """Locust itself, headless, against a real HTTP server: the options go through Locust's
+    parser, the SLO comes from the server's status route, slow answers and errors are failures,
+    and the run ends when the trace does."""
+    import http.server
+    import threading
+
+    seen: list[int] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return None
+
+        def _send(self, status: int, payload: bytes) -> None:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self) -> None:  # the adapter's status route
+            self._send(200, b'{"name": "m", "slo_ms": 100}')
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            seen.append(1)
+            n = len(seen)
+            if n % 4 == 1:
+                time.sleep(0.25)  # over the 100 ms SLO
+            if n % 4 == 2:
+                self._send(503, b'{"error": "busy"}')
+                return
+            self._send(200, b'{"predictions": [1]}')
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     trace = tmp_path / "trace_wc.txt"
-    trace.write_text("1\n2\n4\n")
+    trace.write_text("4\n4\n4\n4\n")
     body = tmp_path / "body.json"
     body.write_bytes(BODY)
-    code = (
-        "import locustfile as lf\n"
-        "shape = lf.TraceShape()\n"
-        "ticks = []\n"
-        "for t in (0.0, 10.0, 25.0, 30.0):\n"
-        "    shape.get_run_time = lambda t=t: t\n"
-        "    ticks.append(shape.tick())\n"
-        "print(ticks)\n"
-    )
-    env = {
-        **os.environ,
-        "SLACKWISE_TRACE": str(trace),
-        "SLACKWISE_MAX_RPS": "20",
-        "SLACKWISE_STEP_S": "10",
-        "SLACKWISE_FUNCTION": "m",
-        "SLACKWISE_BODY_FILE": str(body),
-        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent / "loadtests")]),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[(5, 5.0), (10, 10.0), (20, 20.0), None]"
+    root = Path(__file__).parent.parent
+    locust = Path(sys.executable).with_name("locust")
+    try:
+        done = subprocess.run(
+            [str(locust), "-f", str(root / "loadtests" / "locustfile.py"), "--headless",
+             "--host", f"http://127.0.0.1:{server.server_address[1]}", "--run-time", "60s",
+             "--slackwise-trace", str(trace), "--slackwise-function", "m",
+             "--slackwise-body-file", str(body), "--csv", str(tmp_path / "out"), "--only-summary"],
+            capture_output=True, text=True, timeout=120, cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root)},
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode in (0, 1), done.stderr[-2000:]  # 1: Locust saw failures
+    failures = (tmp_path / "out_failures.csv").read_text()
+    assert "over the SLO (100 ms)" in failures and "HTTP 503" in failures, failures
+    stats = (tmp_path / "out_stats.csv").read_text().splitlines()
+    row = dict(zip(stats[0].split(","), stats[-1].split(","), strict=True))  # the aggregate
+    sent, failed = int(row["Request Count"]), int(row["Failure Count"])
+    # 4 users, one a second, for the 4 s trace; those in flight when it ended are not counted
+    assert sent <= len(seen) <= sent + 4 and 8 <= sent <= 20
+    assert failed >= sent // 2 - 1  # every 4th slow and every 4th refused
+
+
+def test_locust_options_are_refused_with_their_name() -> None:
+    import argparse
+
+    from loadtests.locust_options import settings_from, verdict
+
+    ns = argparse.Namespace(
+        slackwise_trace="nasa", slackwise_start_s="0", slackwise_duration_s="10",
+        slackwise_max_rps="fast", slackwise_step_s="1", slackwise_function="m",
+        slackwise_app="", slackwise_model="", slackwise_body_file="", slackwise_slo_ms="",
+    )  # fmt: skip
+    with pytest.raises(SystemExit, match="--slackwise-max-rps='fast': not a number"):
+        settings_from(ns, None)
+    ns.slackwise_max_rps, ns.slackwise_app = "10", "chain"
+    with pytest.raises(SystemExit, match="not both"):
+        settings_from(ns, None)
+    assert verdict(200, 99.0, 100.0) is None
+    assert verdict(200, 101.0, 100.0) == "over the SLO (100 ms)"
+    assert verdict(200, 5000.0, None) is None
+    assert verdict(429, 1.0, 100.0) == "HTTP 429"
