@@ -26,6 +26,7 @@ from adapter.policies.estimates import stage_estimates, stage_gains
 from adapter.policies.slack import StagePolicy
 from adapter.serving.dispatcher import Dispatcher
 from adapter.serving.errors import AdapterError, StageOutputUnusable
+from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.pending import Answer, Pending
 from adapter.serving.records import RecordWriter
 from core.clock import Clock
@@ -121,8 +122,11 @@ class Chain:
         ids: Iterator[int],
         records: RecordWriter,
         epoch: float,
+        trace: str | None = None,
+        metrics: AdapterMetrics | None = None,
     ) -> ChainResult | None:
-        """Walk the stages; None if the client went away. Raises AdapterError on a failure."""
+        """Walk the stages; None if the client went away. Raises AdapterError on a failure.
+        ``trace``: the request's W3C ``traceparent``, forwarded with every stage."""
         app = self.app
         arrival = clock.now()
         deadline = arrival + slo_ms / 1000.0
@@ -148,6 +152,7 @@ class Chain:
                     app=app.name,
                     stage=k,
                     final_deadline=deadline,
+                    traceparent=trace,
                 )  # fmt: skip
                 dispatchers[fn].submit(item)
                 arrived_cold = arrived_cold or item.arrived_cold
@@ -163,8 +168,13 @@ class Chain:
             status, failure = exc.status, exc.reason
             raise
         finally:
-            records.add(_record(app.name, seq, arrival, deadline, clock.now(), epoch, timings,
+            done = clock.now()
+            records.add(_record(app.name, seq, arrival, deadline, done, epoch, timings,
                                 status, failure))  # fmt: skip
+            if metrics is not None:
+                late = status not in (200, 499) or (status == 200 and done > deadline)
+                metrics.app_answered(app.name, status, done - arrival, missed=late,
+                                     cold=arrived_cold)  # fmt: skip
 
     def _next_instances(
         self, k: int, predictions: list[Any], inputs: list[Any], originals: list[Any]

@@ -127,15 +127,13 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._sends: set[asyncio.Task[None]] = set()
-        self._m_queue = metrics.queue_length.labels(function=self.name)
-        self._m_inflight = metrics.inflight_batches.labels(function=self.name)
-        self._m_limit = metrics.aimd_limit.labels(function=self.name)
-        self._m_batch = metrics.batch_size.labels(function=self.name)
-        self._m_latency = metrics.latency.labels(function=self.name)
-        self._m_misses = metrics.deadline_misses.labels(function=self.name)
-        self._m_cold = metrics.cold_batches.labels(function=self.name)
-        self._m_timeouts = metrics.timeout_dispatches.labels(function=self.name)
-        self._m_requests = metrics.requests
+        m, fn = metrics, {"function": self.name}
+        self._m_queue, self._m_limit = m.queue_length.labels(**fn), m.aimd_limit.labels(**fn)
+        self._m_inflight, self._m_batch = m.inflight_batches.labels(**fn), m.batch_size.labels(**fn)
+        self._m_latency, self._m_misses = m.latency.labels(**fn), m.deadline_misses.labels(**fn)
+        self._m_cold, self._m_requests = m.cold_batches.labels(**fn), m.requests
+        self._m_timeouts = m.timeout_dispatches.labels(**fn)
+        self._m_queue_delay = m.queue_delay.labels(**fn)
         self._m_limit.set(aimd.limit)
         self._headers = view.request_headers(self.name)
 
@@ -300,6 +298,7 @@ class Dispatcher:
         instances: list[Any] = []
         for item in batch:
             item.dispatched = sent
+            self._m_queue_delay.observe(sent - item.arrival)
             instances.extend(item.instances)
         total = len(instances)
         self._m_batch.observe(total)
@@ -309,7 +308,7 @@ class Dispatcher:
         try:
             response = await send_with_retries(
                 lambda: upstream.post(
-                    self.name, body, self._send_headers(), float(self.function.timeout_s)
+                    self.name, body, self._send_headers(batch), float(self.function.timeout_s)
                 ),
                 clock=self.clock,
                 earliest_deadline=min(p.deadline for p in batch),
@@ -332,8 +331,11 @@ class Dispatcher:
             await self._rejected(batch, read_rejection(response.status_code, response.content),
                                  decision, via)  # fmt: skip
 
-    def _send_headers(self) -> dict[str, str]:
+    def _send_headers(self, batch: list[Pending]) -> dict[str, str]:
+        """Ours, and the first member's W3C ``traceparent`` (a batch is one upstream call)."""
         headers = {"content-type": "application/json", **self._headers}
+        if trace := next((p.traceparent for p in batch if p.traceparent), None):
+            headers["traceparent"] = trace
         if self.autoscaling is not None and self.frontend_id is not None:
             headers[FRONTEND_ID] = self.frontend_id
             window = max(_MIN_GOSSIP_WINDOW_S, self.autoscaling.window_s(self.name))

@@ -57,6 +57,7 @@ __all__ = ["serve"]
 
 _REASONS = {s.value: s.phrase.encode("latin-1") for s in http.HTTPStatus}
 _REASONS[499] = b"Client Closed Request"
+_READ = (b"x-slo-ms", b"traceparent")  # the headers a predict reads
 
 
 def _head(status: int, headers: list[tuple[bytes, bytes]], length: int, close: bool) -> bytes:
@@ -263,12 +264,10 @@ class _Connection(asyncio.Protocol):
 
     def _predict(self, exchange: _Exchange, name: Target, body: bytes) -> None:
         endpoint = self.server.endpoint
-        slo = None
-        for key, value in self._headers:
-            if key == b"x-slo-ms":
-                slo = value.decode("latin-1")
+        found = {k.decode(): v.decode("latin-1") for k, v in self._headers if k in _READ}
         try:
-            item = endpoint.admit(name, body, slo, endpoint.state.clock.now())
+            now = endpoint.state.clock.now()
+            item = endpoint.admit(name, body, found.get("x-slo-ms"), now, found.get("traceparent"))
         except AdapterError as exc:
             self._answer(exchange, *_error(exc))
             return

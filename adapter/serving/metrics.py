@@ -49,10 +49,47 @@ class AdapterMetrics:
             "slackwise_cold_start_batches", "Batches that met a cold start", ["function"],
             registry=r,
         )  # fmt: skip
+        self.queue_delay = Histogram(
+            "slackwise_queue_delay_seconds", "Arrival to dispatch in a batch", ["function"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.replicas = Gauge(
+            "slackwise_replicas", "Replicas of the function, read when scraped: ready and "
+            "desired (the platform's), owned (the count this adapter wrote) or floor (the "
+            "min-scale it pinned)",
+            ["function", "count"], registry=r,
+        )  # fmt: skip
+        self.app_requests = Counter(
+            "slackwise_app_requests", "Answered requests of a chain of functions",
+            ["app", "status"], registry=r,
+        )  # fmt: skip
+        self.app_latency = Histogram(
+            "slackwise_app_request_latency_seconds", "A chain's arrival to answer", ["app"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.app_deadline_misses = Counter(
+            "slackwise_app_deadline_misses", "Chain requests answered after their deadline, or "
+            "failed", ["app"], registry=r,
+        )  # fmt: skip
+        self.app_cold = Counter(
+            "slackwise_app_cold_requests", "Chain requests that met a stage with no ready replica",
+            ["app"], registry=r,
+        )  # fmt: skip
         self.timeout_dispatches = Counter(
             "slackwise_timeout_dispatches", "Batches sent because waiting longer would miss",
             ["function"], registry=r,
         )  # fmt: skip
+
+    def app_answered(
+        self, app: str, status: int, seconds: float, *, missed: bool, cold: bool
+    ) -> None:
+        """One request of chain ``app`` answered (or failed) after ``seconds``."""
+        self.app_requests.labels(app=app, status=str(status)).inc()
+        self.app_latency.labels(app=app).observe(seconds)
+        if missed:
+            self.app_deadline_misses.labels(app=app).inc()
+        if cold:
+            self.app_cold.labels(app=app).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

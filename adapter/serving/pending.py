@@ -47,6 +47,8 @@ class Pending:
     #: answered the same way
     v2: bool = False
     v2_id: str | None = None
+    #: the W3C ``traceparent`` it came with (valid ones only): forwarded to its function
+    traceparent: str | None = None
 
     @property
     def due(self) -> float:

@@ -84,6 +84,21 @@ class Target(NamedTuple):
     v2: bool = False
 
 
+def traceparent(raw: str | None) -> str | None:
+    """A W3C ``traceparent`` worth forwarding (``00-<32 hex>-<16 hex>-<2 hex>``, ids not all
+    zero); None for anything else (the recommendation says to ignore an invalid one)."""
+    if raw is None or len(raw) != 55:
+        return None
+    parts = raw.lower().split("-")
+    if [len(p) for p in parts] != [2, 32, 16, 2] or parts[0] == "ff":
+        return None
+    if any(c not in "0123456789abcdef" for p in parts for c in p):
+        return None
+    if parts[1] == "0" * 32 or parts[2] == "0" * 16:
+        return None
+    return "-".join(parts)
+
+
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope["headers"]:
         if key == name:
@@ -125,10 +140,16 @@ class PredictEndpoint:
         return None
 
     def admit(
-        self, target: Target | str, body: bytes, slo_header: str | None, now: float
+        self,
+        target: Target | str,
+        body: bytes,
+        slo_header: str | None,
+        now: float,
+        trace: str | None = None,
     ) -> Pending:
-        """Queue the request (its SLO runs from ``now``, when the adapter took it); raises
-        :class:`adapter.serving.errors.AdapterError` for a request that cannot be admitted."""
+        """Queue the request (its SLO runs from ``now``, when the adapter took it; ``trace``: its
+        ``traceparent`` header); raises :class:`adapter.serving.errors.AdapterError` for a
+        request that cannot be admitted."""
         name, v2 = (target, False) if isinstance(target, str) else target
         dispatcher = self.state.dispatchers.get(name)
         if dispatcher is None:
@@ -152,6 +173,7 @@ class PredictEndpoint:
             future=asyncio.get_running_loop().create_future(),
             v2=v2,
             v2_id=request_id,
+            traceparent=traceparent(trace),
         )
         dispatcher.submit(item)
         return item
@@ -214,7 +236,8 @@ class PredictMiddleware:
         now = endpoint.state.clock.now()
         try:
             body = await self._read_body(scope, receive)
-            item = endpoint.admit(name, body, _header(scope, b"x-slo-ms"), now)
+            slo, trace = _header(scope, b"x-slo-ms"), _header(scope, b"traceparent")
+            item = endpoint.admit(name, body, slo, now, trace)
         except AdapterError as exc:
             await _respond(send, exc.status, exc.headers(), orjson.dumps({"error": exc.reason}))
             return

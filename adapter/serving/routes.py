@@ -15,7 +15,7 @@ from starlette.routing import Route
 from adapter.serving.dispatcher import Dispatcher
 from adapter.serving.errors import AdapterError, PayloadTooLarge, UnknownTarget
 from adapter.serving.pending import Answer, Pending
-from adapter.serving.predict_endpoint import parse_body, slo_ms
+from adapter.serving.predict_endpoint import parse_body, slo_ms, traceparent
 from adapter.serving.state import AdapterState
 from functions.headers import SLO
 from functions.samples import sample_instances
@@ -87,6 +87,8 @@ async def app_predict(request: Request) -> Response:
             ids=state.ids,
             records=state.records,
             epoch=state.epoch,
+            trace=traceparent(request.headers.get("traceparent")),
+            metrics=state.metrics,
         )
     except AdapterError as exc:
         return _error(exc)
@@ -226,6 +228,17 @@ async def v2_model(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     state: AdapterState = request.app.state.adapter
+    scaling = state.autoscaling
+    if state.view is not None:  # the replica counts, as they are when scraped
+        gauge = state.metrics.replicas
+        for name in state.dispatchers:
+            counts = state.view.replicas(name)
+            gauge.labels(function=name, count="ready").set(counts.ready)
+            gauge.labels(function=name, count="desired").set(counts.desired)
+            auto = scaling.functions.get(name) if scaling is not None else None
+            if scaling is not None and auto is not None and auto.pinned is not None:
+                kind = "owned" if scaling.owns else "floor"
+                gauge.labels(function=name, count=kind).set(auto.pinned)
     return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
 
 
