@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import shlex
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,7 @@ def test_experiment_configs_validate(name: str) -> None:
         "00-rbac.yaml",
         "20-adapter.yaml",
         "30-network-policy.yaml",
+        "40-grafana-dashboard.yaml",
         *(f"10-function-{fn}.yaml" for fn in config.functions),
     }
     for fn in config.functions.values():
@@ -292,15 +294,17 @@ def test_cli_writes_files_and_prints_kn_lines(
     out = tmp_path / "manifests"
     assert manifests_command.run(_args(config, out, "--namespace", "ml")) == 0
     names = sorted(p.name for p in out.iterdir())
-    assert names == [
-        "00-rbac.yaml", "10-function-embed-gpu.yaml", "20-adapter.yaml", "30-network-policy.yaml",
-    ]  # fmt: skip
+    files = ["00-rbac.yaml", "10-function-embed-gpu.yaml", "20-adapter.yaml",
+             "30-network-policy.yaml", "40-grafana-dashboard.yaml"]  # fmt: skip
+    assert names == [*files, "kustomization.yaml"]
+    base = yaml.safe_load((out / "kustomization.yaml").read_text(encoding="utf-8"))
+    assert base["kind"] == "Kustomization" and base["resources"] == files  # every file, once
     stdout = capsys.readouterr().out
     kn = [line for line in stdout.splitlines() if line.startswith("kn ")]
     assert len(kn) == 1
     assert shlex.split(kn[0])[:6] == ["kn", "service", "create", "embed-gpu", "--namespace", "ml"]
     assert "# warning: embed-gpu: spec.template.spec.nodeSelector" in stdout
-    assert "kubectl apply -f" in stdout
+    assert f"kubectl apply -k {out}" in stdout
 
     sa, role, binding = yaml.safe_load_all((out / "00-rbac.yaml").read_text(encoding="utf-8"))
     assert (sa["kind"], role["kind"], binding["kind"]) == ("ServiceAccount", "Role", "RoleBinding")
@@ -353,8 +357,13 @@ def test_cli_writes_files_and_prints_kn_lines(
                   for p in peers if "namespaceSelector" in p}  # fmt: skip
     assert namespaces == {"knative-serving", "kourier-system"}
     for path in out.iterdir():
+        if path.name == "kustomization.yaml":
+            continue
         for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
             assert doc["metadata"]["namespace"] == "ml"
+    # a changed config changes the pod template, so the adapter rolls
+    digest = deploy["spec"]["template"]["metadata"]["annotations"]["slackwise.dev/config-sha256"]
+    assert digest == hashlib.sha256(config.read_bytes()).hexdigest()
 
 
 def test_cli_validates_before_writing(

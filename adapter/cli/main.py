@@ -138,6 +138,15 @@ def _cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_dashboard(args: argparse.Namespace) -> int:
+    import json
+
+    from knative.cluster.dashboard import dashboard
+
+    print(json.dumps(dashboard(), indent=2))
+    return 0
+
+
 def _cmd_profile(args: argparse.Namespace) -> int:
     from functions import profile
 
@@ -259,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     models = sub.add_parser("models", help="list the model kinds")
     models.set_defaults(func=_cmd_models)
+
+    dash = sub.add_parser("dashboard", help="print the Grafana dashboard of the adapter's metrics")
+    dash.set_defaults(func=_cmd_dashboard)
 
     prof = sub.add_parser("profile", help="measure a model's batch latency and cold start")
     from functions import profile

@@ -24,6 +24,7 @@ request of that many cores when the config names none. GPU variants get one
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ from knative.cluster.crd_schema import (
     service_schema,
     validate_service,
 )
+from knative.cluster.dashboard import dashboard_configmap
 from knative.cluster.kn_commands import kn_create_line
 from knative.cluster.network_policy import function_network_policy
 
@@ -63,6 +65,10 @@ GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
 GPU_TOLERATIONS = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 PART_OF = {"app.kubernetes.io/part-of": "slackwise"}
+#: the adapter pod's annotation holding its config's SHA-256
+CONFIG_DIGEST = "slackwise.dev/config-sha256"
+#: the kustomize base beside the files (``kubectl apply -k DIR``)
+KUSTOMIZATION = "kustomization.yaml"
 #: Knative's label for a Service only the cluster reaches (no route through the public ingress)
 CLUSTER_LOCAL = {"networking.knative.dev/visibility": "cluster-local"}
 #: Prometheus's scrape annotations on the adapter's pods (GET /metrics on its port)
@@ -264,7 +270,14 @@ def adapter_objects(
             "replicas": ADAPTER_REPLICAS,
             "selector": {"matchLabels": selector},
             "template": {
-                "metadata": {"labels": dict(labels), "annotations": dict(SCRAPE)},
+                # the config's digest: a changed config rolls the adapter's pods
+                "metadata": {
+                    "labels": dict(labels),
+                    "annotations": {
+                        **SCRAPE,
+                        CONFIG_DIGEST: hashlib.sha256(config_text.encode()).hexdigest(),
+                    },
+                },
                 "spec": {
                     "serviceAccountName": ADAPTER_NAME,
                     # the two replicas on different nodes where there are (a node's loss
@@ -386,7 +399,17 @@ def build(
         bundle.files["30-network-policy.yaml"] = [
             function_network_policy(served, adapter_pods, namespace=namespace)
         ]
+    bundle.files["40-grafana-dashboard.yaml"] = [dashboard_configmap(namespace, dict(PART_OF))]
     return bundle
+
+
+def kustomization(bundle: Bundle) -> dict[str, Any]:
+    """A kustomize base of the bundle's files (overlays set images, namespace, replicas)."""
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": sorted(bundle.files),
+    }
 
 
 class _Dumper(yaml.SafeDumper):

@@ -10,20 +10,31 @@ from pathlib import Path
 
 from core.config import ConfigError, load_config
 from knative.cluster.crd_schema import ManifestError, knative_dir
-from knative.cluster.manifests import VERSION, Bundle, Images, build, render
+from knative.cluster.manifests import (
+    KUSTOMIZATION,
+    VERSION,
+    Bundle,
+    Images,
+    build,
+    kustomization,
+    render,
+)
 
 __all__ = ["add_arguments", "main", "run", "write"]
 
 
 def write(bundle: Bundle, out: Path) -> list[Path]:
-    """Write the bundle's files into ``out`` (created if needed); the paths written."""
+    """Write the bundle's files into ``out`` (created if needed), and the kustomize base that
+    lists them; the paths written."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, objects in sorted(bundle.files.items()):
         path = out / name
         path.write_text(render(objects, bundle.comments.get(name)), encoding="utf-8")
         written.append(path)
-    return written
+    base = out / KUSTOMIZATION
+    base.write_text(render([kustomization(bundle)]), encoding="utf-8")
+    return [*written, base]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"# wrote {path}", file=notes)
     for line in bundle.warnings:
         print(f"# warning: {line}", file=notes)
-    where = "-" if to_stdout else args.out
-    print(f"# apply with: kubectl apply -f {where}", file=notes)
+    how = "-f -" if to_stdout else f"-k {args.out}"  # a directory is a kustomize base
+    print(f"# apply with: kubectl apply {how}", file=notes)
     print("# or create the functions with kn:", file=notes)
     for line in bundle.kn_lines:
         print(line, file=notes)
