@@ -1,6 +1,6 @@
 """Knative autoscaling settings: the ``config-autoscaler`` map and per-revision annotations.
 
-:class:`AutoscalerConfig` holds the config map's keys (defaults and value ranges of Knative
+:class:`AutoscalerConfig` (:mod:`core.autoscaler_config`) holds the config map's keys (defaults and value ranges of Knative
 Serving 1.23, see ``shared/knative/configmaps/autoscaler.yaml``). :func:`resolve_spec` merges it
 with one function's ``autoscaling.knative.dev/*`` annotations into the frozen :class:`ScalingSpec`
 the KPA runs on. Every error names the key and the bad value, as Knative's webhook does.
@@ -10,153 +10,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass, fields, replace
 
+from core.autoscaler_config import AutoscalerConfig as AutoscalerConfig
 from core.durations import parse_duration
 from core.scaling_values import (
     AGGREGATIONS,
+    CLASSES,
     GROUP,
+    HPA_CLASS,
+    HPA_METRICS,
     KPA_CLASS,
     METRICS,
     RPS_TARGET_UTILIZATION_PERCENTAGE,
     TARGET_MIN,
     WINDOW_MAX_S,
     ScalingConfigError,
-    check_above_one,
     check_duration_range,
     check_range,
     check_whole_seconds,
     check_window,
-    convert_value,
 )
-
-
-@dataclass(frozen=True, kw_only=True)
-class AutoscalerConfig:
-    """The ``config-autoscaler`` keys that matter to the KPA, in seconds where they are times.
-
-    ``container_concurrency_target_percentage`` is a percentage in (1, 100] or, as Knative
-    accepts for backwards compatibility, a fraction in (0, 1] (so ``1`` means 100 %).
-    ``tick_interval_s`` is ours: Knative's KPA always ticks every 2 s, a fixed constant there.
-    """
-
-    container_concurrency_target_percentage: float = 70.0
-    container_concurrency_target_default: float = 100.0
-    requests_per_second_target_default: float = 200.0
-    target_burst_capacity: float = 211.0
-    stable_window_s: float = 60.0
-    panic_window_percentage: float = 10.0
-    panic_threshold_percentage: float = 200.0
-    max_scale_up_rate: float = 1000.0
-    max_scale_down_rate: float = 2.0
-    enable_scale_to_zero: bool = True
-    scale_to_zero_grace_period_s: float = 30.0
-    scale_to_zero_pod_retention_period_s: float = 0.0
-    pod_autoscaler_class: str = KPA_CLASS
-    activator_capacity: float = 100.0
-    initial_scale: int = 1
-    allow_zero_initial_scale: bool = False
-    min_scale: int = 0
-    max_scale: int = 0
-    scale_down_delay_s: float = 0.0
-    max_scale_limit: int = 0
-    tick_interval_s: float = 2.0
-
-    def __post_init__(self) -> None:
-        pct = self.container_concurrency_target_percentage
-        if not (0.0 < pct <= 100.0):
-            raise ScalingConfigError(
-                f"container-concurrency-target-percentage must be within (0, 100], got {pct!r}"
-            )
-        target = (
-            self.container_concurrency_target_fraction * self.container_concurrency_target_default
-        )
-        if target < TARGET_MIN:
-            raise ScalingConfigError(
-                "container-concurrency-target-default × container-concurrency-target-percentage "
-                f"must be at least {TARGET_MIN:g}, got "
-                f"{self.container_concurrency_target_default!r} × {pct!r}"
-            )
-        check_range(
-            "requests-per-second-target-default",
-            self.requests_per_second_target_default,
-            TARGET_MIN,
-            math.inf,
-        )
-        if self.target_burst_capacity < 0 and self.target_burst_capacity != -1:
-            raise ScalingConfigError(
-                "target-burst-capacity must be -1 or non-negative, "
-                f"got {self.target_burst_capacity!r}"
-            )
-        check_window("stable-window", self.stable_window_s, f"{self.stable_window_s:g}s")
-        check_range("panic-window-percentage", self.panic_window_percentage, 1.0, 100.0)
-        # Knative checks this range in the annotation webhook only; we check the map too.
-        check_range("panic-threshold-percentage", self.panic_threshold_percentage, 110.0, 1000.0)
-        check_above_one("max-scale-up-rate", self.max_scale_up_rate)
-        check_above_one("max-scale-down-rate", self.max_scale_down_rate)
-        if not self.scale_to_zero_grace_period_s > 0:
-            raise ScalingConfigError(
-                f"scale-to-zero-grace-period must be positive, "
-                f"got {self.scale_to_zero_grace_period_s:g}s"
-            )
-        check_range(
-            "scale-to-zero-pod-retention-period",
-            self.scale_to_zero_pod_retention_period_s,
-            0.0,
-            math.inf,
-        )
-        check_range("scale-down-delay", self.scale_down_delay_s, 0.0, math.inf)
-        check_whole_seconds(
-            "scale-down-delay", self.scale_down_delay_s, f"{self.scale_down_delay_s:g}s"
-        )
-        if self.pod_autoscaler_class != KPA_CLASS:
-            raise ScalingConfigError(
-                f"pod-autoscaler-class: the local platform runs the KPA only ({KPA_CLASS}), "
-                f"got {self.pod_autoscaler_class!r}"
-            )
-        check_range("activator-capacity", self.activator_capacity, 1.0, math.inf)
-        check_range("tick-interval", self.tick_interval_s, 0.1, 60.0)
-        check_range("min-scale", self.min_scale, 0, math.inf)
-        check_range("max-scale-limit", self.max_scale_limit, 0, math.inf)
-        if self.max_scale_limit > 0:
-            check_range("max-scale", self.max_scale, 1, self.max_scale_limit)
-        else:
-            check_range("max-scale", self.max_scale, 0, math.inf)
-        if self.max_scale > 0 and self.min_scale > self.max_scale:
-            raise ScalingConfigError(
-                f"min-scale={self.min_scale} is greater than max-scale={self.max_scale}"
-            )
-        if self.initial_scale < 0 or (
-            self.initial_scale == 0 and not self.allow_zero_initial_scale
-        ):
-            raise ScalingConfigError(
-                f"initial-scale must be at least 1 (0 needs allow-zero-initial-scale), "
-                f"got {self.initial_scale}"
-            )
-
-    @property
-    def container_concurrency_target_fraction(self) -> float:
-        """The utilization as a fraction: values up to 1 are fractions already (Knative)."""
-        pct = self.container_concurrency_target_percentage
-        return pct / 100.0 if pct > 1.0 else pct
-
-    @classmethod
-    def from_config_map(cls, data: Mapping[str, Any]) -> AutoscalerConfig:
-        """Read the config map's ``data`` (string values, Knative's key names)."""
-        kwargs: dict[str, Any] = {}
-        types = {f.name: str(f.type) for f in fields(cls)}
-        for key, raw in data.items():
-            if key.startswith("_"):
-                continue
-            attr = key.replace("-", "_")
-            is_time = attr + "_s" in types
-            if is_time:
-                attr += "_s"
-            if attr not in types:
-                raise ScalingConfigError(f"unknown config-autoscaler key {key!r}")
-            kwargs[attr] = convert_value(key, raw, types[attr], is_time)
-        return cls(**kwargs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,6 +55,9 @@ class ScalingSpec:
     tick_interval_s: float
     activation_scale: int = 1
     aggregation: str = "linear"
+    #: the revision's pod autoscaler: the KPA, or the HPA (on a cluster only: the local
+    #: platform and the simulator emulate the KPA and refuse it, see :func:`require_kpa`)
+    autoscaler_class: str = KPA_CLASS
 
     @property
     def target_value(self) -> float:
@@ -277,7 +154,8 @@ def resolve_spec(
     """Merge a revision's annotations with the config map, checking Knative's value rules.
 
     Stricter than Knative on purpose: annotations under the group that the KPA does not know
-    are refused rather than ignored, and only the KPA class is accepted.
+    are refused rather than ignored. The class is the KPA or the HPA (CPU or memory); the HPA
+    passes through to a cluster, and what runs the KPA itself refuses it (:func:`require_kpa`).
     """
     cfg = config or AutoscalerConfig()
     known = set(ANNOTATIONS) | set(_ALIASES.values())
@@ -285,10 +163,10 @@ def resolve_spec(
         if key.startswith(GROUP + "/") and key[len(GROUP) + 1 :] not in known:
             raise ScalingConfigError(f"unknown autoscaling annotation {key!r}")
     cls = _annotation(annotations, "class") or cfg.pod_autoscaler_class
-    if cls != KPA_CLASS:
-        raise ScalingConfigError(
-            f"{GROUP}/class: the local platform runs the KPA only ({KPA_CLASS}), got {cls!r}"
-        )
+    if cls not in CLASSES:
+        raise ScalingConfigError(f"{GROUP}/class: {cls!r} is not one of {', '.join(CLASSES)}")
+    if cls == HPA_CLASS:
+        return _hpa_spec(annotations, container_concurrency, cfg)
     metric = _annotation(annotations, "metric") or "concurrency"
     if metric not in METRICS:
         raise ScalingConfigError(
@@ -418,3 +296,52 @@ def resolve_spec(
         activation_scale=activation or 1,
         aggregation=aggregation,
     )
+
+
+def _hpa_spec(annotations: Mapping[str, str], container_concurrency: int,
+              cfg: AutoscalerConfig) -> ScalingSpec:  # fmt: skip
+    """An HPA-class revision: its metric (cpu or memory), target and bounds, checked as Knative's
+    webhook does (the HPA never scales to zero: min-scale at least 1); the KPA's windows and
+    panic settings do not apply to it and keep the config map's values."""
+    metric = _annotation(annotations, "metric") or "cpu"
+    if metric not in HPA_METRICS:
+        raise ScalingConfigError(
+            f"{GROUP}/metric: {metric!r} is not one of {', '.join(HPA_METRICS)} for the HPA class"
+        )
+    kpa = resolve_spec(
+        {k: v for k, v in annotations.items() if k.split("/", 1)[-1] not in ("class", "metric")},
+        container_concurrency=container_concurrency,
+        config=AutoscalerConfig(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)},
+                                   "pod_autoscaler_class": KPA_CLASS}),
+    )  # fmt: skip
+    min_scale = _integer(annotations, "min-scale")
+    min_scale = max(1, cfg.min_scale) if min_scale is None else min_scale
+    if min_scale < 1:
+        raise ScalingConfigError(
+            f"{GROUP}/min-scale must be at least 1 for the HPA class (it cannot scale to zero), "
+            f"got {min_scale}"
+        )
+    target = _number(annotations, "target")
+    if target is not None and not 1.0 <= target <= (100.0 if metric == "cpu" else math.inf):
+        what = "a utilization in [1, 100] %" if metric == "cpu" else "at least 1 MiB"
+        raise ScalingConfigError(f"{GROUP}/target for the HPA's {metric} must be {what}, "
+                                 f"got {target!r}")  # fmt: skip
+    return replace(
+        kpa,
+        autoscaler_class=HPA_CLASS,
+        metric=metric,
+        target=target if target is not None else 80.0,
+        min_scale=min_scale,
+        initial_scale=max(kpa.initial_scale, min_scale),
+        enable_scale_to_zero=False,
+    )
+
+
+def require_kpa(spec: ScalingSpec, where: str) -> None:
+    """Refuse a spec the KPA cannot run (``where`` names the function and what emulates it)."""
+    if spec.autoscaler_class != KPA_CLASS:
+        raise ScalingConfigError(
+            f"{where}: {GROUP}/class {spec.autoscaler_class!r} runs on a cluster only; the local "
+            f"platform and the simulator emulate the KPA ({KPA_CLASS}). Deploy it with "
+            "'slackwise manifests' or 'slackwise deploy', and serve with --platform knative"
+        )

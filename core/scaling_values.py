@@ -11,6 +11,10 @@ from core.durations import parse_duration
 
 GROUP = "autoscaling.knative.dev"
 KPA_CLASS = "kpa.autoscaling.knative.dev"
+#: Kubernetes' HPA through Knative (the ``hpa`` extension): scales on CPU or memory, never to 0
+HPA_CLASS = "hpa.autoscaling.knative.dev"
+CLASSES = (KPA_CLASS, HPA_CLASS)
+HPA_METRICS = ("cpu", "memory")
 #: the revision annotations that bound its replica count
 MIN_SCALE = f"{GROUP}/min-scale"
 MAX_SCALE = f"{GROUP}/max-scale"

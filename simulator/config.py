@@ -60,7 +60,7 @@ import yaml
 from adapter.policies.slack import POLICIES, stage_policy
 from core.config import AdvisorSettings, ConfigError, Reader
 from core.config.loader import advisor_settings
-from core.scaling import AutoscalerConfig, ScalingSpec, resolve_spec
+from core.scaling import AutoscalerConfig, ScalingSpec, require_kpa, resolve_spec
 from core.scaling_values import ScalingConfigError
 
 __all__ = [
@@ -223,6 +223,7 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> S
     annotations = r.strings(data.get("annotations"), f"{path}.annotations")
     try:
         spec = resolve_spec(annotations, container_concurrency=concurrency, config=autoscaler)
+        require_kpa(spec, f"{path}.annotations")
     except ScalingConfigError as exc:
         raise r.fail(f"{path}.annotations", str(exc)) from None
     cold = None

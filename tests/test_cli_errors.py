@@ -34,6 +34,10 @@ def test_bad_inputs_across_the_command_line_are_one_line_errors(tmp_path: Path) 
     short.write_text("1\n2\n")
     unwritable = tmp_path / "records.yaml"
     unwritable.write_text(GOOD + "adapter: {records: /proc/nope/records.jsonl, port: 0}\n")
+    hpa = tmp_path / "hpa.yaml"
+    hpa.write_text(EXPERIMENT.replace(
+        "slo_ms: 100}", "slo_ms: 100, annotations: {autoscaling.knative.dev/class: "
+        "hpa.autoscaling.knative.dev, autoscaling.knative.dev/min-scale: '1'}}"))  # fmt: skip
     no_cluster = {"KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path)}
     cases = [
         (["validate", "-c", str(tmp_path / "missing.yaml")], "missing.yaml"),
@@ -49,6 +53,8 @@ def test_bad_inputs_across_the_command_line_are_one_line_errors(tmp_path: Path) 
         (["serve", "-c", str(good), "--platform", "knative", "--port", "0"],
          "no usable kubeconfig"),
         (["serve", "-c", str(unwritable)], "cannot write"),
+        (["serve", "-c", str(hpa), "--port", "0"], "runs on a cluster only"),
+        (["experiment", "-c", str(hpa)], "runs on a cluster only"),
         (["replay", "--trace", "nope.txt", "--target", "http://127.0.0.1:9", "--duration-s",
           "5", "--model", "digits"], "nope.txt"),
     ]  # fmt: skip

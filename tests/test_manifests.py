@@ -531,3 +531,16 @@ def test_one_stream_to_stdout_with_images_from_your_registry(
     assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/me/adapter:1.2"
     assert "kubectl apply -f -" in captured.err and "# wrote" not in captured.out
     assert not (tmp_path / "-").exists() and not Path("-").exists()
+
+
+def test_an_hpa_class_function_passes_through_to_the_cluster() -> None:
+    hpa = {"autoscaling.knative.dev/class": "hpa.autoscaling.knative.dev",
+           "autoscaling.knative.dev/metric": "cpu", "autoscaling.knative.dev/target": "70",
+           "autoscaling.knative.dev/min-scale": "1"}  # fmt: skip
+    text = yaml.safe_dump({"functions": {"digits": {"model": "digits", "annotations": hpa}}})
+    config = parse_config(yaml.safe_load(text))
+    bundle = manifests.build(config, text, schema_required=False)
+    (service,) = bundle.files["10-function-digits.yaml"]
+    assert service["spec"]["template"]["metadata"]["annotations"] == hpa
+    assert any("autoscaling.knative.dev/class=hpa.autoscaling.knative.dev" in line
+               for line in bundle.kn_lines)  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -112,7 +113,7 @@ def test_utilization_up_to_one_is_a_fraction() -> None:
         ("max-scale", "-1"),
         ("max-scale-limit", "-1"),
         ("activator-capacity", "0.5"),
-        ("pod-autoscaler-class", "hpa.autoscaling.knative.dev"),
+        ("pod-autoscaler-class", "vpa.autoscaling.knative.dev"),
         ("enable-scale-to-zero", "yes"),
         ("min-scale", "1.5"),
     ],
@@ -226,7 +227,7 @@ def test_panic_window_rounds_to_whole_seconds(window: str, percentage: str, pani
         ("scale-to-zero-pod-retention-period", "-5s"),
         ("scale-to-zero-pod-retention-period", "2h"),
         ("activation-scale", "1"),
-        ("class", "hpa.autoscaling.knative.dev"),
+        ("class", "vpa.autoscaling.knative.dev"),
         ("metric", "cpu"),
         ("metric-aggregation-algorithm", "median"),
     ],
@@ -279,3 +280,42 @@ def test_non_string_annotation_value() -> None:
 def test_negative_container_concurrency() -> None:
     with pytest.raises(ScalingConfigError, match=r"containerConcurrency.*-1"):
         resolve_spec({}, container_concurrency=-1)
+
+
+HPA = {G + "class": "hpa.autoscaling.knative.dev"}
+
+
+def test_the_hpa_class_resolves_for_a_cluster() -> None:
+    spec = resolve_spec({**HPA, G + "metric": "memory", G + "target": "512", G + "min-scale": "2",
+                         G + "max-scale": "6"})  # fmt: skip
+    assert spec.autoscaler_class == "hpa.autoscaling.knative.dev"
+    assert (spec.metric, spec.target, spec.min_scale, spec.max_scale) == ("memory", 512.0, 2, 6)
+    assert spec.initial_scale >= 2 and not spec.enable_scale_to_zero
+    plain = resolve_spec(HPA)  # cpu at 80 % by default, one replica at least
+    assert (plain.metric, plain.target, plain.min_scale) == ("cpu", 80.0, 1)
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ({G + "metric": "concurrency"}, "not one of cpu, memory for the HPA"),
+        ({G + "min-scale": "0"}, "cannot scale to zero"),
+        ({G + "target": "150"}, "utilization in [1, 100]"),
+        ({G + "max-scale": "-1"}, "max-scale"),
+    ],
+)
+def test_the_hpa_class_has_its_own_rules(extra: dict[str, str], says: str) -> None:
+    with pytest.raises(ScalingConfigError, match=re.escape(says)):
+        resolve_spec({**HPA, **extra})
+
+
+def test_what_emulates_the_kpa_refuses_the_hpa_class_by_name() -> None:
+    from core.config import parse_config
+    from core.scaling import require_kpa
+    from knative.local.platform import LocalPlatform
+
+    config = parse_config({"functions": {"digits": {"model": "digits", "annotations": HPA}}})
+    require_kpa(parse_config({"functions": {"digits": {"model": "digits"}}})
+                .functions["digits"].scaling, "fine")  # fmt: skip
+    with pytest.raises(ScalingConfigError, match=r"functions\.digits\.annotations: .*cluster only"):
+        LocalPlatform(config)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from adapter.cli.running import load, run_async
 from core.config import Config
+from core.scaling_values import KPA_CLASS, ScalingConfigError
 
 logger = logging.getLogger("slackwise")
 
@@ -120,10 +121,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     print(f"{config.source}: ok")
     for name, fn in config.functions.items():
         s = fn.scaling
+        target = f"{s.metric} target {s.target:g} x {s.target_utilization:g}"
+        if s.autoscaler_class != KPA_CLASS:
+            target = f"{s.autoscaler_class} on {s.metric} at {s.target:g} (cluster only)"
         print(
             f"  function {name}: model {fn.model} ({fn.variant}), containerConcurrency "
-            f"{fn.container_concurrency}, {s.metric} target {s.target:g} x {s.target_utilization:g}"
-            f", scale {s.min_scale}..{s.max_scale or 'inf'}, initial {s.initial_scale}"
+            f"{fn.container_concurrency}, {target}, scale {s.min_scale}..{s.max_scale or 'inf'}, "
+            f"initial {s.initial_scale}"
         )
     for name, app in config.apps.items():
         print(f"  app {name}: {' -> '.join(app.stages)}, P{app.percentile:g} <= {app.slo_ms:g} ms")
@@ -294,7 +298,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logging.WARNING - 10 * args.verbose
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    result: int = args.func(args)
+    try:
+        result: int = args.func(args)
+    except ScalingConfigError as exc:  # e.g. an HPA-class function on the local platform
+        raise SystemExit(f"slackwise: {exc}") from None
     return result
 
 

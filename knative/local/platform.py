@@ -25,6 +25,7 @@ import httpx
 
 from core.clock import Clock, MonotonicClock
 from core.config import Config
+from core.scaling import require_kpa
 from knative.local.events import EventLog, PlatformEvent, ReplicaCounts
 from knative.local.fleet import Fleet, FunctionRuntime
 from knative.local.guard import new_token
@@ -56,6 +57,8 @@ class LocalPlatform:
         log_dir: Path | None = None,
         serve_http: bool = True,
     ) -> None:
+        for fn in config.functions.values():  # it emulates the KPA, not what needs a cluster
+            require_kpa(fn.scaling, f"functions.{fn.name}.annotations")
         self.config = config
         self.clock: Clock = clock or MonotonicClock()
         self._log_dir = log_dir
