@@ -1,9 +1,10 @@
 """Knative autoscaling settings: the ``config-autoscaler`` map and per-revision annotations.
 
-:class:`AutoscalerConfig` (:mod:`core.autoscaler_config`) holds the config map's keys (defaults and value ranges of Knative
-Serving 1.23, see ``shared/knative/configmaps/autoscaler.yaml``). :func:`resolve_spec` merges it
-with one function's ``autoscaling.knative.dev/*`` annotations into the frozen :class:`ScalingSpec`
-the KPA runs on. Every error names the key and the bad value, as Knative's webhook does.
+:class:`AutoscalerConfig` (:mod:`core.autoscaler_config`) holds the config map's keys (defaults
+and value ranges of Knative Serving 1.23, see ``shared/knative/configmaps/autoscaler.yaml``).
+:func:`resolve_spec` merges it with one function's ``autoscaling.knative.dev/*`` annotations into
+the frozen :class:`ScalingSpec` the KPA runs on (or, for the HPA class, a cluster's HPA). Every
+error names the key and the bad value, as Knative's webhook does.
 """
 
 from __future__ import annotations
