@@ -105,3 +105,52 @@ def test_a_few_overdue_among_many_timely_answers_are_tolerated() -> None:
     t = feed(ev, 0.0, 3.0, 40, 0)  # 120 answers in time
     assert ev.floor(t, model=2, current=2, setup_s=2.0, most=10, overdue=3) == 2  # 2.4 %
     assert ev.floor(t, model=2, current=2, setup_s=2.0, most=10, overdue=9) == 4  # 7 %
+
+
+def test_the_latency_models_recent_view_sees_a_step_the_window_still_hides() -> None:
+    from adapter.policies.latency import LatencyModel
+
+    model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
+    t = 0.0
+    for _ in range(250):  # 25 s of batches of 1 at 10 ms
+        t += 0.1
+        model.observe(t, 1, 10.0, 10.0, cold=False)
+    for _ in range(30):  # then a neighbour arrives: 3 s at 40 ms
+        t += 0.1
+        model.observe(t, 1, 40.0, 40.0, cold=False)
+    median, _ = model.observed_ms(1, t) or (0.0, 0.0)
+    assert median == 10.0  # the 30 s window still says nothing changed
+    assert model.observed_ms(1, t, recent_s=5.0) == (40.0, 40.0)
+    assert model.observed_ms(2, t, recent_s=5.0) is None  # never seen: no evidence either way
+    assert Evidence().recent_s(t) is None  # only while the evidence floor stands
+
+
+def test_while_the_floor_stands_the_advisor_replays_the_service_times_of_now() -> None:
+    from adapter.policies.autoscaler import function_autoscaler
+    from adapter.policies.latency import LatencyModel
+    from core.config import AdvisorSettings
+
+    model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
+    auto = function_autoscaler(
+        "f", AdvisorSettings(enabled=True, default_setup_s=1.0, keep_alive=False),
+        slo_ms=100.0, percentile=95.0, model=model, limit=lambda: 1,
+        container_concurrency=1, max_scale=0, now=0.0,
+    )  # fmt: skip
+    t = 0.0
+    for _ in range(250):  # 25 s at 20 req/s, 10 ms each: the model learns 10 ms
+        t += 0.05
+        auto.arrived(t, 1)
+        model.observe(t, 1, 10.0, 10.0, cold=False)
+        auto.outcome(t, False)
+    before = auto.decide(t, 1, current=1)
+    observed = auto.observed(t)
+    assert observed is not None and observed.median_ms[0] < 12.0
+    for _ in range(60):  # service time jumps to 60 ms: answers now miss their SLO
+        t += 0.05
+        auto.arrived(t, 1)
+        model.observe(t, 1, 60.0, 60.0, cold=False)
+        auto.outcome(t, True)
+    after = auto.decide(t + 0.01, 1, current=before)
+    assert auto.evidence.level is not None and after >= 2 * before
+    observed = auto.observed(t + 0.02)
+    assert observed is not None and observed.median_ms[0] >= 60.0  # what it measures now

@@ -105,6 +105,7 @@ class FunctionAutoscaler:
             now,
             batch_limit=max(1, self.limit()),
             container_concurrency=self.container_concurrency,
+            recent_s=self.evidence.recent_s(now),
         )
         self._prepared = (now, observed)
         return observed

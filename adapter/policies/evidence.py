@@ -16,8 +16,11 @@ raises a floor under the model's count at once, multiplicatively (``factor``, as
 mode doubles), and again after each setup time while the disagreement lasts (new replicas need
 that long before they can help; raising faster only overshoots). When the evidence agrees again
 for ``clear_s``, the floor steps down one replica per ``clear_s`` (passive scale-in) until the
-model's own count is above it, and it is gone. It never stands under another autoscaler: it is
-part of the advisor's own count. Pure: the time is an argument.
+model's own count is above it, and it is gone. While the floor stands, the model's inputs (the
+service times the advisor replays) come from the seconds since it was raised
+(:meth:`Evidence.recent_s`), not its long window, so the model itself catches up with the
+change. It never stands under another
+autoscaler: it is part of the advisor's own count. Pure: the time is an argument.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ class Evidence:
         self._raised_at = -math.inf
         self._agree_since: float | None = None
         self._stepped_at = -math.inf
+        #: when the standing floor was first raised (the disagreement's start, as seen)
+        self._episode: float | None = None
         self.reason: str | None = None
 
     def outcome(self, now: float, missed: bool) -> None:
@@ -78,6 +83,15 @@ class Evidence:
         oldest = now - self.config.window_s
         while self._buckets and self._buckets[0][0] + 1 <= oldest:
             self._buckets.popleft()
+
+    def recent_s(self, now: float) -> float | None:
+        """While the floor stands (the model was found wrong), how far back the model's inputs
+        should look at ``now``: back to when the floor was first raised (at least a second), what
+        the service times are since the change, not the long window that still holds the times
+        before it; ``None`` otherwise."""
+        if self.level is None or self._episode is None:
+            return None
+        return max(1.0, now - self._episode)
 
     def counts(self, now: float) -> tuple[int, int]:
         """Outcomes and misses over the last ``window_s``."""
@@ -108,6 +122,8 @@ class Evidence:
                 base = max(current, self.level or 0, 1)
                 raised = min(cap, max(math.ceil(base * cfg.factor), base + 1))
                 if raised > (self.level or 0):
+                    if self.level is None:
+                        self._episode = now
                     self.level, self._raised_at = raised, now
                     total, misses = self.counts(now)
                     self.reason = f"evidence: {misses} of {total} missed in {cfg.window_s:g} s" + (
@@ -120,7 +136,7 @@ class Evidence:
                 self._stepped_at = now
                 self.level -= 1
                 if self.level <= model:
-                    self.level, self.reason = None, None
+                    self.level, self.reason, self._episode = None, None, None
         if self.level is None:
             return model
         return max(model, min(self.level, cap))

@@ -51,6 +51,10 @@ def _check_finite(name: str, value: float, *, minimum: float = 0.0) -> None:
         raise ValueError(f"{name} must be a finite number >= {minimum}, got {value!r}")
 
 
+def _nearest_rank(ordered: list[float], q: float) -> float:
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
 class _Window:
     """Timestamped values younger than ``window_s``, at most ``maxlen``, kept sorted as well so
     that the P95 is a lookup: every batch updates a window and the batching decision reads P95s
@@ -85,10 +89,19 @@ class _Window:
         """The nearest-rank P95 (the window must not be empty)."""
         return self.quantile(0.95)
 
+    def recent(self, now: float, seconds: float) -> list[float]:
+        """The values of the last ``seconds`` before ``now``, sorted."""
+        horizon = now - seconds
+        values = []
+        for t, value in reversed(self._items):
+            if t < horizon:
+                break
+            values.append(value)
+        return sorted(values)
+
     def quantile(self, q: float) -> float:
         """The nearest-rank ``q`` quantile, ``0 < q ≤ 1`` (the window must not be empty)."""
-        ordered = self._sorted
-        return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+        return _nearest_rank(self._sorted, q)
 
 
 class _RunningFit:
@@ -302,11 +315,23 @@ class LatencyModel:
             return window.p95()
         return self.estimate_ms(n) * self.spread(now)
 
-    def observed_ms(self, n: int, now: float) -> tuple[float, float] | None:
+    def observed_ms(
+        self, n: int, now: float, recent_s: float | None = None
+    ) -> tuple[float, float] | None:
         """The observed median and P95 round trip of batches of ``n`` in the window at ``now``,
-        or ``None`` with fewer than ``min_samples`` of them (what the replay model is fed)."""
+        or ``None`` with fewer than ``min_samples`` of them (what the replay model is fed).
+
+        ``recent_s``: the last seconds only, when they hold at least two batches of ``n`` (what
+        the service time is *now*, when measured outcomes say the window's no longer holds:
+        :class:`adapter.policies.evidence.Evidence`); else the whole window, as without it."""
         window = self._by_size.get(n)
-        if window is None or window.prune(now) < self._min_samples:
+        if window is None:
+            return None
+        if recent_s is not None:
+            last = window.recent(now, recent_s)
+            if len(last) >= 2:
+                return _nearest_rank(last, 0.5), _nearest_rank(last, 0.95)
+        if window.prune(now) < self._min_samples:
             return None
         return window.quantile(0.5), window.p95()
 

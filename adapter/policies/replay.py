@@ -50,7 +50,9 @@ class _ObservedLatency(Protocol):
 
     def spread(self, now: float) -> float: ...
 
-    def observed_ms(self, n: int, now: float) -> tuple[float, float] | None: ...
+    def observed_ms(
+        self, n: int, now: float, recent_s: float | None = None
+    ) -> tuple[float, float] | None: ...
 
 
 def quantised_up(value: float, step: float = 0.02) -> float:
@@ -98,15 +100,17 @@ class ObservedService:
         *,
         batch_limit: int,
         container_concurrency: int,
+        recent_s: float | None = None,
     ) -> ObservedService:
         """What ``model`` has observed at ``now`` for batches up to ``batch_limit``: each size's
-        window median and P95, or, with too few samples, the estimate as the median and the
-        estimate × spread as the P95. Values are rounded up to 2 % steps (cache keys)."""
+        window median and P95 (of the last ``recent_s`` only, where they hold enough), or, with
+        too few samples, the estimate as the median and the estimate × spread as the P95. Values
+        are rounded up to 2 % steps (cache keys)."""
         spread = max(1.0, model.spread(now))
         medians, p95s, estimates = [], [], []
         for n in range(1, max(1, batch_limit) + 1):
             estimate = max(0.1, model.estimate_ms(n))
-            seen = model.observed_ms(n, now)
+            seen = model.observed_ms(n, now, recent_s)
             median, p95 = seen if seen is not None else (estimate, estimate * spread)
             median = max(0.1, median)
             medians.append(quantised_up(median))
