@@ -4,6 +4,7 @@ the project, and modules small enough to hold one concept. The import contracts 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import grimp
@@ -80,3 +81,30 @@ def test_modules_stay_small(package: str) -> None:
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert too_big == {}
+
+
+def test_the_product_never_imports_the_test_doubles() -> None:
+    """The in-memory Kubernetes API and the other doubles live in tests/ and stay there."""
+    importing = [
+        str(path.relative_to(ROOT))
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if re.search(r"^\s*(from|import)\s+tests\b", path.read_text(encoding="utf-8"), re.M)
+    ]
+    assert importing == []
+
+
+def test_the_module_map_takes_each_docstrings_first_sentence() -> None:
+    from adapter.cli.module_map import first_sentence, module_map
+
+    assert first_sentence("One thing (MLProxy Fig. 3). Then more.\n\nDetails.") == (
+        "One thing (MLProxy Fig. 3)."
+    )
+    assert first_sentence("``slackwise x``: does y,\non two lines. Second.") == (
+        "``slackwise x``: does y, on two lines."
+    )
+    assert first_sentence(None) == "-" and first_sentence("a | b") == "a \\| b"
+    table = module_map(ROOT, ["core"])
+    listed = set(re.findall(r"^\| `([^`]+)` \|", table, re.M))
+    assert "core/clock.py" in listed and "core/autoscaler_config.py" in listed
+    assert all((ROOT / path).is_file() for path in listed)

@@ -351,7 +351,7 @@ def find_blocks(doc: Path) -> list[Block]:
             i += 1
             continue
         kind = match["kind"]
-        if kind not in RENDERERS and kind != "include":
+        if kind not in RENDERERS and kind not in ("include", "modules"):
             raise ValueError(
                 f"{doc}:{i + 1}: unknown report kind {kind!r} "
                 f"(one of {', '.join(sorted(RENDERERS))})"
@@ -368,6 +368,10 @@ def find_blocks(doc: Path) -> list[Block]:
 def render(block: Block, root: Path) -> str:
     """The table ``block`` should hold, from its sources under ``root`` (JSON documents; the
     ``include`` kind takes a text file a benchmark printed, as it is)."""
+    if block.kind == "modules":  # package directories, read as they are now
+        from adapter.cli.module_map import module_map
+
+        return module_map(root, block.sources)
     texts = []
     for source in block.sources:
         path = root / source
