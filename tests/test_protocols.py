@@ -4,6 +4,8 @@ adapter in front of a V2 server at a fixed URL."""
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 import httpx
 import orjson
@@ -74,3 +76,74 @@ def test_v2_on_the_local_platform_is_refused_with_the_reason() -> None:
     with pytest.raises(ConfigError, match=r"functions\.f\.upstream\.url"):
         parse_config({"functions": {"f": {"model": "digits", "slo_ms": 100,
                                           "upstream": {"url": "triton:8000"}}}})  # fmt: skip
+
+
+def _triton(seen: list[str]) -> Any:
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        (tensor,) = json.loads(request.content)["inputs"]
+        n = tensor["shape"][0]
+        data = [sum(tensor["data"][i * 2 : i * 2 + 2]) for i in range(n)]
+        return httpx.Response(200, json={"outputs": [
+            {"name": "sum", "shape": [n], "datatype": "FP32", "data": data}]})  # fmt: skip
+
+    return answer
+
+
+def test_a_v2_server_with_no_model_kind_of_ours_is_fronted_v1_and_v2() -> None:
+    """Another system's model (Triton, a KServe InferenceService): no built-in kind, no profile;
+    the adapter learns its latency online and batches V1 and V2 clients to it alike."""
+    seen: list[str] = []
+    cfg = parse_config({
+        "functions": {"adder": {"slo_ms": 500, "upstream": {
+            "protocol": "v2", "url": "http://triton.test:8000", "model": "add_two"}}},
+    })  # fmt: skip
+    assert cfg.functions["adder"].model == ""
+    with TestClient(create_app(cfg, transport=httpx.MockTransport(_triton(seen)))) as c:
+        r = c.post("/v1/models/adder:predict", json={"instances": [[1, 2], [3, 4]]})
+        assert r.status_code == 200 and r.json()["predictions"] == [3, 7], r.text
+        body = {"inputs": [{"name": "x", "shape": [1, 2], "datatype": "FP32", "data": [5, 6]}]}
+        r = c.post("/v2/models/adder/infer", json=body)
+        assert r.status_code == 200 and r.json()["outputs"][0]["data"] == [11], r.text
+        meta = c.get("/v2/models/adder").json()
+        assert meta["inputs"] == [] and meta["platform"] == "slackwise/"
+        status = c.get("/v1/models/adder").json()
+        assert status["name"] == "adder"
+    assert len(seen) >= 2 and all(u.endswith("/v2/models/add_two/infer") for u in seen)
+
+
+@pytest.mark.parametrize(
+    ("function", "says"),
+    [
+        ({"slo_ms": 100}, "needs a built-in model kind"),
+        ({"upstream": {"protocol": "v1", "service": "other"}}, "served by another system"),
+        ({"model": "nope"}, "unknown model 'nope'"),
+        ({"model": ""}, "non-empty string"),
+    ],
+)
+def test_a_function_without_a_kind_must_say_who_serves_it(
+    function: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        parse_config({"functions": {"f": function}})
+
+
+def test_a_kserve_inference_service_on_knative_gets_no_manifests_of_ours() -> None:
+    from knative.cluster import manifests
+
+    text = (
+        "functions:\n"
+        "  iris: {slo_ms: 200, upstream: {protocol: v2, service: iris-predictor, model: iris}}\n"
+        "  digits: {model: digits}\n"
+        "adapter: {platform: knative}\n"
+    )
+    import yaml
+
+    config = parse_config(yaml.safe_load(text))
+    assert config.functions["iris"].service == "iris-predictor"
+    bundle = manifests.build(config, text, schema_required=False)
+    assert "10-function-iris.yaml" not in bundle.files and "10-function-digits.yaml" in bundle.files
+    assert any("iris: served by another system" in w for w in bundle.warnings)
+    (policy,) = bundle.files["30-network-policy.yaml"]
+    (selects,) = policy["spec"]["podSelector"]["matchExpressions"]
+    assert selects["values"] == ["digits"]  # KServe's pods are KServe's to guard

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from adapter.cli.running import load, run_async
-from core.config import Config
+from core.config import Config, FunctionConfig
 from core.scaling_values import KPA_CLASS, ScalingConfigError
 
 logger = logging.getLogger("slackwise")
@@ -116,6 +116,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return _run(run_demo(_load(args.config), plan, sys.stdout))
 
 
+def what(fn: FunctionConfig) -> str:
+    """A function's model, or who serves it when another system does."""
+    if fn.model:
+        return f"model {fn.model} ({fn.variant})"
+    return f"served by another system ({fn.upstream.url or fn.service}, {fn.upstream.protocol})"
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     config = _load(args.config)
     print(f"{config.source}: ok")
@@ -125,7 +132,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         if s.autoscaler_class != KPA_CLASS:
             target = f"{s.autoscaler_class} on {s.metric} at {s.target:g} (cluster only)"
         print(
-            f"  function {name}: model {fn.model} ({fn.variant}), containerConcurrency "
+            f"  function {name}: {what(fn)}, containerConcurrency "
             f"{fn.container_concurrency}, {target}, scale {s.min_scale}..{s.max_scale or 'inf'}, "
             f"initial {s.initial_scale}"
         )

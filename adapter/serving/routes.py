@@ -210,7 +210,7 @@ async def v2_model(request: Request) -> Response:
         return JSONResponse({"name": name, "ready": True})
     kind = state.config.functions[name].model
     try:
-        inputs = [_tensor(kind)]
+        inputs = [_tensor(kind)] if kind else []  # another system's model: its shapes are its own
     except Exception:  # a kind this build does not know: the metadata says nothing of shapes
         inputs = []
     return JSONResponse(

@@ -146,7 +146,7 @@ def latency_prior(
     from functions.profiles import packaged
 
     path = packaged(kind) if profiles_dir is None else profiles_dir / f"{kind}.json"
-    if path.is_file():
+    if kind and path.is_file():  # no kind: served by another system, learned online
         try:
             profile = load_profile(path)
             fit = profile.linear_fit

@@ -73,6 +73,9 @@ def experiment_config(
         function = r.string(data, "function", path, None)
         if function not in functions:
             raise r.fail(f"{path}.function", f"no function named {function!r}")
+        if not functions[function].model:
+            raise r.fail(f"{path}.function", f"{function!r} has no model kind: the replayer's "
+                         "requests are made from a built-in kind's samples")  # fmt: skip
     else:
         app = r.string(data, "app", path, None)
         if app not in apps:

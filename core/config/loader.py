@@ -111,10 +111,15 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> F
         "upstream",
     }
     r.only(data, path, keys)
-    model = r.string(data, "model", path, None)
+    model = r.string(data, "model", path, None) if "model" in data else ""
     from functions.registry import KINDS
 
-    if model not in KINDS:
+    if model == "" and "upstream" not in data:
+        raise r.fail(f"{path}.model", "a function needs a built-in model kind (one of "
+                     f"{', '.join(sorted(KINDS))}), or an upstream another system serves "
+                     "(upstream: {url: ...}, or {protocol: v2, service: ...} for a KServe "
+                     "InferenceService)")  # fmt: skip
+    if model and model not in KINDS:
         raise r.fail(f"{path}.model", f"unknown model {model!r}; known: {', '.join(sorted(KINDS))}")
     variant = r.string(data, "variant", path, "cpu")
     if variant not in VARIANTS:
@@ -340,6 +345,11 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
             raise r.fail(f"functions.{name}.upstream.protocol",
                          "v2 needs upstream.url or adapter.platform: knative (the local platform "
                          "relays V1 only)")  # fmt: skip
+        if not fn.model and fn.upstream.url is None and adapter.platform != "knative":
+            raise r.fail(f"functions.{name}.model",
+                         "a function without a model kind is served by another system: give "
+                         "upstream.url, or adapter.platform: knative (the local platform starts "
+                         "built-in kinds only)")  # fmt: skip
     check_cores(r, adapter.cores, functions)
     check_gpu(r, adapter.gpu, functions)
     experiment = None

@@ -49,6 +49,8 @@ class FunctionConfig:
     """One function: which model, how it runs, and its Knative scaling annotations."""
 
     name: str
+    #: the built-in model kind; empty for a function another system serves (a KServe
+    #: InferenceService, Triton, any V2 server at ``upstream``): its latency is learned online
     model: str
     variant: str = "cpu"
     #: where the model computes: cpu, cuda or cuda:N (functions.device)

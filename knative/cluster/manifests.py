@@ -373,6 +373,12 @@ def build(
             "knative-serving namespace, which these manifests do not change"
         )
     for fn in config.functions.values():
+        if not fn.model or fn.upstream.url:  # served by another system: nothing of ours to run
+            bundle.warnings.append(
+                f"{fn.name}: served by another system ({fn.upstream.url or fn.service}); no "
+                "Knative Service written for it"
+            )
+            continue
         service = function_service(fn, namespace, images)
         try:
             warnings = validate_service(
@@ -393,7 +399,8 @@ def build(
         config_text, image=adapter_image or (images or Images()).name("adapter"),
         namespace=namespace,
     )  # fmt: skip
-    served = [fn.service for fn in config.functions.values() if not fn.upstream.url]
+    served = [fn.service for fn in config.functions.values()
+              if fn.model and not fn.upstream.url]  # fmt: skip
     if served:
         adapter_pods = {"app.kubernetes.io/name": ADAPTER_NAME}
         bundle.files["30-network-policy.yaml"] = [
