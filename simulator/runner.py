@@ -28,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from adapter.policies.slack import VARIANTS, stage_policy
+from adapter.policies.slack import PAPER_SUFFIX, VARIANTS, stage_policy
 from simulator.config import SimConfig
 from simulator.engine import SimResult, Simulation, app_slos_ms
 from simulator.profiles import resolve_curves
@@ -252,19 +252,29 @@ def sweep(
     for out in by_name.values():
         mine = out.get("max_rps_at_sla")
         out["max_rps_vs_gs"] = round(mine / gs, 4) if gs and mine is not None else None
-    # prior: the paper's baselines, not GS nor its variants beyond the paper (GS-Q, GS-M)
-    prior = [o["max_rps_at_sla"] for n, o in by_name.items()
-             if n != "GS" and n not in VARIANTS
-             and o.get("max_rps_at_sla") is not None]  # fmt: skip
-    doc["gs_over_best_prior"] = round(gs / max(prior), 4) if gs and prior and max(prior) else None
+
+    # prior: the baselines (strengthened, or as in the paper), not GS nor its variants
+    def baselines(paper: bool) -> list[str]:
+        return [n for n in by_name if n != "GS" and n not in VARIANTS
+                and n.endswith(PAPER_SUFFIX) == paper]  # fmt: skip
+
+    def ratio(values: list[float], best: Any, gs_value: float | None) -> float | None:
+        return round(gs_value / best(values), 4) if gs_value and values and best(values) else None
+
+    def tops(names: list[str], key: str) -> list[float]:
+        return [by_name[n][key] for n in names if by_name[n].get(key)]
+
+    doc["gs_over_best_prior"] = ratio(tops(baselines(False), "max_rps_at_sla"), max, gs)
+    doc["gs_over_best_paper"] = ratio(tops(baselines(True), "max_rps_at_sla"), max, gs)
     # Fig. 14: the instances each policy needs at the config's rate, against GS's
     need = by_name.get("GS", {}).get("instances_at_load")
     for out in by_name.values():
         mine = out.get("instances_at_load")
         out["instances_vs_gs"] = round(mine / need, 4) if need and mine else None
-    fewest = [o["instances_at_load"] for n, o in by_name.items()
-              if n != "GS" and n not in VARIANTS and o.get("instances_at_load")]  # fmt: skip
-    doc["best_prior_instances_over_gs"] = round(min(fewest) / need, 4) if need and fewest else None
+    for key, paper in (("best_prior_instances_over_gs", False),
+                       ("best_paper_instances_over_gs", True)):  # fmt: skip
+        fewest = tops(baselines(paper), "instances_at_load")
+        doc[key] = round(min(fewest) / need, 4) if need and fewest else None
     return doc
 
 

@@ -166,10 +166,8 @@ def test_slack_forwarding_on_a_hand_worked_chain() -> None:
 
 
 def test_the_policies_are_the_papers_and_their_batching() -> None:
-    assert list(POLICIES) == [
-        "FIFO-NB", "ED-NB", "ED-30", "ED-50", "ED-DYN",
-        "EDF-NB", "EDF-30", "EDF-50", "EDF-DYN", "GS",
-    ]  # fmt: skip
+    ours = ["ED-NB", "ED-30", "ED-50", "ED-DYN", "EDF-NB", "EDF-30", "EDF-50", "EDF-DYN"]
+    assert list(POLICIES) == ["FIFO-NB", *ours, *(f"{n}-paper" for n in ours), "GS"]
     assert stage_policy("fifo-nb").order == "arrival"
     assert stage_policy("ED-30").batch_limit(8) == 30
     assert stage_policy("EDF-NB").batch_limit(8) == 1

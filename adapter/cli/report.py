@@ -29,7 +29,8 @@ __all__ = ["GROUPS", "RENDERERS", "Block", "find_blocks", "render", "run_group",
 _OPEN = re.compile(r"^<!-- report: (?P<kind>[\w-]+)(?P<paths>(?: [^\s>]+)+) -->$")
 _CLOSE = "<!-- /report -->"
 
-_GPU_POLICIES = ("--policies", "ED-30,ED-50,ED-DYN,EDF-30,EDF-50,EDF-DYN,GS")
+_GPU_POLICIES = ("--policies", "ED-30,ED-50,ED-DYN,EDF-30,EDF-50,EDF-DYN,ED-30-paper,"
+                 "ED-50-paper,ED-DYN-paper,EDF-30-paper,EDF-50-paper,EDF-DYN-paper,GS,GS-paper")
 
 #: the simulated experiments each ``--run`` group re-runs: (config, JSON written, extra flags of
 #: ``slackwise simulate``); a text summary goes beside each JSON (``.txt``)
@@ -168,15 +169,18 @@ def _policies(docs: Sequence[dict[str, Any]]) -> str:
             f"{_need(need, searched=top is not None)} | "
             f"{_ratio(row.get('instances_vs_gs'))} |"
         )
-    best = doc.get("gs_over_best_prior")
-    if best is not None:
-        lines += ["", f"GS max rps at SLA / best prior policy's: **{best:.2f}**"]
-    fewest = doc.get("best_prior_instances_over_gs")
-    if fewest is not None:
-        lines += [
-            f"Instances the best prior policy needs at {doc['rate_rps']:g} rps / GS's "
-            f"(Fig. 14): **{fewest:.2f}**"
-        ]
+    both = "gs_over_best_paper" in doc  # both families ran: say which is which
+    for suffix, family in (("prior", "strengthened baseline" if both else "prior policy"),
+                           ("paper", "baseline as in the paper")):  # fmt: skip
+        best = doc.get(f"gs_over_best_{suffix}")
+        if best is not None:
+            lines += ["", f"GS max rps at SLA / best {family}'s: **{best:.2f}**"]
+        fewest = doc.get(f"best_{suffix}_instances_over_gs")
+        if fewest is not None:
+            lines += [
+                f"Instances the best {family} needs at {doc['rate_rps']:g} rps / GS's "
+                f"(Fig. 14): **{fewest:.2f}**"
+            ]
     return "\n".join(lines)
 
 

@@ -230,6 +230,7 @@ class Controller(Generic[T]):
             slots=max(1, self.container_concurrency),
             target_utilization=self.wait_utilization,
             margin_s=self.path_margin.margin_ms() / 1000.0,
+            as_in_paper=self.stage_policy is not None and self.stage_policy.paper,
         )
         if decision.take == 0:
             return Step(decision=decision, wake_at=decision.wake_at, late=late, tuned=tuned)

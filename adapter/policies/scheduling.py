@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from adapter.policies.batching import BatchDecision, LatencyEstimator, decide
+from adapter.policies.paper_batching import algorithm_1
 from adapter.policies.queue import Queued, RequestQueue
 from adapter.policies.slack import Batching
 
@@ -49,6 +50,7 @@ def next_batch(
     slots: int = 1,
     target_utilization: float = 0.7,
     margin_s: float = 0.0,
+    as_in_paper: bool = False,
 ) -> BatchDecision:
     """The batch to send from ``queue`` at ``now`` (see the module docstring).
 
@@ -59,17 +61,21 @@ def next_batch(
     ``late_limit`` caps a batch of late requests (dynamic, deadline-aware only).
     ``arrival_rate``, ``slots`` (ready replicas × containerConcurrency), ``target_utilization``
     and ``margin_s`` go to :func:`adapter.policies.batching.decide` (whether waiting for company
-    pays).
+    pays). ``as_in_paper``: GrandSLAM's baselines as the paper defines them: late requests stay
+    where their deadline puts them, and dynamic batches are Algorithm 1 as written
+    (:func:`adapter.policies.paper_batching.algorithm_1`: no waiting, no timeout).
     """
     if not queue:
         return _EMPTY
     if free_slots <= 0:
         return _BUSY
-    if deadline_aware:
+    if deadline_aware and not as_in_paper:
         estimate = model.estimate_ms
         queue.demote(lambda p: now > p.deadline - estimate(p.size) / 1000.0)
     items = queue.items
-    if batching == "dynamic":
+    if batching == "dynamic" and as_in_paper:
+        decision = algorithm_1(now, items, model, limit=limit)
+    elif batching == "dynamic":
         decision = decide(
             now,
             items,

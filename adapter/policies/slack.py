@@ -24,6 +24,14 @@ GrandSLAM's (seed 000, §4.2–4.4) and the baselines it is compared with in §6
   sum goes where batching pays, in proportion to ``gain × latency`` (``gain``: how much a
   request's cost falls when that stage's batch doubles; :func:`marginal_budgets`).
 
+**As in the paper** (the ``-paper`` policies, ``ED-DYN-paper``, ...): the same stage deadlines and
+batch sizes, with none of this project's additions to the batching: no waiting for company only
+when it pays, no MLProxy dispatch timeout, no late requests moved behind savable ones, and the
+dynamic batch is Algorithm 1 as written (:mod:`adapter.policies.paper_batching`). The paper's
+baselines are these; the plain names are the *strengthened* baselines, which share the project's
+additions with GS, so a gain over them is the stage deadlines' alone. ``GS-paper`` is GS without
+the additions (how much of GS's gain they buy).
+
 The suffix names the batching: ``NB`` no batching (one request per batch), ``30``/``50`` a static
 batch size (whatever is queued, up to that many, leaves when a slot is free: Djinn&Tonic's fixed
 batch), ``DYN`` (the paper's ED-DNB/EDF-DNB) the same dynamic, deadline-driven batching GS uses,
@@ -41,6 +49,7 @@ from types import MappingProxyType
 from typing import Literal
 
 __all__ = [
+    "PAPER_SUFFIX",
     "POLICIES",
     "VARIANTS",
     "Batching",
@@ -160,6 +169,9 @@ class StagePolicy:
     #: price each stage by its ETC with the queueing term (Eq. 1): its batch latency times the
     #: rounds of batches queued ahead (:func:`adapter.policies.estimates.stage_estimates`)
     queue_aware: bool = False
+    #: batch as the paper defines its policies, without this project's additions (Algorithm 1
+    #: as written, no waiting, no timeout, no demotion of late requests)
+    paper: bool = False
 
     def __post_init__(self) -> None:
         if self.batching == "static" and self.static_batch < 1:
@@ -203,18 +215,23 @@ class StagePolicy:
 
 
 def _family(
-    prefix: str, division: Division, order: Literal["deadline", "arrival"]
+    prefix: str, division: Division, order: Literal["deadline", "arrival"], *, paper: bool = False
 ) -> list[StagePolicy]:
+    tail = PAPER_SUFFIX if paper else ""
     return [
-        StagePolicy(name=f"{prefix}-NB", order=order, division=division, forward=False,
-                    batching="none"),
-        StagePolicy(name=f"{prefix}-30", order=order, division=division, forward=False,
-                    batching="static", static_batch=30),
-        StagePolicy(name=f"{prefix}-50", order=order, division=division, forward=False,
-                    batching="static", static_batch=50),
-        StagePolicy(name=f"{prefix}-DYN", order=order, division=division, forward=False,
-                    batching="dynamic"),
+        StagePolicy(name=f"{prefix}-NB{tail}", order=order, division=division, forward=False,
+                    batching="none", paper=paper),
+        StagePolicy(name=f"{prefix}-30{tail}", order=order, division=division, forward=False,
+                    batching="static", static_batch=30, paper=paper),
+        StagePolicy(name=f"{prefix}-50{tail}", order=order, division=division, forward=False,
+                    batching="static", static_batch=50, paper=paper),
+        StagePolicy(name=f"{prefix}-DYN{tail}", order=order, division=division, forward=False,
+                    batching="dynamic", paper=paper),
     ]  # fmt: skip
+
+
+#: the names of the policies as the paper defines them end with this
+PAPER_SUFFIX = "-paper"
 
 
 GS = StagePolicy(
@@ -234,6 +251,11 @@ GS_M = StagePolicy(
 FIFO_NB = StagePolicy(
     name="FIFO-NB", order="arrival", division="end_to_end", forward=False, batching="none"
 )
+#: GS without this project's additions to batching: what they buy GS
+GS_PAPER = StagePolicy(
+    name=f"GS{PAPER_SUFFIX}", order="deadline", division="proportional", forward=True,
+    batching="dynamic", paper=True,
+)  # fmt: skip
 #: every policy by name, in the order of the paper's figures
 POLICIES: Mapping[str, StagePolicy] = MappingProxyType(
     {
@@ -242,6 +264,8 @@ POLICIES: Mapping[str, StagePolicy] = MappingProxyType(
             FIFO_NB,
             *_family("ED", "equal", "deadline"),
             *_family("EDF", "end_to_end", "deadline"),
+            *_family("ED", "equal", "deadline", paper=True),
+            *_family("EDF", "end_to_end", "deadline", paper=True),
             GS,
         )
     }
@@ -249,7 +273,9 @@ POLICIES: Mapping[str, StagePolicy] = MappingProxyType(
 
 
 #: policies beyond the paper's, run when named (not in the default set of a comparison)
-VARIANTS: Mapping[str, StagePolicy] = MappingProxyType({GS_Q.name: GS_Q, GS_M.name: GS_M})
+VARIANTS: Mapping[str, StagePolicy] = MappingProxyType(
+    {GS_Q.name: GS_Q, GS_M.name: GS_M, GS_PAPER.name: GS_PAPER}
+)
 
 
 def stage_policy(name: str) -> StagePolicy:

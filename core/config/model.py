@@ -217,9 +217,10 @@ EXPERIMENT_MODES = ("direct", "mlproxy", "slackwise", "slackwise-kpa")
 ADVISOR_MODE = "slackwise+advisor"
 #: how chains split their SLO over stages and batch; :mod:`adapter.policies.slack` defines each
 #: (a test holds the two lists equal)
+_BASELINES = ("ED-NB", "ED-30", "ED-50", "ED-DYN", "EDF-NB", "EDF-30", "EDF-50", "EDF-DYN")
 STAGE_POLICIES = (
-    "FIFO-NB", "ED-NB", "ED-30", "ED-50", "ED-DYN", "EDF-NB", "EDF-30", "EDF-50", "EDF-DYN", "GS",
-    "GS-Q", "GS-M",  # beyond the paper (adapter.policies.slack.VARIANTS)
+    "FIFO-NB", *_BASELINES, *(f"{n}-paper" for n in _BASELINES), "GS",
+    "GS-Q", "GS-M", "GS-paper",  # beyond the paper (adapter.policies.slack.VARIANTS)
 )  # fmt: skip
 #: an app experiment compares stage policies by default (GrandSLAM Figs. 11-12)
 APP_EXPERIMENT_MODES = ("FIFO-NB", "ED-DYN", "EDF-DYN", "GS")
