@@ -13,7 +13,7 @@ from adapter.policies.latency import LatencyModel
 from adapter.policies.paper_batching import algorithm_1
 from adapter.policies.queue import RequestQueue
 from adapter.policies.scheduling import next_batch
-from adapter.policies.slack import POLICIES, PAPER_SUFFIX, VARIANTS, stage_policy
+from adapter.policies.slack import PAPER_SUFFIX, POLICIES, VARIANTS, stage_policy
 
 
 @dataclass

@@ -29,8 +29,11 @@ __all__ = ["GROUPS", "RENDERERS", "Block", "find_blocks", "render", "run_group",
 _OPEN = re.compile(r"^<!-- report: (?P<kind>[\w-]+)(?P<paths>(?: [^\s>]+)+) -->$")
 _CLOSE = "<!-- /report -->"
 
-_GPU_POLICIES = ("--policies", "ED-30,ED-50,ED-DYN,EDF-30,EDF-50,EDF-DYN,ED-30-paper,"
-                 "ED-50-paper,ED-DYN-paper,EDF-30-paper,EDF-50-paper,EDF-DYN-paper,GS,GS-paper")
+_GPU_POLICIES = (
+    "--policies",
+    "ED-30,ED-50,ED-DYN,EDF-30,EDF-50,EDF-DYN,ED-30-paper,"
+    "ED-50-paper,ED-DYN-paper,EDF-30-paper,EDF-50-paper,EDF-DYN-paper,GS,GS-paper",
+)
 
 #: the simulated experiments each ``--run`` group re-runs: (config, JSON written, extra flags of
 #: ``slackwise simulate``); a text summary goes beside each JSON (``.txt``)
