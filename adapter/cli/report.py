@@ -24,91 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adapter.cli.report_groups import GROUPS
+
 __all__ = ["GROUPS", "RENDERERS", "Block", "find_blocks", "render", "run_group", "update_docs"]
 
 _OPEN = re.compile(r"^<!-- report: (?P<kind>[\w-]+)(?P<paths>(?: [^\s>]+)+) -->$")
 _CLOSE = "<!-- /report -->"
-
-_GPU_POLICIES = (
-    "--policies",
-    "ED-30,ED-50,ED-DYN,EDF-30,EDF-50,EDF-DYN,ED-30-paper,"
-    "ED-50-paper,ED-DYN-paper,EDF-30-paper,EDF-50-paper,EDF-DYN-paper,GS,GS-paper",
-)
-
-#: the simulated experiments each ``--run`` group re-runs: (config, JSON written, extra flags of
-#: ``slackwise simulate``); a text summary goes beside each JSON (``.txt``)
-GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
-    "fig9": tuple(
-        (f"experiments/sim/autoscale-{name}.yaml",
-         f"experiments/sim/results/autoscale-{name}.json", ())
-        for name in ("nasa", "twitter", "big-spike", "steep-tri-phase", "nasa-quiet")
-    ),
-    "grandslam": tuple(
-        (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json",
-         _GPU_POLICIES if "gpu" in name or "1000" in name else ())
-        for name in ("wl1-cpu", "wl2-cpu", "wl1-gpu", "wl2-gpu", "wl1-cpu-1000", "wl2-cpu-1000")
-    ) + tuple(  # GS's variants beyond the paper (GS-Q, GS-M), against GS and the best two
-        (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}-variants.json",
-         ("--policies", "GS,GS-Q,GS-M,ED-DYN,EDF-DYN"))
-        for name in ("wl1-cpu", "wl2-cpu")
-    ) + tuple(  # a mix other than ours: DNN stages on GPU nodes, classic stages on CPU nodes
-        (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json",
-         ("--policies", "GS,GS-Q,GS-M,ED-DYN,EDF-DYN,ED-30,EDF-30,FIFO-NB"))
-        for name in ("wl1-mixed", "wl2-mixed")
-    ),
-    "roma": tuple(
-        (f"experiments/sim/roma-{name}.yaml", f"experiments/sim/results/roma-{name}.json", ())
-        for name in ("allapps", "2apps-a", "2apps-b")
-    ),
-}  # fmt: skip
-
-#: the live experiments ``--run live`` re-runs (``slackwise experiment``, one at a time: each
-#: needs both cores): (config, JSON written, extra flags); ``make-run`` is ``make run``'s window
-LIVE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    (
-        "experiments/embed-twitter.yaml",
-        "experiments/results/make-run.json",
-        ("--duration-s", "60", "--repeat", "3"),
-    ),
-    ("experiments/embed-twitter.yaml", "experiments/results/embed-twitter.json", ("--repeat", "3")),
-    ("experiments/embed-nasa.yaml", "experiments/results/embed-nasa.json", ("--repeat", "3")),
-    (
-        "experiments/digits-twitter.yaml",
-        "experiments/results/digits-twitter.json",
-        ("--repeat", "3"),
-    ),
-    ("experiments/roma-2apps.yaml", "experiments/results/roma-2apps.json", ()),
-    ("experiments/roma-2apps-t1.yaml", "experiments/results/roma-2apps-t1.json", ()),
-    (
-        "experiments/roma-2apps-t1.yaml",
-        "experiments/results/roma-2apps-adapter.json",
-        ("--modes", "adapter_ct,adapter_ff,adapter_max"),
-    ),
-    *(
-        (
-            "experiments/img-query-twitter.yaml",
-            f"experiments/results/img-query{load}-seed{seed}.json",
-            ("--modes", "ED-DYN,EDF-DYN,GS", "--seed", str(seed), *flags),
-        )
-        for load, flags in (("", ()), ("-120", ("--max-rps", "120")))
-        for seed in (1, 2, 3)
-    ),
-)
-#: one core kept busy by a neighbour for the middle third of make run's window, three repeats
-INTERFERENCE = (
-    "experiments/embed-twitter.yaml",
-    "experiments/results/interference.json",
-    ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
-     "--disturbance", "cpu:20:20:1", "--repeat", "3"),
-)  # fmt: skip
-#: the function's replicas stopped for five seconds (a stalled node), three repeats
-STALL = (
-    "experiments/embed-twitter.yaml",
-    "experiments/results/stall.json",
-    ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
-     "--disturbance", "pause:20:5", "--repeat", "3"),
-)  # fmt: skip
-GROUPS["live"] = (*LIVE, INTERFERENCE, STALL)
 
 
 def _int(value: float) -> str:
@@ -441,7 +362,7 @@ def _run_live(root: Path) -> int:
     import subprocess
     import sys
 
-    for config, out, extra in LIVE:
+    for config, out, extra in GROUPS["live"]:  # LIVE, then the disturbed runs
         (root / out).parent.mkdir(parents=True, exist_ok=True)
         argv = ["experiment", "-c", config, "--json", out, *extra]
         print("slackwise " + " ".join(argv), flush=True)

@@ -23,6 +23,9 @@ GrandSLAM's (seed 000, §4.2–4.4) and the baselines it is compared with in §6
 * **GS-M** (beyond the paper): every stage gets its estimated latency, and the time beyond their
   sum goes where batching pays, in proportion to ``gain × latency`` (``gain``: how much a
   request's cost falls when that stage's batch doubles; :func:`marginal_budgets`).
+* **FIFO-DYN** and **GS-NB** (the ablation of the paper's Fig. 9): batching alone (arrival order,
+  dynamic batches under the end-to-end deadline) and GS's slack split alone (no batching); with
+  FIFO-NB (neither) and EDF-NB (reordering alone) they show which part of GS buys what.
 
 **As in the paper** (the ``-paper`` policies, ``ED-DYN-paper``, ...): the same stage deadlines and
 batch sizes, with none of this project's additions to the batching: no waiting for company only
@@ -251,6 +254,14 @@ GS_M = StagePolicy(
 FIFO_NB = StagePolicy(
     name="FIFO-NB", order="arrival", division="end_to_end", forward=False, batching="none"
 )
+#: the ablation of the paper's Fig. 9: batching without reordering (arrival order, dynamic
+#: batches under the end-to-end deadline), and GS's slack split without batching
+FIFO_DYN = StagePolicy(
+    name="FIFO-DYN", order="arrival", division="end_to_end", forward=False, batching="dynamic"
+)
+GS_NB = StagePolicy(
+    name="GS-NB", order="deadline", division="proportional", forward=True, batching="none"
+)
 #: GS without this project's additions to batching: what they buy GS
 GS_PAPER = StagePolicy(
     name=f"GS{PAPER_SUFFIX}", order="deadline", division="proportional", forward=True,
@@ -274,7 +285,7 @@ POLICIES: Mapping[str, StagePolicy] = MappingProxyType(
 
 #: policies beyond the paper's, run when named (not in the default set of a comparison)
 VARIANTS: Mapping[str, StagePolicy] = MappingProxyType(
-    {GS_Q.name: GS_Q, GS_M.name: GS_M, GS_PAPER.name: GS_PAPER}
+    {p.name: p for p in (GS_Q, GS_M, GS_PAPER, FIFO_DYN, GS_NB)}
 )
 
 
