@@ -283,6 +283,12 @@ def build_parser() -> argparse.ArgumentParser:
     dash = sub.add_parser("dashboard", help="print the Grafana dashboard of the adapter's metrics")
     dash.set_defaults(func=_cmd_dashboard)
 
+    plot = sub.add_parser("plot", help="figures of replay records or Locust CSV histories")
+    from adapter.cli import plot_command
+
+    plot_command.add_arguments(plot)
+    plot.set_defaults(func=plot_command.run)
+
     prof = sub.add_parser("profile", help="measure a model's batch latency and cold start")
     from functions import profile
 
