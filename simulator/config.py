@@ -35,6 +35,7 @@ Schema (every key optional unless marked)::
       aimd: false                     # MLProxy AIMD on the batch limit (as the live adapter)
       max_wait_ms: null               # cap on how long a batch waits for company
       estimate_alpha: 0.05            # EWMA weight of the batch-size tracker (GS estimates)
+      wait_utilization: 0.7           # wait for company only while one replica is this busy
       latency_model: linear           # linear (GrandSLAM Eq. 2) | curve (the measured per-size
                                       # curve, monotone: LatencyModel.estimate_ms)
     functions:                        # required
@@ -57,9 +58,11 @@ from typing import Any, Literal
 
 import yaml
 
+from adapter.policies.batching_settings import BatchingSettings
 from adapter.policies.slack import POLICIES, stage_policy
 from core.config import AdvisorSettings, ConfigError, Reader
 from core.config.loader import advisor_settings
+from core.config.model import DEFAULT_MAX_BATCH
 from core.scaling import AutoscalerConfig, ScalingSpec, require_kpa, resolve_spec
 from core.scaling_values import ScalingConfigError
 
@@ -156,8 +159,8 @@ class SimConfig:
     scaling: Scaling
     autoscaler: AutoscalerConfig
     aimd: bool
-    max_wait_ms: float | None
-    estimate_alpha: float
+    #: the live adapter's batching settings, from the same keys (adapter.policies.batching_settings)
+    batching: BatchingSettings
     functions: Mapping[str, SimFunction]
     apps: Mapping[str, SimApp]
     trace: TraceConfig | None = None
@@ -233,7 +236,7 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> S
         name=name,
         profile=r.string(data, "profile", path, name),
         nodes=r.integer(data, "nodes", path, 1, low=1),
-        max_batch=r.integer(data, "max_batch", path, 64, low=1),
+        max_batch=r.integer(data, "max_batch", path, DEFAULT_MAX_BATCH, low=1),
         container_concurrency=concurrency,
         cold_start_s=cold,
         scaling=spec,
@@ -325,16 +328,26 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
     except ScalingConfigError as exc:
         raise r.fail("platform.autoscaler", str(exc)) from None
     adapter = r.mapping(data.get("adapter"), "adapter")
-    r.only(adapter, "adapter", {"aimd", "max_wait_ms", "estimate_alpha", "latency_model"})
+    keys = {"aimd", "max_wait_ms", "estimate_alpha", "wait_utilization", "latency_model"}
+    r.only(adapter, "adapter", keys)
     aimd = adapter.get("aimd", False)
     if not isinstance(aimd, bool):
         raise r.fail("adapter.aimd", f"must be true or false, got {aimd!r}")
-    max_wait_ms = None
+    given: dict[str, float] = {}
     if adapter.get("max_wait_ms") is not None:
-        max_wait_ms = r.number(adapter, "max_wait_ms", "adapter", 0.0)
-    alpha = r.number(adapter, "estimate_alpha", "adapter", 0.05)
-    if not 0 < alpha <= 1:
-        raise r.fail("adapter.estimate_alpha", f"must be within (0, 1], got {alpha:g}")
+        given["max_wait_s"] = r.number(adapter, "max_wait_ms", "adapter", 0.0) / 1000.0
+    for key in ("estimate_alpha", "wait_utilization"):
+        if adapter.get(key) is not None:
+            value = r.number(adapter, key, "adapter", 1.0)
+            if not 0 < value <= 1:
+                raise r.fail(f"adapter.{key}", f"must be within (0, 1], got {value:g}")
+            given[key] = value
+    # no path outside the batch round trip here: no margin for it
+    batching = BatchingSettings(
+        path_margin_ms=0.0,
+        max_wait_s=given.get("max_wait_s"),
+        **{k: given[k] for k in ("estimate_alpha", "wait_utilization") if k in given},
+    )
 
     fn_raw = r.mapping(data.get("functions"), "functions")
     if not fn_raw:
@@ -406,8 +419,7 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
                         ("fixed", "kpa")),  # type: ignore[arg-type]
         autoscaler=autoscaler,
         aimd=aimd,
-        max_wait_ms=max_wait_ms,
-        estimate_alpha=alpha,
+        batching=batching,
         functions=functions,
         apps=apps,
         trace=trace,

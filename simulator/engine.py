@@ -110,7 +110,7 @@ class Simulation:
         self._app_rng = random.Random(seed + 2_000_003)
         self.scaler = scaler or make_scaler(config)
         self._kpa = self.scaler.tick_s is not None
-        self._max_wait_s = None if config.max_wait_ms is None else config.max_wait_ms / 1000.0
+        self._max_wait_s = config.batching.max_wait_s
         #: ``exact_p95``: decisions read the latency model's own P95 rather than one a few batches
         #: old (slower; the parity test with the live dispatcher uses it)
         self.stations: dict[str, Station] = {

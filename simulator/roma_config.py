@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from core.config import ConfigError
+from core.config.gpu import GPU_MAX_BATCH
 from core.config.reader import Reader
 from functions.device import parse_device
 
@@ -46,7 +47,7 @@ class RomaConfig:
     u_min: float = 0.1
     #: ``roma_ff``: the utilization the feed-forward floor holds (``load_floor``)
     ff_utilization: float = 0.6
-    max_batch: int = 32
+    max_batch: int = GPU_MAX_BATCH
     step_ms: float = 1.0
     seed: int = 1
     #: run on this machine (``slackwise experiment``) rather than simulated

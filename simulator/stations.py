@@ -93,9 +93,7 @@ class Station:
             max_batch=fn.max_batch,
             container_concurrency=fn.container_concurrency,
             now=0.0,
-            max_wait_s=None if config.max_wait_ms is None else config.max_wait_ms / 1000.0,
-            path_margin_ms=0.0,  # no path outside the batch round trip here
-            estimate_alpha=config.estimate_alpha,
+            settings=config.batching,
         )
         self.meter = ConcurrencyMeter(0.0)
         self.batches = 0

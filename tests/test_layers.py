@@ -108,3 +108,26 @@ def test_the_module_map_takes_each_docstrings_first_sentence() -> None:
     listed = set(re.findall(r"^\| `([^`]+)` \|", table, re.M))
     assert "core/clock.py" in listed and "core/autoscaler_config.py" in listed
     assert all((ROOT / path).is_file() for path in listed)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "home"),
+    [
+        # a batching setting's default value is written in one module, the policy's own
+        (r"\b(wait_utilization|target_utilization)\s*:\s*float\s*=\s*\d",
+         "adapter/policies/batching_settings.py"),
+        (r"\bpath_margin_ms\s*:\s*float\s*=\s*\d", "adapter/policies/batching_settings.py"),
+        (r"\bestimate_alpha\s*:\s*float\s*=\s*\d", "adapter/policies/batching_settings.py"),
+        # a function's largest batch: the config model's constant, used by both readers
+        (r"\"max_batch\",\s*path,\s*\d", None),
+        (r"\bmax_batch\s*:\s*int\s*=\s*\d", None),
+    ],
+)  # fmt: skip
+def test_each_policy_default_is_written_in_one_place(pattern: str, home: str | None) -> None:
+    found = sorted(
+        str(path.relative_to(ROOT))
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+        if re.search(pattern, path.read_text(encoding="utf-8"))
+    )
+    assert found == ([home] if home else []), found

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
+from adapter.policies.batching_settings import BatchingSettings
 from adapter.policies.latency import LatencyModel
 from adapter.policies.modes import SLACKWISE
 from adapter.policies.slack import POLICIES, stage_policy
@@ -161,9 +162,11 @@ def live(policy_name: str, times: list[float], max_wait_ms: float | None) -> lis
                 records=records,
                 max_queue=10 * REQUESTS,
                 epoch=0.0,
-                max_wait_s=None if max_wait_ms is None else max_wait_ms / 1000.0,
+                settings=BatchingSettings(
+                    max_wait_s=None if max_wait_ms is None else max_wait_ms / 1000.0,
+                    path_margin_ms=0.0,
+                ),
                 stage_policy=policy,
-                path_margin_ms=0.0,
             )
             for name, fn in config.functions.items()
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -153,7 +154,10 @@ def test_instances_at_load_is_the_fewest_that_hold_the_sla() -> None:
     from simulator.runner import instances_at_load, run_one, scaled_fleet, with_overrides
 
     # batches leave when a slot is free (as in the GrandSLAM configs): capacity decides
-    config = with_overrides(load_sim_config(TINY), max_wait_ms=0.0, rate_rps=300.0)
+    tiny = load_sim_config(TINY)
+    config = with_overrides(
+        tiny, batching=dataclasses.replace(tiny.batching, max_wait_s=0.0), rate_rps=300.0
+    )
     curves = curves_for(config)
     need = instances_at_load(config, "GS", curves, seed=config.seed)
     assert need is not None and need >= len(config.functions)

@@ -74,6 +74,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from adapter.policies.batching_settings import DEFAULT_BATCHING
 from adapter.policies.queue import Queued
 
 __all__ = ["BatchDecision", "LatencyEstimator", "Reason", "decide"]
@@ -137,7 +138,7 @@ def decide(
     max_wait_s: float | None = None,
     arrival_rate: float | None = None,
     slots: int = 1,
-    target_utilization: float = 0.7,
+    target_utilization: float = DEFAULT_BATCHING.wait_utilization,
     margin_s: float = 0.0,
 ) -> BatchDecision:
     """Decide for an ordered queue at ``now``; ``limit`` caps the batch in instances.

@@ -31,6 +31,7 @@ from typing import Any, Generic, Literal, TypeVar
 from adapter.policies.admission import DoorRefusal, Drain, at_the_door
 from adapter.policies.aimd import AIMD, AIMDDecision
 from adapter.policies.batching import BatchDecision, LatencyEstimator
+from adapter.policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
 from adapter.policies.estimates import BatchSizeTracker
 from adapter.policies.latency import LatencyModel
 from adapter.policies.modes import ModePreset
@@ -80,10 +81,7 @@ class Controller(Generic[T]):
         stage_policy: StagePolicy | None = None,
         reader: LatencyEstimator | None = None,
         late: Late = "serve",
-        max_wait_s: float | None = None,
-        wait_utilization: float = 0.7,
-        path_margin_ms: float = 1.0,
-        estimate_alpha: float = 0.05,
+        settings: BatchingSettings = DEFAULT_BATCHING,
     ) -> None:
         self.name = name
         self.preset = preset
@@ -95,8 +93,7 @@ class Controller(Generic[T]):
         self.aimd = aimd
         self.stage_policy = stage_policy
         self.late = late
-        self.max_wait_s = max_wait_s
-        self.wait_utilization = wait_utilization
+        self.settings = settings
         if stage_policy is None:
             self.batching: Batching = "dynamic"
             self.deadline_aware = preset.deadline_aware
@@ -108,9 +105,9 @@ class Controller(Generic[T]):
         self.queue: RequestQueue[T] = RequestQueue(order)
         #: the recent arrival rate and the path's own latency: whether waiting for company pays
         self.arrivals = RecentRate()
-        self.path_margin = PathMargin(floor_ms=path_margin_ms)
+        self.path_margin = PathMargin(floor_ms=settings.path_margin_ms)
         #: the batch sizes in use, for the stage budgets of the chains through this function
-        self.batch_sizes = BatchSizeTracker(alpha=estimate_alpha)
+        self.batch_sizes = BatchSizeTracker(alpha=settings.estimate_alpha)
         self.inflight = 0
         #: the queue's measured pace while backlogged (admission's evidence)
         self.drain = Drain()
@@ -221,14 +218,14 @@ class Controller(Generic[T]):
             free_slots=free,
             cold=ready == 0,
             inflight=self.inflight,
-            max_wait_s=self.max_wait_s,
+            max_wait_s=self.settings.max_wait_s,
             arrival_rate=self.arrivals.rate(now) if self.preset.wait_pays else None,
             # one replica's slots: waiting pays when one replica could not keep up with batches
             # this small. Judged against every ready replica, small batches would keep the
             # fleet busy, the autoscaler would add replicas, and more replicas would make small
             # batches look affordable: cost spirals up
             slots=max(1, self.container_concurrency),
-            target_utilization=self.wait_utilization,
+            target_utilization=self.settings.wait_utilization,
             margin_s=self.path_margin.margin_ms() / 1000.0,
             as_in_paper=self.stage_policy is not None and self.stage_policy.paper,
         )

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from adapter.policies.batching import BatchDecision, LatencyEstimator, decide
+from adapter.policies.batching_settings import DEFAULT_BATCHING
 from adapter.policies.paper_batching import algorithm_1
 from adapter.policies.queue import Queued, RequestQueue
 from adapter.policies.slack import Batching
@@ -48,7 +49,7 @@ def next_batch(
     max_wait_s: float | None = None,
     arrival_rate: float | None = None,
     slots: int = 1,
-    target_utilization: float = 0.7,
+    target_utilization: float = DEFAULT_BATCHING.wait_utilization,
     margin_s: float = 0.0,
     as_in_paper: bool = False,
 ) -> BatchDecision:

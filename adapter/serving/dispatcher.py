@@ -23,6 +23,7 @@ from typing import Any
 
 from adapter.policies.aimd import AIMD, AIMDDecision
 from adapter.policies.batching import BatchDecision
+from adapter.policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
 from adapter.policies.controller import Controller, Late
 from adapter.policies.estimates import BatchSizeTracker
 from adapter.policies.latency import LatencyModel
@@ -79,12 +80,10 @@ class Dispatcher:
         records: RecordWriter,
         max_queue: int,
         epoch: float,
-        max_wait_s: float | None = None,
+        settings: BatchingSettings = DEFAULT_BATCHING,
         stage_policy: StagePolicy | None = None,
         autoscaling: Autoscaling | None = None,
         frontend_id: str | None = None,
-        wait_utilization: float = 0.7,
-        path_margin_ms: float = 1.0,
         lag: LoopLagReader | None = None,
     ) -> None:
         self.function = function
@@ -110,9 +109,7 @@ class Dispatcher:
             now=clock.now(),
             stage_policy=stage_policy,
             late=late,
-            max_wait_s=max_wait_s,
-            wait_utilization=wait_utilization,
-            path_margin_ms=path_margin_ms,
+            settings=settings,
         )
         #: what is refused before it joins the queue (stopping, full, predicted late)
         refused = metrics.refused.labels(function=self.name)

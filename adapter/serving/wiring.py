@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from adapter.policies.batching_settings import BatchingSettings
 from adapter.policies.latency import LatencyModel
 from adapter.serving.autoscaling import Autoscaling
 from adapter.serving.cores import CoreControl
@@ -29,7 +30,7 @@ from adapter.serving.protocols import codec_for
 from adapter.serving.records import RecordWriter
 from adapter.serving.state import AdapterState
 from adapter.serving.upstream import HttpUpstream, PlatformUpstream, RoutedUpstream, Upstream
-from core.config import Config
+from core.config import AdapterConfig, Config
 
 __all__ = ["latency_prior", "running"]
 
@@ -84,6 +85,7 @@ async def running(
         tuned = state.preset.with_aimd(config.adapter.aimd.overrides())
         chained = {fn for app in config.apps.values() if len(app.stages) > 1
                    for fn in app.stages}  # fmt: skip
+        batching = batching_settings(config.adapter)
         for name, fn in config.functions.items():
             aimd = tuned.aimd_for(fn.max_batch)
             dispatcher = Dispatcher(
@@ -98,14 +100,8 @@ async def running(
                 records=state.records,
                 max_queue=config.adapter.max_queue,
                 epoch=state.epoch,
-                max_wait_s=(
-                    None
-                    if config.adapter.max_wait_ms is None
-                    else config.adapter.max_wait_ms / 1000.0
-                ),
+                settings=batching,
                 stage_policy=state.stage_policy if name in chained else None,
-                wait_utilization=config.adapter.wait_utilization,
-                path_margin_ms=config.adapter.path_margin_ms,
                 lag=state.lag,
             )
             state.dispatchers[name] = dispatcher
@@ -134,6 +130,16 @@ async def running(
             yield
         finally:
             await asyncio.gather(*(d.stop() for d in state.dispatchers.values()))
+
+
+def batching_settings(adapter: AdapterConfig) -> BatchingSettings:
+    """The batching settings the config gives (the rest: the policy's defaults)."""
+    given = {
+        "max_wait_s": None if adapter.max_wait_ms is None else adapter.max_wait_ms / 1000.0,
+        "wait_utilization": adapter.wait_utilization,
+        "path_margin_ms": adapter.path_margin_ms,
+    }
+    return BatchingSettings(**{k: v for k, v in given.items() if v is not None})
 
 
 def latency_prior(

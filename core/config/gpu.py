@@ -30,6 +30,10 @@ __all__ = ["GPU_POLICIES", "GpuSettings", "check_gpu", "gpu_settings"]
 GPU_POLICIES = ("roma", "roma_batched", "round_robin")
 
 
+#: the largest batch ROMA's GPU executable takes unless configured (live and simulated)
+GPU_MAX_BATCH = 32
+
+
 @dataclass(frozen=True)
 class GpuSettings:
     """ROMA's GPU executable in front of the CPU replicas (see the module docstring)."""
@@ -39,7 +43,7 @@ class GpuSettings:
     policy: str = "roma_batched"
     alpha: float = 0.5
     beta: float = 0.5
-    max_batch: int = 32
+    max_batch: int = GPU_MAX_BATCH
 
 
 def gpu_settings(r: Reader, raw: Any, path: str = "adapter.gpu") -> GpuSettings:

@@ -33,6 +33,7 @@ from core.config.experiment import experiment_config, parse_modes, policy_name
 from core.config.gpu import check_gpu, gpu_settings
 from core.config.model import (
     CAPACITY,
+    DEFAULT_MAX_BATCH,
     LATE,
     MODES,
     NAME_PATTERN,
@@ -155,7 +156,7 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> F
         variant=variant,
         device=device_setting(r, data, path, variant),
         threads=r.integer(data, "threads", path, 1, low=1),
-        max_batch=r.integer(data, "max_batch", path, 64, low=1),
+        max_batch=r.integer(data, "max_batch", path, DEFAULT_MAX_BATCH, low=1),
         container_concurrency=concurrency,
         timeout_s=timeout,
         cold_start_extra_s=r.number(data, "cold_start_extra_s", path, 0.0),
@@ -265,8 +266,12 @@ def _adapter(r: Reader, raw: Any) -> AdapterConfig:
         max_wait_ms=None
         if data.get("max_wait_ms") is None
         else r.number(data, "max_wait_ms", path, 0.0),
-        wait_utilization=fraction(r, data, "wait_utilization", path, d.wait_utilization),
-        path_margin_ms=r.number(data, "path_margin_ms", path, d.path_margin_ms),
+        wait_utilization=None
+        if data.get("wait_utilization") is None
+        else fraction(r, data, "wait_utilization", path, 1.0),
+        path_margin_ms=None
+        if data.get("path_margin_ms") is None
+        else r.number(data, "path_margin_ms", path, 0.0),
         stage_policy=_stage_policy(r, data, path, d.stage_policy),
         latency_model=choice(r, data, "latency_model", path, ("linear", "curve"), d.latency_model),
         aimd=_aimd(r, data.get("aimd")),

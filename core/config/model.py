@@ -44,6 +44,10 @@ class UpstreamConfig:
     output: str | None = None
 
 
+#: a function's largest batch unless its config says (the live adapter's and the simulator's)
+DEFAULT_MAX_BATCH = 64
+
+
 @dataclass(frozen=True, kw_only=True)
 class FunctionConfig:
     """One function: which model, how it runs, and its Knative scaling annotations."""
@@ -56,7 +60,7 @@ class FunctionConfig:
     #: where the model computes: cpu, cuda or cuda:N (functions.device)
     device: str = "cpu"
     threads: int = 1
-    max_batch: int = 64
+    max_batch: int = DEFAULT_MAX_BATCH
     container_concurrency: int = 1
     timeout_s: int = 300
     cold_start_extra_s: float = 0.0
@@ -192,10 +196,12 @@ class AdapterConfig:
     ingress: str | None = None
     max_wait_ms: float | None = None
     #: slackwise mode waits for company only while the slots could not keep up with smaller
-    #: batches at this busy fraction (adapter.policies.batching rule 6)
-    wait_utilization: float = 0.7
-    #: the part of the path margin nobody in the adapter can time (the client's legs), in ms
-    path_margin_ms: float = 1.0
+    #: batches at this busy fraction (adapter.policies.batching rule 6); None: the policy's
+    #: default (adapter.policies.batching_settings, the one place it is written)
+    wait_utilization: float | None = None
+    #: the part of the path margin nobody in the adapter can time (the client's legs), in ms;
+    #: None: the policy's default
+    path_margin_ms: float | None = None
     #: how chains split their SLO over stages and batch (GS, ED-*, EDF-*, FIFO-NB:
     #: adapter.policies.slack)
     stage_policy: str = "GS"
