@@ -32,10 +32,10 @@ from typing import Any
 
 import httpx
 
-from core.config import parse_config
 from functions.registry import create_model
 from knative.local.platform import LocalPlatform
 from simulator.roma import cpu_work_s
+from slackwise_core.config import parse_config
 
 
 def _config(model: str, threads: int, period_ms: float) -> Any:

@@ -40,8 +40,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from adapter.policies.autoscaler import FunctionAutoscaler, function_autoscaler
 from adapter.policies.latency import LatencyModel
-from core.config import AdvisorSettings
 from simulator.scaling import FunctionState, KpaScaler
+from slackwise_core.config import AdvisorSettings
 
 __all__ = ["AdvisorScaler", "Clairvoyant", "OwnedScaler", "window_needs"]
 

@@ -27,7 +27,7 @@ Schema (every key optional unless marked)::
       window: 1000                    # SLA compliance: windows of this many requests ...
       step: 10                        # ... sliding by this many
       advisor: {burst_u: 2.0, history_s: 500, min_scale_in_gap_s: 60, default_setup_s: 5,
-                keep_alive: true, floor_at_current: true}   # core.config.AdvisorSettings
+                keep_alive: true, floor_at_current: true}   # slackwise_core.config.AdvisorSettings
     platform:
       scaling: fixed                  # fixed (nodes per function, warm) | kpa (Knative's KPA)
       autoscaler: {stable-window: 60s, ...}   # config-autoscaler keys, strings (kpa only)
@@ -46,7 +46,7 @@ Schema (every key optional unless marked)::
 
 An app's SLO is ``slo_ms``, or ``slo_factor`` × the sum of its stages' batch-1 median latencies in
 the chosen profile set (PowerChief-style, as GrandSLAM §5 takes its SLAs). Every error is a
-:class:`core.config.ConfigError` naming the file, the key and the bad value.
+:class:`slackwise_core.config.ConfigError` naming the file, the key and the bad value.
 """
 
 from __future__ import annotations
@@ -60,11 +60,11 @@ import yaml
 
 from adapter.policies.batching_settings import BatchingSettings
 from adapter.policies.slack import POLICIES, stage_policy
-from core.config import AdvisorSettings, ConfigError, Reader
-from core.config.loader import advisor_settings
-from core.config.model import DEFAULT_MAX_BATCH
-from core.scaling import AutoscalerConfig, ScalingSpec, require_kpa, resolve_spec
-from core.scaling_values import ScalingConfigError
+from slackwise_core.config import AdvisorSettings, ConfigError, Reader
+from slackwise_core.config.loader import advisor_settings
+from slackwise_core.config.model import DEFAULT_MAX_BATCH
+from slackwise_core.scaling import AutoscalerConfig, ScalingSpec, require_kpa, resolve_spec
+from slackwise_core.scaling_values import ScalingConfigError
 
 __all__ = [
     "SCALERS",

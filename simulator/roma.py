@@ -53,7 +53,6 @@ from adapter.policies.roma import (
     round_robin,
     supervise,
 )
-from core.config import ConfigError
 from simulator.profiles import resolve_curves
 from simulator.roma_config import (
     RomaApp,
@@ -63,6 +62,7 @@ from simulator.roma_config import (
     parse_roma_config,
 )
 from simulator.service import ServiceCurve
+from slackwise_core.config import ConfigError
 
 __all__ = [
     "SYSTEMS",

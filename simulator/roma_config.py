@@ -1,6 +1,6 @@
 """A ROMA experiment's config (the top-level ``roma:`` key), simulated or live.
 
-Checked key by key: a bad key or value is a :class:`~core.config.ConfigError` naming it.
+Checked key by key: a bad key or value is a :class:`~slackwise_core.config.ConfigError` naming it.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 
 import yaml
 
-from core.config import ConfigError
-from core.config.gpu import GPU_MAX_BATCH
-from core.config.reader import Reader
 from functions.device import parse_device
+from slackwise_core.config import ConfigError
+from slackwise_core.config.gpu import GPU_MAX_BATCH
+from slackwise_core.config.reader import Reader
 
 __all__ = ["RomaApp", "RomaConfig", "is_roma_config", "load_roma_config", "parse_roma_config"]
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from adapter.policies.latency import LatencyModel
-from core.scaling import ScalingSpec
 from knative.kpa import KPA
+from slackwise_core.scaling import ScalingSpec
 
 __all__ = ["FixedScaler", "FunctionState", "KpaScaler", "Scaler", "ScalerHooks"]
 

@@ -18,9 +18,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from adapter.serving.app import create_app
-from core.clock import VirtualClock
-from core.config import Config, parse_config
 from knative.local.events import ReplicaCounts
+from slackwise_core.clock import VirtualClock
+from slackwise_core.config import Config, parse_config
 
 
 class FakeView:

@@ -13,9 +13,9 @@ from sklearn.datasets import load_digits
 from adapter.serving.app import create_app
 from adapter.serving.cores import CoreControl, controlled
 from adapter.serving.platform_view import LocalView, PinUnsupported
-from core.clock import MonotonicClock
-from core.config import ConfigError, CoreSettings, parse_config
 from knative.local.events import ReplicaCounts
+from slackwise_core.clock import MonotonicClock
+from slackwise_core.config import ConfigError, CoreSettings, parse_config
 
 
 def _raw(cores: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from sklearn.datasets import load_digits
 
 from adapter.serving.app import create_app
 from adapter.serving.platform_view import LocalView
-from core.config import ConfigError, GpuSettings, parse_config
 from functions.server_process import ServerProcess
+from slackwise_core.config import ConfigError, GpuSettings, parse_config
 
 
 def _raw(gpu: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from sklearn.datasets import load_digits
 from adapter.serving.app import create_app
 from adapter.serving.platform_view import LocalView
 from adapter.serving.records import read_records
-from core.config import parse_config
 from knative.local.platform import LocalPlatform
+from slackwise_core.config import parse_config
 
 pytestmark = pytest.mark.slow
 

@@ -12,13 +12,13 @@ import pytest
 
 from adapter.cli.main import main
 from adapter.policies.slack import stage_policy
-from core.config import AdvisorSettings, ConfigError
 from simulator.autoscalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
 from simulator.compliance import compliance_pct, compliant_windows
 from simulator.config import parse_sim_config
 from simulator.engine import Simulation
 from simulator.scaling import FunctionState, KpaScaler
 from simulator.service import ServiceCurve
+from slackwise_core.config import AdvisorSettings, ConfigError
 
 IDLE = FunctionState(ready=0, starting=0, inflight=0, queued=0)
 

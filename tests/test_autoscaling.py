@@ -17,13 +17,13 @@ from starlette.testclient import TestClient
 from adapter.policies.latency import LatencyModel
 from adapter.serving.autoscaling import Autoscaling
 from adapter.serving.platform_view import PinUnsupported
-from core.clock import VirtualClock
-from core.config import AdvisorSettings, Config, ConfigError, parse_config
 from functions.gossip import FrontendTally, parse_window
 from functions.headers import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS
 from knative.cluster.client import MIN_SCALE, KnativeClient
 from knative.cluster.view import KnativeView
 from knative.local.events import ReplicaCounts
+from slackwise_core.clock import VirtualClock
+from slackwise_core.config import AdvisorSettings, Config, ConfigError, parse_config
 from tests.kube.fake_api import FakeKubernetes
 
 

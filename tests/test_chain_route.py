@@ -21,8 +21,8 @@ from starlette.testclient import TestClient
 
 from adapter.cli.results import parse_server_timing
 from adapter.serving.app import create_app
-from core.config import Config, ConfigError, parse_config
 from knative.local.events import ReplicaCounts
+from slackwise_core.config import Config, ConfigError, parse_config
 
 
 class FakeView:

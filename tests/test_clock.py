@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from core.clock import VirtualClock
+from slackwise_core.clock import VirtualClock
 
 
 def test_sleeps_cost_no_wall_time() -> None:

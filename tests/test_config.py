@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from core.config import ConfigError, load_config, parse_config
+from slackwise_core.config import ConfigError, load_config, parse_config
 
 
 def base(**fn: Any) -> dict[str, Any]:
@@ -129,9 +129,10 @@ def test_the_readme_config_reference_is_valid() -> None:
 
 
 def test_the_config_knows_every_stage_policy_the_adapter_defines() -> None:
-    """core.config checks ``stage_policy`` without importing the adapter; the two lists agree."""
+    """slackwise_core.config checks ``stage_policy`` without importing the adapter; the two
+    lists agree."""
     from adapter.policies.slack import POLICIES, VARIANTS
-    from core.config import STAGE_POLICIES
+    from slackwise_core.config import STAGE_POLICIES
 
     assert (*POLICIES, *VARIANTS) == STAGE_POLICIES
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from core.config import ConfigError, parse_config
 from functions.device import DeviceUnavailable, parse_device
 from functions.registry import create_model
+from slackwise_core.config import ConfigError, parse_config
 
 
 def _cuda() -> bool:

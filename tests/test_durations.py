@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.durations import format_duration, parse_duration
+from slackwise_core.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -128,7 +128,7 @@ def test_the_latency_models_recent_view_sees_a_step_the_window_still_hides() -> 
 def test_while_the_floor_stands_the_advisor_replays_the_service_times_of_now() -> None:
     from adapter.policies.autoscaler import function_autoscaler
     from adapter.policies.latency import LatencyModel
-    from core.config import AdvisorSettings
+    from slackwise_core.config import AdvisorSettings
 
     model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
     auto = function_autoscaler(

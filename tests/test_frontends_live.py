@@ -18,9 +18,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.config import load_config
 from knative.local.guard import ENV_VAR as TOKEN_ENV
 from knative.local.platform import LocalPlatform
+from slackwise_core.config import load_config
 
 pytestmark = pytest.mark.slow
 

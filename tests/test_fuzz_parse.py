@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 
 from adapter.serving.app import create_app
 from adapter.serving.http_server import serve
-from core.clock import VirtualClock
 from functions.limits import BearerRequired, RequestLimits
 from functions.model import InvalidInput
 from functions.runtime import v1_instances
 from functions.v2 import v2_instances
 from knative.local.guard import Guard
+from slackwise_core.clock import VirtualClock
 from tests.test_adapter import FakeView, config, echo
 from tests.test_server_limits import APP, call
 

@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from adapter.serving.app import create_app
 from adapter.serving.http_limits import MAX_HEADERS
 from adapter.serving.http_server import serve
-from core.clock import VirtualClock
+from slackwise_core.clock import VirtualClock
 from tests.test_adapter import FakeView, config, echo
 from tests.test_http_server import run
 

@@ -1,8 +1,8 @@
 """The adapter's own HTTP server (``slackwise serve``) on a real socket, with fake upstreams.
 
-Each scenario runs on a virtual clock (:class:`core.clock.VirtualClock`): the sockets are real,
-and the loop polls them before it moves time on, so the upstream's delays, the client's timeouts
-and the dispatch timers cost no wall time."""
+Each scenario runs on a virtual clock (:class:`slackwise_core.clock.VirtualClock`): the sockets are
+real, and the loop polls them before it moves time on, so the upstream's delays, the client's
+timeouts and the dispatch timers cost no wall time."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from starlette.applications import Starlette
 
 from adapter.serving.app import create_app
 from adapter.serving.http_server import serve
-from core.clock import VirtualClock
-from core.config import Config
+from slackwise_core.clock import VirtualClock
+from slackwise_core.config import Config
 from tests.socket_probe import tcp_connections
 from tests.test_adapter import FakeView, config, echo
 

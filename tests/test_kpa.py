@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.scaling import AutoscalerConfig, ScalingSpec, resolve_spec
 from knative.kpa import KPA, Decision
+from slackwise_core.scaling import AutoscalerConfig, ScalingSpec, resolve_spec
 
 G = "autoscaling.knative.dev/"
 

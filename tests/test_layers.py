@@ -11,7 +11,7 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("adapter", "core", "functions", "knative", "traces", "loadtests", "simulator")
+PACKAGES = ("adapter", "slackwise_core", "functions", "knative", "traces", "loadtests", "simulator")
 #: the most lines a module may have before it must be split along its concepts
 MAX_LINES = 450
 
@@ -104,9 +104,9 @@ def test_the_module_map_takes_each_docstrings_first_sentence() -> None:
         "``slackwise x``: does y, on two lines."
     )
     assert first_sentence(None) == "-" and first_sentence("a | b") == "a \\| b"
-    table = module_map(ROOT, ["core"])
+    table = module_map(ROOT, ["slackwise_core"])
     listed = set(re.findall(r"^\| `([^`]+)` \|", table, re.M))
-    assert "core/clock.py" in listed and "core/autoscaler_config.py" in listed
+    assert "slackwise_core/clock.py" in listed and "slackwise_core/autoscaler_config.py" in listed
     assert all((ROOT / path).is_file() for path in listed)
 
 
@@ -131,3 +131,14 @@ def test_each_policy_default_is_written_in_one_place(pattern: str, home: str | N
         if re.search(pattern, path.read_text(encoding="utf-8"))
     )
     assert found == ([home] if home else []), found
+
+
+def test_what_an_install_puts_at_the_top_level_shadows_no_common_module() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    include = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    top = sorted(name.rstrip("*") for name in include)
+    assert top == sorted(PACKAGES)
+    # names as generic as these would shadow, or be shadowed by, other installed modules
+    assert not {"core", "config", "common", "utils", "tests", "test"} & set(top)

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 import yaml
 
-from core.config import Config, ConfigError, load_config, parse_config
 from knative.cluster import manifests, manifests_command
 from knative.cluster.crd_schema import (
     KnativeSchemaMissing,
@@ -25,6 +24,7 @@ from knative.cluster.crd_schema import (
 from knative.cluster.kn_commands import kn_create_args
 from knative.cluster.kn_rules import KnLineError, check_kn_args, check_kn_line
 from simulator.roma import is_roma_config
+from slackwise_core.config import Config, ConfigError, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "experiments"

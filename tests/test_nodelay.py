@@ -18,9 +18,9 @@ from sklearn.datasets import load_digits
 from adapter.serving.app import create_app
 from adapter.serving.http_server import serve
 from adapter.serving.platform_view import LocalView
-from core.config import parse_config
 from functions.serve import listening_socket
 from knative.local.platform import LocalPlatform
+from slackwise_core.config import parse_config
 from tests.socket_probe import TcpConnection, tcp_connections
 
 DIGITS = load_digits()

@@ -2,8 +2,8 @@
 the same batches (function, members, dispatch time) under every stage policy.
 
 The live side is the real thing in process: the adapter's chain walker and dispatchers, on a
-virtual clock (:class:`core.clock.VirtualClock`), in front of an upstream whose batches take
-exactly the profile's median for their size. The simulator runs the same workload with the same
+virtual clock (:class:`slackwise_core.clock.VirtualClock`), in front of an upstream whose batches
+take exactly the profile's median for their size. The simulator runs the same workload with the same
 profiles (deterministic service times), the same fixed fleet and the exact P95 it reads when
 asked to.
 """
@@ -29,14 +29,14 @@ from adapter.serving.dispatcher import Dispatcher
 from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.pending import Pending
 from adapter.serving.records import RecordWriter
-from core.clock import VirtualClock
-from core.config import parse_config
 from knative.http1 import Http1Response
 from knative.local.events import ReplicaCounts
 from simulator.config import parse_sim_config
 from simulator.engine import Simulation
 from simulator.profiles import resolve_curves
 from simulator.service import ServiceCurve
+from slackwise_core.clock import VirtualClock
+from slackwise_core.config import parse_config
 
 NODES = 2
 MAX_BATCH = 16

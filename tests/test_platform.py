@@ -14,8 +14,8 @@ import httpx
 import pytest
 from sklearn.datasets import load_digits
 
-from core.config import Config, parse_config
 from knative.local.platform import LocalPlatform
+from slackwise_core.config import Config, parse_config
 
 pytestmark = pytest.mark.slow
 

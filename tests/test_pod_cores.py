@@ -11,10 +11,10 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from core.config import parse_config
 from knative.cluster.client import AccessDeniedError, KnativeClient
 from knative.cluster.manifests import function_service, rbac_objects
 from knative.cluster.pod_cores import PodCores, ResizeUnavailableError, millicores
+from slackwise_core.config import parse_config
 from tests.kube.fake_api import FakeKubernetes
 from tests.kube.fake_pods import cpu_cores, qos_class
 
@@ -186,8 +186,8 @@ def test_the_adapters_knative_view_sets_cores_through_the_resize(fake: FakeKuber
     a cluster without the resize is PinUnsupported (the loop warns once and stops)."""
     import asyncio
 
-    from core.platform_errors import PinUnsupported
     from knative.cluster.view import KnativeView
+    from slackwise_core.platform_errors import PinUnsupported
 
     _deploy(fake, replicas=2)
     with fake.api_client() as api:

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from adapter.serving.app import create_app
 from adapter.serving.protocols import codec_for
-from core.config import ConfigError, parse_config
+from slackwise_core.config import ConfigError, parse_config
 
 
 def test_v1_is_instances_and_predictions() -> None:

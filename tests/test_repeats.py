@@ -11,7 +11,7 @@ from adapter.cli.disturbance import window_split
 from adapter.cli.experiment_command import parse_disturbance
 from adapter.cli.repeats import order, summarize_repeats
 from adapter.cli.results import ExperimentResult, ModeSummary
-from core.config.model import Disturbance
+from slackwise_core.config.model import Disturbance
 
 
 def summary(violations: float, replica_s: float) -> ModeSummary:

@@ -22,8 +22,8 @@ from adapter.policies.roma import (
     round_robin,
     supervise,
 )
-from core.config import ConfigError
 from simulator.roma import SYSTEMS, parse_roma_config, run_roma
+from slackwise_core.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 

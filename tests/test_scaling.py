@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from core.durations import parse_duration
-from core.scaling import AutoscalerConfig, resolve_spec
-from core.scaling_values import ScalingConfigError
 from knative.cluster.crd_schema import knative_dir
+from slackwise_core.durations import parse_duration
+from slackwise_core.scaling import AutoscalerConfig, resolve_spec
+from slackwise_core.scaling_values import ScalingConfigError
 
 G = "autoscaling.knative.dev/"
 _CONFIG_MAP = "configmaps/autoscaler.yaml"
@@ -310,9 +310,9 @@ def test_the_hpa_class_has_its_own_rules(extra: dict[str, str], says: str) -> No
 
 
 def test_what_emulates_the_kpa_refuses_the_hpa_class_by_name() -> None:
-    from core.config import parse_config
-    from core.scaling import require_kpa
     from knative.local.platform import LocalPlatform
+    from slackwise_core.config import parse_config
+    from slackwise_core.scaling import require_kpa
 
     config = parse_config({"functions": {"digits": {"model": "digits", "annotations": HPA}}})
     require_kpa(parse_config({"functions": {"digits": {"model": "digits"}}})

@@ -19,10 +19,10 @@ from typing import TextIO
 import httpx
 import numpy as np
 
-from core.config import Config
 from functions.registry import create_model
 from knative.local.platform import LocalPlatform
 from loadtests.openloop import Outcome, poisson_arrivals, replay
+from slackwise_core.config import Config
 
 
 @dataclass(frozen=True, kw_only=True)

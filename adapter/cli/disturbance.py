@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from core.config.model import Disturbance
+from slackwise_core.config.model import Disturbance
 
 __all__ = ["disturb", "window_split"]
 

@@ -38,9 +38,9 @@ from adapter.cli.results import (
     stage_times,
     summarize,
 )
-from core.config import ADVISOR_MODE, Config, ExperimentConfig
 from knative.local.guard import ENV_VAR as TOKEN_ENV
 from knative.local.platform import LocalPlatform
+from slackwise_core.config import ADVISOR_MODE, Config, ExperimentConfig
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from adapter.cli.repeats import commit, order, summarize_repeats
 from adapter.cli.running import load, run_async
-from core.config.model import DISTURBANCES, Disturbance
+from slackwise_core.config.model import DISTURBANCES, Disturbance
 
 
 def add_arguments(exp: argparse.ArgumentParser) -> None:
@@ -47,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
     from adapter.cli.experiment import run_experiment
     from adapter.cli.results import ExperimentResult
-    from core.config import parse_modes
     from simulator.roma import is_roma_config
+    from slackwise_core.config import parse_modes
 
     if is_roma_config(args.config):  # ROMA's systems, live (adapter.cli.roma_live)
         from adapter.cli.roma_live import run_cli

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from adapter.cli.running import load, run_async
-from core.config import Config, FunctionConfig
-from core.scaling_values import KPA_CLASS, ScalingConfigError
+from slackwise_core.config import Config, FunctionConfig
+from slackwise_core.scaling_values import KPA_CLASS, ScalingConfigError
 
 logger = logging.getLogger("slackwise")
 

@@ -51,8 +51,8 @@ from adapter.policies.roma import (
     response_signal,
     supervise,
 )
-from core.config import Config, parse_config
 from simulator.roma import RomaConfig, arrivals, summary_row
+from slackwise_core.config import Config, parse_config
 
 __all__ = ["LIVE_SYSTEMS", "run_cli", "run_live"]
 
@@ -337,9 +337,9 @@ def run_cli(path: str, out_json: str | None, modes: str | None) -> int:
     import sys
     from pathlib import Path
 
-    from core.config import ConfigError
     from functions.server_process import ServerStartError
     from simulator.roma import format_roma, load_roma_config
+    from slackwise_core.config import ConfigError
 
     try:
         config = load_roma_config(path)

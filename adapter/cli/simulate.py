@@ -17,11 +17,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from core.config import ConfigError
 from functions.profile_format import ProfileFormatError
 from simulator.config import SimConfig, TraceConfig, load_sim_config
 from simulator.profiles import ProfileSetError
 from simulator.runner import sweep
+from slackwise_core.config import ConfigError
 
 __all__ = ["add_arguments", "format_table", "run"]
 

@@ -43,8 +43,8 @@ from adapter.serving.predict_endpoint import PredictEndpoint, PredictMiddleware
 from adapter.serving.routes import routes
 from adapter.serving.state import AdapterState
 from adapter.serving.wiring import latency_prior, running
-from core.clock import Clock, MonotonicClock
-from core.config import Config
+from slackwise_core.clock import Clock, MonotonicClock
+from slackwise_core.config import Config
 
 __all__ = ["create_app", "latency_prior"]
 

@@ -30,9 +30,9 @@ from collections.abc import Callable, Mapping
 from adapter.policies.autoscaler import FunctionAutoscaler, function_autoscaler
 from adapter.policies.latency import LatencyModel
 from adapter.serving.platform_view import PinUnsupported, PlatformView
-from core.clock import Clock
-from core.config import AdvisorSettings, FunctionConfig
 from functions.headers import COLD_START, FRONTENDS, MODEL_LOAD_MS, PLATFORM_WAIT_MS
+from slackwise_core.clock import Clock
+from slackwise_core.config import AdvisorSettings, FunctionConfig
 
 __all__ = ["Autoscaling"]
 

@@ -29,10 +29,10 @@ from adapter.serving.errors import AdapterError, StageOutputUnusable
 from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.pending import Answer, Pending
 from adapter.serving.records import RecordWriter
-from core.clock import Clock
-from core.config import AppConfig, FunctionConfig
 from functions.edges import Edge, EdgeError, edge_for
 from functions.headers import ARRIVED_COLD
+from slackwise_core.clock import Clock
+from slackwise_core.config import AppConfig, FunctionConfig
 
 __all__ = ["Chain", "ChainResult"]
 

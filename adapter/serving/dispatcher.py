@@ -2,9 +2,9 @@
 member.
 
 Every decision is the :class:`adapter.policies.controller.Controller`'s (the simulator drives the
-same one): what to admit, which batch to send and when, the batch limit, and what an answer
-teaches. This loop adds what is live: HTTP, the futures the handlers wait on, metrics, records and
-the advisor's reports. It waits on its clock (:meth:`core.clock.Clock.wait`), so on a virtual
+same one): what to admit, which batch to send and when, the batch limit, and what an answer teaches.
+This loop adds what is live: HTTP, the futures the handlers wait on, metrics, records and the
+advisor's reports. It waits on its clock (:meth:`slackwise_core.clock.Clock.wait`), so on a virtual
 clock it runs in virtual time. In-flight batches are bounded by the platform's ready replicas ×
 ``containerConcurrency``; while no replica is ready one batch goes to the platform (its activator
 buffers it and starts a replica, as a request at scale zero does) and the rest keep queueing.
@@ -50,10 +50,10 @@ from adapter.serving.protocols import codec_for
 from adapter.serving.records import RecordWriter, request_record
 from adapter.serving.rejections import Rejection, halves, read_rejection, send_with_retries
 from adapter.serving.upstream import SendFailed, SendTimeout, Upstream
-from core.clock import Clock
-from core.config import FunctionConfig
 from functions.headers import COLD_START, COMPUTE_MS, FRONTEND_ID, FRONTEND_WINDOW_S
 from knative.http1 import Http1Response
+from slackwise_core.clock import Clock
+from slackwise_core.config import FunctionConfig
 
 logger = logging.getLogger(__name__)
 

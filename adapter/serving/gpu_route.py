@@ -1,5 +1,5 @@
-"""ROMA's GPU side in the adapter (``adapter.gpu``, :mod:`core.config.gpu`): one GPU executable
-shared by several functions, given to the most deficient of them whenever it is free.
+"""ROMA's GPU side in the adapter (``adapter.gpu``, :mod:`slackwise_core.config.gpu`): one GPU
+executable shared by several functions, given to the most deficient of them whenever it is free.
 
 The GPU executable is a process holding those functions' models (``python -m functions.serve
 --model imagenet --model embed --device cuda:0``), each at ``/v1/models/{kind}:predict``. The
@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 from adapter.policies.latency import LatencyModel
 from adapter.policies.roma import GpuCandidate, gpu_batch, gpu_choice, round_robin
 from adapter.serving.upstream import Upstream
-from core.clock import Clock
-from core.config import GpuSettings
+from slackwise_core.clock import Clock
+from slackwise_core.config import GpuSettings
 
 if TYPE_CHECKING:
     from adapter.serving.dispatcher import Dispatcher

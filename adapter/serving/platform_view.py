@@ -15,12 +15,12 @@ from typing import Protocol
 
 import httpx
 
-from core.clock import Clock, MonotonicClock
-from core.platform_errors import PinUnsupported
 from knative.local.events import ReplicaCounts
 from knative.local.guard import ENV_VAR as TOKEN_ENV
 from knative.local.guard import read_token
 from knative.local.platform import LocalPlatform
+from slackwise_core.clock import Clock, MonotonicClock
+from slackwise_core.platform_errors import PinUnsupported
 
 __all__ = [
     "LocalView",

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import orjson
 
 from adapter.serving.upstream import SendFailed
-from core.clock import Clock
 from knative.http1 import Http1Response
+from slackwise_core.clock import Clock
 
 __all__ = [
     "RETRYABLE",

@@ -18,8 +18,8 @@ from adapter.serving.loop_lag import LoopLag
 from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.platform_view import PlatformView
 from adapter.serving.records import RecordWriter
-from core.clock import Clock
-from core.config import Config
+from slackwise_core.clock import Clock
+from slackwise_core.config import Config
 
 __all__ = ["AdapterState"]
 

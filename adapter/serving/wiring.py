@@ -30,7 +30,7 @@ from adapter.serving.protocols import codec_for
 from adapter.serving.records import RecordWriter
 from adapter.serving.state import AdapterState
 from adapter.serving.upstream import HttpUpstream, PlatformUpstream, RoutedUpstream, Upstream
-from core.config import AdapterConfig, Config
+from slackwise_core.config import AdapterConfig, Config
 
 __all__ = ["latency_prior", "running"]
 

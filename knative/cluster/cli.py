@@ -8,7 +8,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from core.config import ConfigError
 from knative.cluster.client import (
     AccessDeniedError,
     KnativeClient,
@@ -18,6 +17,7 @@ from knative.cluster.client import (
     ready_condition,
 )
 from knative.cluster.errors import KnativeError
+from slackwise_core.config import ConfigError
 
 Obj = dict[str, Any]
 
@@ -92,8 +92,8 @@ def _guarded(command: Command) -> Command:
 
 
 def _services(args: argparse.Namespace, namespace: str) -> list[Obj]:
-    from core.config import load_config
     from knative.cluster.manifests import function_service
+    from slackwise_core.config import load_config
 
     config = load_config(args.config)
     return [function_service(fn, namespace) for fn in config.functions.values()]

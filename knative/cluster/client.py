@@ -30,7 +30,6 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from core.scaling_values import MAX_SCALE, MIN_SCALE
 from knative.cluster.errors import (
     HOOK_SINCE,
     AccessDeniedError,
@@ -47,6 +46,7 @@ from knative.cluster.errors import (
 from knative.cluster.shares import scale_annotations
 from knative.cluster.watch import replica_counts
 from knative.local.events import ReplicaCounts
+from slackwise_core.scaling_values import MAX_SCALE, MIN_SCALE
 
 __all__ = [
     "MAX_SCALE",

@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from core.scaling_values import GROUP
+from slackwise_core.scaling_values import GROUP
 
 #: autoscaling annotations (without the group) that ``kn`` sets with a flag of its own
 SCALE_FLAGS = {

@@ -32,8 +32,6 @@ from typing import Any
 
 import yaml
 
-from core.config import Config, FunctionConfig
-from core.scaling import AutoscalerConfig
 from knative.cluster.crd_schema import (
     API_VERSION,
     KIND,
@@ -45,6 +43,8 @@ from knative.cluster.crd_schema import (
 from knative.cluster.dashboard import dashboard_configmap
 from knative.cluster.kn_commands import kn_create_line
 from knative.cluster.network_policy import function_network_policy
+from slackwise_core.config import Config, FunctionConfig
+from slackwise_core.scaling import AutoscalerConfig
 
 VERSION = "0.1.0"
 FUNCTION_PORT = 8080

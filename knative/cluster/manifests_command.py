@@ -8,7 +8,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from core.config import ConfigError, load_config
 from knative.cluster.crd_schema import ManifestError, knative_dir
 from knative.cluster.manifests import (
     KUSTOMIZATION,
@@ -19,6 +18,7 @@ from knative.cluster.manifests import (
     kustomization,
     render,
 )
+from slackwise_core.config import ConfigError, load_config
 
 __all__ = ["add_arguments", "main", "run", "write"]
 

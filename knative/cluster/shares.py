@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from core.scaling_values import MAX_SCALE, MIN_SCALE
+from slackwise_core.scaling_values import MAX_SCALE, MIN_SCALE
 
 __all__ = ["MAX_SCALE", "MIN_SCALE", "SCALE_SHARE", "scale_annotations", "share_of"]
 

@@ -10,12 +10,12 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from core.platform_errors import PinUnsupported
 from knative.cluster.client import KnativeClient
 from knative.cluster.errors import AccessDeniedError, HookUnavailableError, KnativeError
 from knative.cluster.pod_cores import PodCores, ResizeUnavailableError
 from knative.cluster.watch import ServingWatch
 from knative.local.events import ReplicaCounts
+from slackwise_core.platform_errors import PinUnsupported
 
 __all__ = ["KnativeView"]
 

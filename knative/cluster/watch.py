@@ -25,9 +25,9 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from core.scaling_values import MIN_SCALE
 from knative.cluster.errors import api_error
 from knative.local.events import ReplicaCounts
+from slackwise_core.scaling_values import MIN_SCALE
 
 logger = logging.getLogger(__name__)
 

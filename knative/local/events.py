@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core.clock import Clock
+from slackwise_core.clock import Clock
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,14 @@ from typing import Any
 
 import httpx
 
-from core.clock import Clock
-from core.config import FunctionConfig, PlatformConfig
 from knative.kpa import KPA
 from knative.local.activator import Activator
 from knative.local.cpu_quota import CpuQuota
 from knative.local.events import EventLog, Ledger
 from knative.local.replica import Replica, ReplicaStartError, ReplicaState
 from knative.meter import ConcurrencyMeter
+from slackwise_core.clock import Clock
+from slackwise_core.config import FunctionConfig, PlatformConfig
 
 __all__ = ["Fleet", "FunctionRuntime"]
 

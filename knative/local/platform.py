@@ -23,14 +23,14 @@ from typing import Any
 
 import httpx
 
-from core.clock import Clock, MonotonicClock
-from core.config import Config
-from core.scaling import require_kpa
 from knative.local.events import EventLog, PlatformEvent, ReplicaCounts
 from knative.local.fleet import Fleet, FunctionRuntime
 from knative.local.guard import new_token
 from knative.local.replica import ReplicaState
 from knative.local.router import Forwarded, PlatformStopping, Router
+from slackwise_core.clock import Clock, MonotonicClock
+from slackwise_core.config import Config
+from slackwise_core.scaling import require_kpa
 
 __all__ = ["Forwarded", "LocalPlatform", "PlatformStopping", "UnknownFunction"]
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import httpx
 
-from core.config import FunctionConfig
 from functions.limits import TOKEN_ENV
 from knative.http1 import Http1Pool, Origin
+from slackwise_core.config import FunctionConfig
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import itertools
 import time
 from typing import Any
 
-from core.scaling_values import MIN_SCALE
+from slackwise_core.scaling_values import MIN_SCALE
 
 __all__ = ["SERVING", "ToyController", "matches", "merge_patch", "parse_selector"]
 

@@ -27,11 +27,11 @@ from typing import Any
 
 import yaml
 
-from core.config.cores import check_cores, core_settings
-from core.config.device import device_setting
-from core.config.experiment import experiment_config, parse_modes, policy_name
-from core.config.gpu import check_gpu, gpu_settings
-from core.config.model import (
+from slackwise_core.config.cores import check_cores, core_settings
+from slackwise_core.config.device import device_setting
+from slackwise_core.config.experiment import experiment_config, parse_modes, policy_name
+from slackwise_core.config.gpu import check_gpu, gpu_settings
+from slackwise_core.config.model import (
     CAPACITY,
     DEFAULT_MAX_BATCH,
     LATE,
@@ -49,10 +49,17 @@ from core.config.model import (
     PlatformConfig,
     Resources,
 )
-from core.config.reader import ConfigError, Reader, choice, flag, fraction, optional_string
-from core.config.upstream import upstream_config
-from core.scaling import AutoscalerConfig, resolve_spec
-from core.scaling_values import ScalingConfigError
+from slackwise_core.config.reader import (
+    ConfigError,
+    Reader,
+    choice,
+    flag,
+    fraction,
+    optional_string,
+)
+from slackwise_core.config.upstream import upstream_config
+from slackwise_core.scaling import AutoscalerConfig, resolve_spec
+from slackwise_core.scaling_values import ScalingConfigError
 
 __all__ = ["advisor_settings", "load_config", "parse_config", "parse_modes"]
 

@@ -1,10 +1,11 @@
-"""The one YAML file that describes a deployment, as a typed model (:mod:`core.config.model`)
-loaded and checked by :mod:`core.config.loader`; errors name the file, the key and the value."""
+"""The one YAML file that describes a deployment, as a typed model
+(:mod:`slackwise_core.config.model`) loaded and checked by :mod:`slackwise_core.config.loader`;
+errors name the file, the key and the value."""
 
-from core.config.cores import CoreSettings
-from core.config.gpu import GpuSettings
-from core.config.loader import load_config, parse_config, parse_modes
-from core.config.model import (
+from slackwise_core.config.cores import CoreSettings
+from slackwise_core.config.gpu import GpuSettings
+from slackwise_core.config.loader import load_config, parse_config, parse_modes
+from slackwise_core.config.model import (
     ADVISOR_MODE,
     APP_EXPERIMENT_MODES,
     EXPERIMENT_MODES,
@@ -24,7 +25,7 @@ from core.config.model import (
     Resources,
     UpstreamConfig,
 )
-from core.config.reader import ConfigError, Reader
+from slackwise_core.config.reader import ConfigError, Reader
 
 __all__ = [
     "ADVISOR_MODE",

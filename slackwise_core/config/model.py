@@ -1,6 +1,6 @@
 """The deployment's typed model: platform, functions, apps, the adapter and an experiment.
 
-Frozen data, built by :mod:`core.config.loader`; live runs and the simulator read it.
+Frozen data, built by :mod:`slackwise_core.config.loader`; live runs and the simulator read it.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from core.config.cores import CoreSettings
-from core.config.gpu import GpuSettings
-from core.scaling import AutoscalerConfig, ScalingSpec
+from slackwise_core.config.cores import CoreSettings
+from slackwise_core.config.gpu import GpuSettings
+from slackwise_core.scaling import AutoscalerConfig, ScalingSpec
 
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 VARIANTS = ("cpu", "gpu")
@@ -210,9 +210,9 @@ class AdapterConfig:
     latency_model: str = "linear"
     aimd: AIMDConfig = field(default_factory=AIMDConfig)
     advisor: AdvisorSettings = field(default_factory=AdvisorSettings)
-    #: ROMA's CT controllers over the CPU functions' cores (core.config.cores)
+    #: ROMA's CT controllers over the CPU functions' cores (slackwise_core.config.cores)
     cores: CoreSettings = field(default_factory=CoreSettings)
-    #: ROMA's GPU executable in front of the CPU replicas (core.config.gpu)
+    #: ROMA's GPU executable in front of the CPU replicas (slackwise_core.config.gpu)
     gpu: GpuSettings = field(default_factory=GpuSettings)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from core.durations import parse_duration
+from slackwise_core.durations import parse_duration
 
 GROUP = "autoscaling.knative.dev"
 KPA_CLASS = "kpa.autoscaling.knative.dev"

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from core.config.model import (
+from slackwise_core.config.model import (
     ADVISOR_MODE,
     APP_EXPERIMENT_MODES,
     DISTURBANCES,
@@ -18,7 +18,7 @@ from core.config.model import (
     ExperimentConfig,
     FunctionConfig,
 )
-from core.config.reader import Reader, choice
+from slackwise_core.config.reader import Reader, choice
 
 __all__ = ["disturbance", "experiment_config", "parse_modes", "policy_name"]
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from core.scaling_values import (
+from slackwise_core.scaling_values import (
     CLASSES,
     KPA_CLASS,
     TARGET_MIN,

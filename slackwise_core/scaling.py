@@ -1,10 +1,11 @@
 """Knative autoscaling settings: the ``config-autoscaler`` map and per-revision annotations.
 
-:class:`AutoscalerConfig` (:mod:`core.autoscaler_config`) holds the config map's keys (defaults
-and value ranges of Knative Serving 1.23, see ``shared/knative/configmaps/autoscaler.yaml``).
-:func:`resolve_spec` merges it with one function's ``autoscaling.knative.dev/*`` annotations into
-the frozen :class:`ScalingSpec` the KPA runs on (or, for the HPA class, a cluster's HPA). Every
-error names the key and the bad value, as Knative's webhook does.
+:class:`AutoscalerConfig` (:mod:`slackwise_core.autoscaler_config`) holds the config map's keys
+(defaults and value ranges of Knative Serving 1.23, see
+``shared/knative/configmaps/autoscaler.yaml``). :func:`resolve_spec` merges it with one function's
+``autoscaling.knative.dev/*`` annotations into the frozen :class:`ScalingSpec` the KPA runs on (or,
+for the HPA class, a cluster's HPA). Every error names the key and the bad value, as Knative's
+webhook does.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
-from core.autoscaler_config import AutoscalerConfig as AutoscalerConfig
-from core.durations import parse_duration
-from core.scaling_values import (
+from slackwise_core.autoscaler_config import AutoscalerConfig as AutoscalerConfig
+from slackwise_core.durations import parse_duration
+from slackwise_core.scaling_values import (
     AGGREGATIONS,
     CLASSES,
     GROUP,
