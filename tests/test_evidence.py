@@ -154,3 +154,12 @@ def test_while_the_floor_stands_the_advisor_replays_the_service_times_of_now() -
     assert auto.evidence.level is not None and after >= 2 * before
     observed = auto.observed(t + 0.02)
     assert observed is not None and observed.median_ms[0] >= 60.0  # what it measures now
+
+
+def test_the_recent_view_forgets_a_stall_once_it_is_over() -> None:
+    ev = Evidence()
+    t = feed(ev, 0.0, 3.0, 20, 1)  # a stall: everything missed
+    assert ev.floor(t, model=1, current=1, setup_s=1.0, most=10) == 2
+    assert ev.recent_s(t + 0.5) == 1.0  # right after the raise: the last second
+    assert ev.recent_s(t + 4.0) == 4.0  # since the raise
+    assert ev.recent_s(t + 30.0) == 6.0  # never further back than two evidence windows

@@ -6,20 +6,20 @@ slower, inputs grow, a new model version is slower), the model keeps saying the 
 and every decision re-confirms it from the same inputs, while requests miss their SLO. A scaler
 that trusts its estimate over what it measures fails exactly then.
 
-:class:`Evidence` keeps what the function's requests actually did, in one-second buckets over
-the last ``window_s``: answered in time, missed (answered late, pruned late, or refused at the
-door because they would be late). Requests still queued past their deadline (``overdue``) count
-as misses too, at the moment of the decision: a stalled replica answers nothing, so outcomes
-alone would say nothing until the stall ends. The model and the evidence *disagree* when more
-than ``miss_fraction`` of at least ``min_samples`` outcomes missed. Then :meth:`Evidence.floor`
-raises a floor under the model's count at once, multiplicatively (``factor``, as the KPA's panic
-mode doubles), and again after each setup time while the disagreement lasts (new replicas need
-that long before they can help; raising faster only overshoots). When the evidence agrees again
-for ``clear_s``, the floor steps down one replica per ``clear_s`` (passive scale-in) until the
-model's own count is above it, and it is gone. While the floor stands, the model's inputs (the
-service times the advisor replays) come from the seconds since it was raised
-(:meth:`Evidence.recent_s`), not its long window, so the model itself catches up with the
-change. It never stands under another
+:class:`Evidence` keeps what the function's requests actually did, in one-second buckets over the
+last ``window_s``: answered in time, missed (answered late, pruned late, or refused at the door
+because they would be late). Requests still queued past their deadline (``overdue``) count as misses
+too, at the moment of the decision: a stalled replica answers nothing, so outcomes alone would say
+nothing until the stall ends. The model and the evidence *disagree* when more than ``miss_fraction``
+of at least ``min_samples`` outcomes missed. Then :meth:`Evidence.floor` raises a floor under the
+model's count at once, multiplicatively (``factor``, as the KPA's panic mode doubles), and again
+after each setup time while the disagreement lasts (new replicas need that long before they can
+help; raising faster only overshoots). When the evidence agrees again for ``clear_s``, the floor
+steps down one replica per ``clear_s`` (passive scale-in) until the model's own count is above it,
+and it is gone. While the floor stands, the model's inputs (the service times the advisor replays)
+come from the seconds since it was raised, at most the last two evidence windows
+(:meth:`Evidence.recent_s`), not its long window, so the model itself catches up with the change
+(and a stall's long batches leave it as soon as the stall is over). It never stands under another
 autoscaler: it is part of the advisor's own count. Pure: the time is an argument.
 """
 
@@ -86,12 +86,13 @@ class Evidence:
 
     def recent_s(self, now: float) -> float | None:
         """While the floor stands (the model was found wrong), how far back the model's inputs
-        should look at ``now``: back to when the floor was first raised (at least a second), what
-        the service times are since the change, not the long window that still holds the times
-        before it; ``None`` otherwise."""
+        should look at ``now``: back to when the floor was first raised (at least a second, at
+        most twice the evidence window), what the service times are since the change, not the
+        long window that still holds the times before it, nor a stall that has ended; ``None``
+        otherwise."""
         if self.level is None or self._episode is None:
             return None
-        return max(1.0, now - self._episode)
+        return min(max(1.0, now - self._episode), 2.0 * self.config.window_s)
 
     def counts(self, now: float) -> tuple[int, int]:
         """Outcomes and misses over the last ``window_s``."""
