@@ -17,6 +17,7 @@ from typing import Any
 import uvicorn
 
 from functions.device import DeviceUnavailable
+from functions.head_timeout import HeadTimeoutProtocol
 from functions.limits import TOKEN_ENV, BearerRequired, RequestLimits
 from functions.registry import UnknownModel, create_model
 from functions.runtime import MAX_BODY_BYTES, create_app
@@ -89,11 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     if token:
         app = BearerRequired(app, token)
     app = RequestLimits(app, max_body_bytes=MAX_BODY_BYTES)
+    common: dict[str, Any] = {"log_level": args.log_level, "access_log": False,
+                              "http": HeadTimeoutProtocol}  # fmt: skip
     if args.fd is not None:
-        config = uvicorn.Config(app, log_level=args.log_level, access_log=False)
+        config = uvicorn.Config(app, **common)
         uvicorn.Server(config).run(sockets=[listening_socket(args.fd)])
     else:
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+        uvicorn.run(app, host=args.host, port=args.port, **common)
     return 0
 
 

@@ -159,3 +159,47 @@ def test_a_function_process_holds_its_limits_and_its_token_over_real_sockets() -
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_a_head_sent_too_slowly_is_answered_408_and_closed() -> None:
+    """uvicorn with :class:`functions.head_timeout.HeadTimeoutProtocol`, over a real socket: a
+    head dripped byte by byte gets 408 once its time is up; a whole request is answered as usual
+    (the timer stops at the end of the headers, however slow the app is)."""
+    from functions.head_timeout import HeadTimeoutProtocol
+    from knative.local.gateway import serve_in_loop
+
+    class Quick(HeadTimeoutProtocol):
+        head_timeout_s = 0.3
+
+    async def scenario() -> None:
+        import uvicorn
+
+        config = uvicorn.Config(APP, host="127.0.0.1", port=0, log_level="warning", http=Quick,
+                                lifespan="off")  # fmt: skip
+        server = uvicorn.Server(config)
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            for byte in b"POST /work HTTP/1.1\r\nHo":  # a few bytes, slowly, then nothing
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await asyncio.sleep(0.005)
+            started = time.monotonic()
+            head = await asyncio.wait_for(reader.read(4096), 3.0)
+            assert time.monotonic() - started < 1.5
+            assert head.startswith(b"HTTP/1.1 408"), head
+            assert b"request head not received within 0.3 s" in head
+            assert await asyncio.wait_for(reader.read(), 3.0) == b""  # closed
+            writer.close()
+            async with httpx.AsyncClient(trust_env=False) as client:  # a normal request
+                r = await client.post(f"http://127.0.0.1:{port}/work", content=b"abc")
+                assert r.status_code == 200 and r.json() == {"got": 3}
+        finally:
+            server.should_exit = True
+            await task
+
+    asyncio.run(scenario())
+    assert serve_in_loop  # the gateway's server takes the same protocol
