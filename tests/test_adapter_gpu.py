@@ -99,3 +99,67 @@ def test_live_the_adapter_shares_a_gpu_executable_between_two_functions() -> Non
     assert sum(right) >= 0.95 * len(right)
     on_gpu = sum(s["gpu_served"] for s in status)
     assert 0 < on_gpu < 240, status  # both the GPU executable and the CPU replicas served
+
+
+def test_a_poisoned_member_of_a_gpu_batch_fails_alone() -> None:
+    """ROMA's GPU route hands its batch to ``Dispatcher.send_via``: a model that raises on one
+    member fails that member only; the partners are answered, and every retry of the split
+    halves goes to the GPU executable again, never to the replicas."""
+    import orjson
+
+    from adapter.policies.modes import SLACKWISE
+    from adapter.serving.dispatcher import Dispatcher
+    from adapter.serving.metrics import AdapterMetrics
+    from adapter.serving.pending import Pending
+    from adapter.serving.records import RecordWriter
+    from adapter.serving.wiring import latency_prior
+    from knative.http1 import Http1Response
+    from slackwise_core.clock import VirtualClock
+    from tests.test_adapter import FakeView, config
+
+    class Executable:
+        """An upstream that raises on the poisoned instance, failing any batch holding it."""
+
+        def __init__(self) -> None:
+            self.batches: list[list[Any]] = []
+
+        async def post(self, function: str, body: bytes, headers: Any, timeout_s: float
+                       ) -> Http1Response:  # fmt: skip
+            instances = orjson.loads(body)["instances"]
+            self.batches.append(instances)
+            if "poison" in instances:
+                return Http1Response(500, {}, b'{"error": "model error: ValueError: bad pixel"}')
+            return Http1Response(200, {}, orjson.dumps({"predictions": [[i] for i in instances]}))
+
+        async def aclose(self) -> None:
+            return None
+
+    gpu, replicas = Executable(), Executable()
+    clock = VirtualClock()
+    fn = config().functions["echo"]
+
+    async def main() -> list[Any]:
+        dispatcher = Dispatcher(
+            function=fn, preset=SLACKWISE, aimd=SLACKWISE.aimd_for(fn.max_batch),
+            model=latency_prior(fn.model), view=FakeView(1), upstream=replicas, clock=clock,
+            metrics=AdapterMetrics(), records=RecordWriter(None), max_queue=100, epoch=0.0,
+        )  # fmt: skip
+        loop = asyncio.get_running_loop()
+
+        def pending(i: int, x: Any) -> Pending:
+            return Pending(id=f"r{i}", function="echo", instances=[x], arrival=0.0,
+                           deadline=5.0, seq=i, future=loop.create_future())  # fmt: skip
+
+        batch = [pending(i, x) for i, x in enumerate([1, 2, "poison", 4, 5, 6, 7, 8])]
+        await dispatcher.send_via(batch, gpu)
+        return [p.future.exception() or p.future.result() for p in batch]
+
+    answers = clock.run(main())
+    for i, answer in enumerate(answers):
+        if i == 2:
+            assert isinstance(answer, Exception) and "bad pixel" in str(answer)
+        else:
+            assert not isinstance(answer, Exception), answer
+            assert answer.predictions == [[[1, 2, "poison", 4, 5, 6, 7, 8][i]]]
+    assert gpu.batches[0] == [1, 2, "poison", 4, 5, 6, 7, 8]  # one batch, then split on the GPU
+    assert len(gpu.batches) > 1 and replicas.batches == []
