@@ -163,3 +163,19 @@ def test_a_poisoned_member_of_a_gpu_batch_fails_alone() -> None:
             assert answer.predictions == [[[1, 2, "poison", 4, 5, 6, 7, 8][i]]]
     assert gpu.batches[0] == [1, 2, "poison", 4, 5, 6, 7, 8]  # one batch, then split on the GPU
     assert len(gpu.batches) > 1 and replicas.batches == []
+
+
+def test_when_the_gpu_executable_is_unreachable_its_batches_go_to_the_replicas() -> None:
+    """Nothing fails because the GPU is gone: the batch in hand is served by the function's
+    replicas, and the route leaves the GPU alone for a while (no request waits on it)."""
+    from functions.server_process import free_port
+    from tests.test_adapter import client, config, echo, many
+
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    cfg = config(gpu={"url": dead, "functions": ["echo"]}, max_wait_ms=0)
+    with client(echo, cfg, ready=1) as c:
+        responses = many(c, [{"instances": [n]} for n in range(24)])
+        status = c.get("/v1/models/echo").json()
+    assert [r.status_code for r in responses] == [200] * 24, [r.text for r in responses]
+    assert [r.json()["predictions"] for r in responses] == [[{"echo": n}] for n in range(24)]
+    assert status["gpu_served"] == 0  # what the route took, the replicas served

@@ -19,19 +19,24 @@ takes first), and takes again whenever its batch is answered. Each turn:
   model; the GPU's batch times teach the route's own model per function.
 
 What is not taken waits for the function's CPU replicas as before: the adapter's batching and
-slack still decide what leaves for them.
+slack still decide what leaves for them. When the GPU executable cannot be reached (it died, it
+is restarting), the batch in hand goes to the function's replicas instead of failing, and the
+route stops taking work for ``_DOWN_S`` before it tries the GPU again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from adapter.policies.latency import LatencyModel
 from adapter.policies.roma import GpuCandidate, gpu_batch, gpu_choice, round_robin
-from adapter.serving.upstream import Upstream
+from adapter.serving.upstream import SendFailed, Upstream
+from knative.http1 import Http1Response
 from slackwise_core.clock import Clock
 from slackwise_core.config import GpuSettings
 
@@ -45,6 +50,29 @@ __all__ = ["GpuRoute"]
 _RECENT_S = 1.0
 #: the GPU's time for a batch until one has been measured: 5 ms + 0.1 ms a request
 _PRIOR = (5.0, 0.1)
+#: how long the route leaves the GPU alone after it could not be reached
+_DOWN_S = 5.0
+
+logger = logging.getLogger("adapter.gpu")
+
+
+class _OrReplicas:
+    """The GPU executable, or, when it cannot be reached, the function's own replicas."""
+
+    def __init__(self, route: GpuRoute, replicas: Upstream) -> None:
+        self.route, self.replicas = route, replicas
+
+    async def post(
+        self, function: str, body: bytes, headers: Mapping[str, str], timeout_s: float
+    ) -> Http1Response:
+        try:
+            return await self.route.upstream.post(function, body, headers, timeout_s)
+        except SendFailed as exc:
+            self.route.down(exc)
+            return await self.replicas.post(function, body, headers, timeout_s)
+
+    async def aclose(self) -> None:
+        return None
 
 
 class GpuRoute:
@@ -67,6 +95,7 @@ class GpuRoute:
         self.models = {n: LatencyModel.from_prior(*_PRIOR, curve=True) for n in self.names}
         self._answers: dict[str, list[tuple[float, float]]] = {n: [] for n in self.names}
         self._next = 0
+        self._down_until = -math.inf
         self._busy: asyncio.Task[None] | None = None
         self._closed = False
         #: requests each function had served on the GPU
@@ -86,6 +115,8 @@ class GpuRoute:
         if self._closed or (self._busy is not None and not self._busy.done()):
             return
         now = self.clock.now()
+        if now < self._down_until:
+            return
         pick = self._pick(now)
         if pick is None:
             return
@@ -102,15 +133,25 @@ class GpuRoute:
         self, name: str, dispatcher: Dispatcher, batch: list[Pending], sent: float
     ) -> None:
         try:
-            await dispatcher.send_via(batch, self.upstream)
+            await dispatcher.send_via(batch, _OrReplicas(self, dispatcher.upstream))
             done = self.clock.now()
-            if all(p.future.done() and not p.future.cancelled() and p.future.exception() is None
-                   for p in batch):  # fmt: skip
+            if done < self._down_until:  # the replicas served it, not the GPU
+                self.served[name] -= len(batch)
+            elif all(p.future.done() and not p.future.cancelled() and p.future.exception() is None
+                     for p in batch):  # fmt: skip
                 ms = (done - sent) * 1000.0
                 self.models[name].observe(done, sum(p.size for p in batch), ms, ms, cold=False)
         finally:
             self._busy = None
             self.offer()
+
+    def down(self, exc: Exception) -> None:
+        """The GPU executable could not be reached: its batch goes to the replicas, and the
+        route takes nothing for ``_DOWN_S``."""
+        if self.clock.now() >= self._down_until:
+            logger.warning("GPU executable unreachable (%s): its batches go to the replicas "
+                           "for %g s", exc, _DOWN_S)  # fmt: skip
+        self._down_until = self.clock.now() + _DOWN_S
 
     def _recent(self, name: str, now: float) -> float | None:
         fresh = [(t, r) for t, r in self._answers[name] if t > now - _RECENT_S]
