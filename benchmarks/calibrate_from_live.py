@@ -31,8 +31,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapter.cli.results import stage_samples  # noqa: E402
 from functions.profiles import packaged  # noqa: E402
+from slackwise_cli.results import stage_samples  # noqa: E402
 
 
 def main() -> int:

@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 import psutil
 
-from adapter.cli.repeats import commit
+from slackwise_cli.repeats import commit
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "experiments" / "overload" / "digits.yaml"

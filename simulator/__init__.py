@@ -5,6 +5,6 @@ in virtual time; every scheduling decision comes from ``adapter`` (``scheduling.
 ``slack.StagePolicy``, ``queue.RequestQueue``, ``latency.LatencyModel``, ``aimd.AIMD``,
 ``chain``) and every scaling decision from a :class:`simulator.scaling.Scaler` (fixed nodes or
 ``knative.kpa.KPA``). :mod:`simulator.runner` sweeps the policies and searches each one's
-highest rate within the SLA; :mod:`adapter.cli.simulate` is ``slackwise simulate``.
+highest rate within the SLA; :mod:`slackwise_cli.simulate` is ``slackwise simulate``.
 See docs/simulator.md.
 """

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from adapter.cli.main import main
 from adapter.policies.slack import stage_policy
 from simulator.autoscalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
 from simulator.compliance import compliance_pct, compliant_windows
@@ -18,6 +17,7 @@ from simulator.config import parse_sim_config
 from simulator.engine import Simulation
 from simulator.scaling import FunctionState, KpaScaler
 from simulator.service import ServiceCurve
+from slackwise_cli.main import main
 from slackwise_core.config import AdvisorSettings, ConfigError
 
 IDLE = FunctionState(ready=0, starting=0, inflight=0, queued=0)

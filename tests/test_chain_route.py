@@ -19,9 +19,9 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from adapter.cli.results import parse_server_timing
 from adapter.serving.app import create_app
 from knative.local.events import ReplicaCounts
+from slackwise_cli.results import parse_server_timing
 from slackwise_core.config import Config, ConfigError, parse_config
 
 
@@ -218,8 +218,8 @@ def test_a_request_past_its_deadline_mid_chain_is_still_answered() -> None:
 
 def test_an_app_experiment_draws_its_plots_from_chain_records(tmp_path: Path) -> None:
     # the replayer's records of a chain carry one batch size per stage and per-stage timings
-    from adapter.cli.plots import plot_experiment
-    from adapter.cli.results import ExperimentResult, ModeRun, ModeSummary, StageTime, batch_size
+    from slackwise_cli.plots import plot_experiment
+    from slackwise_cli.results import ExperimentResult, ModeRun, ModeSummary, StageTime, batch_size
 
     headers = {
         "x-batch-size": "1,2,3",
@@ -245,7 +245,7 @@ def test_an_app_experiment_draws_its_plots_from_chain_records(tmp_path: Path) ->
 
 
 def test_an_experiment_says_when_and_on_what_it_ran() -> None:
-    from adapter.cli.results import ExperimentResult
+    from slackwise_cli.results import ExperimentResult
 
     doc = ExperimentResult("f", 100.0, "nasa", 10.0, 1.0, 60.0, 0.0, 1).to_json()
     ran = doc["ran_on"]

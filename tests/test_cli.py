@@ -30,7 +30,7 @@ functions:
 
 def slackwise(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "adapter.cli.main", *args],
+        [sys.executable, "-m", "slackwise_cli.main", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -67,7 +67,7 @@ def test_up_serves_and_ctrl_c_leaves_no_process_behind(tmp_path: Path) -> None:
     env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path)}
     env.pop(TOKEN_ENV, None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "adapter.cli.main", "up", "-c", str(config)],
+        [sys.executable, "-m", "slackwise_cli.main", "up", "-c", str(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

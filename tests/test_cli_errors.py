@@ -18,7 +18,7 @@ EXPERIMENT = GOOD + (
 
 def slackwise(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "adapter.cli.main", *args],
+        [sys.executable, "-m", "slackwise_cli.main", *args],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
         env={**os.environ, **(env or {})},
     )  # fmt: skip

@@ -61,6 +61,6 @@ def test_the_configmap_carries_the_same_json_for_the_sidecar() -> None:
 
 
 def test_the_command_prints_it() -> None:
-    done = subprocess.run([sys.executable, "-m", "adapter.cli.main", "dashboard"],
+    done = subprocess.run([sys.executable, "-m", "slackwise_cli.main", "dashboard"],
                           capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
     assert json.loads(done.stdout) == dashboard()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from adapter.cli.results import ModeRun, summarize
+from slackwise_cli.results import ModeRun, summarize
 
 
 def rec(latency_s: float, status: int = 200, batch: int = 1) -> dict[str, object]:
@@ -82,7 +82,7 @@ experiment:
     out = tmp_path / "out.json"
     plots = tmp_path / "plots"
     result = subprocess.run(
-        [sys.executable, "-m", "adapter.cli.main", "experiment", "-c", str(config),
+        [sys.executable, "-m", "slackwise_cli.main", "experiment", "-c", str(config),
          "--json", str(out), "--plots", str(plots)],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip

@@ -49,7 +49,7 @@ async def start_adapter(
 ) -> tuple[asyncio.subprocess.Process, str]:
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "adapter.cli.main", "serve", "-c", str(config), "--advisor",
+        sys.executable, "-m", "slackwise_cli.main", "serve", "-c", str(config), "--advisor",
         "--port", str(port), "--platform-url", platform.url("digits"),
         stdout=asyncio.subprocess.DEVNULL, env={**os.environ, TOKEN_ENV: platform.token},
     )  # fmt: skip

@@ -237,7 +237,7 @@ def _serve_until(cmd: list[str], url: str, cwd: Path, timeout_s: float = 180.0) 
 
 def test_the_parser_reads_what_the_dockerfiles_install() -> None:
     copies, requirements = _image(ROOT / "adapter" / "Dockerfile")
-    assert {"adapter", "slackwise_core", "knative", "simulator", "functions"} <= set(copies)
+    assert {"slackwise_cli", "adapter", "slackwise_core", "knative", "simulator", "functions"} <= set(copies)
     assert any(r.startswith("kubernetes") for r in requirements)
     assert not any(r.startswith(("torch", "locust", "matplotlib")) for r in requirements)
     copies, requirements = _image(ROOT / "functions" / "digits" / "Dockerfile")
@@ -259,7 +259,7 @@ def test_a_module_the_image_lacks_fails_to_import(tmp_path: Path) -> None:
 
 def test_the_adapter_image_starts(tmp_path: Path) -> None:
     site, blocked = _built(ROOT / "adapter" / "Dockerfile", tmp_path)
-    help_run = subprocess.run(_command(site, blocked, "adapter.cli.main", "--help"),
+    help_run = subprocess.run(_command(site, blocked, "slackwise_cli.main", "--help"),
                               capture_output=True, text=True, timeout=120)  # fmt: skip
     assert help_run.returncode == 0, help_run.stderr[-3000:]
     assert "serve" in help_run.stdout
@@ -268,7 +268,7 @@ def test_the_adapter_image_starts(tmp_path: Path) -> None:
     port = _free_port()
     # the embedded local platform: the adapter starts for real (its functions are processes of
     # the test's interpreter, not of the image)
-    cmd = _command(site, blocked, "adapter.cli.main", "serve", "-c", str(config), "--host",
+    cmd = _command(site, blocked, "slackwise_cli.main", "serve", "-c", str(config), "--host",
                    "127.0.0.1", "--port", str(port))  # fmt: skip
     _serve_until(cmd, f"http://127.0.0.1:{port}/healthz", tmp_path)
 

@@ -11,7 +11,16 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("adapter", "slackwise_core", "functions", "knative", "traces", "loadtests", "simulator")
+PACKAGES = (
+    "slackwise_cli",
+    "adapter",
+    "slackwise_core",
+    "functions",
+    "knative",
+    "traces",
+    "loadtests",
+    "simulator",
+)
 #: the most lines a module may have before it must be split along its concepts
 MAX_LINES = 450
 
@@ -95,7 +104,7 @@ def test_the_product_never_imports_the_test_doubles() -> None:
 
 
 def test_the_module_map_takes_each_docstrings_first_sentence() -> None:
-    from adapter.cli.module_map import first_sentence, module_map
+    from slackwise_cli.module_map import first_sentence, module_map
 
     assert first_sentence("One thing (MLProxy Fig. 3). Then more.\n\nDetails.") == (
         "One thing (MLProxy Fig. 3)."

@@ -422,8 +422,8 @@ def test_schema_keywords() -> None:
 
 
 def test_the_adapter_deployment_runs_a_serve_command_the_cli_accepts() -> None:
-    from adapter.cli.main import build_parser
     from knative.cluster.manifests import adapter_objects
+    from slackwise_cli.main import build_parser
 
     objects = adapter_objects("functions: {}\n", namespace="ml")
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]

@@ -61,7 +61,7 @@ def test_an_installed_package_finds_its_profiles_and_samples(tmp_path: Path) -> 
 MANIFESTS = """
 import sys
 import adapter
-from adapter.cli.main import main
+from slackwise_cli.main import main
 assert adapter.__file__.startswith({target!r}), adapter.__file__
 sys.exit(main(["manifests", "-c", "config.yaml", "-o", "out", "--namespace", "ml"]))
 """

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from adapter.cli.plot_command import from_locust, from_records
+from slackwise_cli.plot_command import from_locust, from_records
 
 LOCUST_HEADER = (
     "Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,"
@@ -58,7 +58,7 @@ def test_locust_history_takes_the_aggregated_rows(tmp_path: Path) -> None:
 
 def test_the_command_draws_and_refuses_bad_inputs_in_one_line(tmp_path: Path) -> None:
     def plot(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "adapter.cli.main", "plot", *args],
+        return subprocess.run([sys.executable, "-m", "slackwise_cli.main", "plot", *args],
                               capture_output=True, text=True, timeout=120)  # fmt: skip
 
     done = plot(str(records(tmp_path / "a.jsonl")), "--slo-ms", "100", "--out", str(tmp_path))

@@ -1,5 +1,6 @@
-"""Repeated experiments (adapter.cli.repeats) and the disturbance split (adapter.cli.disturbance):
-medians and ranges from several runs, rotated mode order, misses inside and outside a window."""
+"""Repeated experiments (slackwise_cli.repeats) and the disturbance split
+(slackwise_cli.disturbance): medians and ranges from several runs, rotated mode order, misses
+inside and outside a window."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import math
 
 import pytest
 
-from adapter.cli.disturbance import window_split
-from adapter.cli.experiment_command import parse_disturbance
-from adapter.cli.repeats import order, summarize_repeats
-from adapter.cli.results import ExperimentResult, ModeSummary
+from slackwise_cli.disturbance import window_split
+from slackwise_cli.experiment_command import parse_disturbance
+from slackwise_cli.repeats import order, summarize_repeats
+from slackwise_cli.results import ExperimentResult, ModeSummary
 from slackwise_core.config.model import Disturbance
 
 

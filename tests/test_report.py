@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from adapter.cli.main import main
-from adapter.cli.report import find_blocks, update_docs
+from slackwise_cli.main import main
+from slackwise_cli.report import find_blocks, update_docs
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from adapter.cli.main import main
 from adapter.policies.roma import (
     CoreController,
     GpuCandidate,
@@ -23,6 +22,7 @@ from adapter.policies.roma import (
     supervise,
 )
 from simulator.roma import SYSTEMS, parse_roma_config, run_roma
+from slackwise_cli.main import main
 from slackwise_core.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

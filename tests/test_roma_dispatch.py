@@ -1,4 +1,4 @@
-"""ROMA's live dispatch (adapter.cli.roma_dispatch): what a free GPU executable takes, what the
+"""ROMA's live dispatch (slackwise_cli.roma_dispatch): what a free GPU executable takes, what the
 CPU threads take, and that every request gets one answer. The executables are HTTP handlers that
 take their time, reached through httpx's transport; the live run with real processes is in
 tests/test_roma.py."""
@@ -13,7 +13,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from adapter.cli.roma_dispatch import Dispatch, GpuTime
+from slackwise_cli.roma_dispatch import Dispatch, GpuTime
 
 GPU = "http://gpu"
 CPU = "http://cpu"

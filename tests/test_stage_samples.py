@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from adapter.cli.results import stage_samples
+from slackwise_cli.results import stage_samples
 
 
 def test_each_answered_request_gives_each_stage_its_batch_and_round_trip(tmp_path: Path) -> None:

@@ -30,16 +30,16 @@ from typing import TextIO
 
 import httpx
 
-from adapter.cli.disturbance import disturb, window_split
-from adapter.cli.results import (
+from knative.local.guard import ENV_VAR as TOKEN_ENV
+from knative.local.platform import LocalPlatform
+from slackwise_cli.disturbance import disturb, window_split
+from slackwise_cli.results import (
     ExperimentResult,
     ModeRun,
     print_table,
     stage_times,
     summarize,
 )
-from knative.local.guard import ENV_VAR as TOKEN_ENV
-from knative.local.platform import LocalPlatform
 from slackwise_core.config import ADVISOR_MODE, Config, ExperimentConfig
 
 logger = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ async def _start_adapter(
     host = config.platform.host
     port = _free_port(host)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "adapter.cli.main", "serve", "-c", config.source,
+        sys.executable, "-m", "slackwise_cli.main", "serve", "-c", config.source,
         *adapter_flags(mode),
         "--host", host, "--port", str(port), "--platform-url", platform_url,
         stdout=asyncio.subprocess.DEVNULL, env=_with_token(token),
@@ -320,7 +320,7 @@ async def run_experiment(
             await asyncio.sleep(exp.settle_s)
     print_table(result, out)
     if plots_dir is not None:
-        from adapter.cli.plots import plot_experiment
+        from slackwise_cli.plots import plot_experiment
 
         for path in plot_experiment(result, runs, plots_dir):
             out.write(f"plot: {path}\n")

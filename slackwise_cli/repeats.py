@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from adapter.cli.results import ExperimentResult
+from slackwise_cli.results import ExperimentResult
 
 __all__ = ["commit", "order", "summarize_repeats"]
 

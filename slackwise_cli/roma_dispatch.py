@@ -1,7 +1,7 @@
 """ROMA's dispatch, live: each model's queue, served by the GPU executables first, then by the
 free threads of the model's CPU executable.
 
-Used by :mod:`adapter.cli.roma_live` when the experiment has GPUs (``roma.gpus`` > 0). Requests
+Used by :mod:`slackwise_cli.roma_live` when the experiment has GPUs (``roma.gpus`` > 0). Requests
 wait here, one queue per model (oldest first). Whenever something arrives or finishes:
 
 1. every free GPU executable (one process per GPU holding every model, ``python -m

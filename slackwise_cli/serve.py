@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from adapter.cli.running import load, run_async
+from slackwise_cli.running import load, run_async
 
 
 def add_arguments(serve: argparse.ArgumentParser) -> None:

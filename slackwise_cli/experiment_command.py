@@ -8,8 +8,8 @@ import math
 import sys
 from typing import Any, TextIO
 
-from adapter.cli.repeats import commit, order, summarize_repeats
-from adapter.cli.running import load, run_async
+from slackwise_cli.repeats import commit, order, summarize_repeats
+from slackwise_cli.running import load, run_async
 from slackwise_core.config.model import DISTURBANCES, Disturbance
 
 
@@ -45,13 +45,13 @@ def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from adapter.cli.experiment import run_experiment
-    from adapter.cli.results import ExperimentResult
     from simulator.roma import is_roma_config
+    from slackwise_cli.experiment import run_experiment
+    from slackwise_cli.results import ExperimentResult
     from slackwise_core.config import parse_modes
 
-    if is_roma_config(args.config):  # ROMA's systems, live (adapter.cli.roma_live)
-        from adapter.cli.roma_live import run_cli
+    if is_roma_config(args.config):  # ROMA's systems, live (slackwise_cli.roma_live)
+        from slackwise_cli.roma_live import run_cli
 
         return run_cli(args.config, args.json, args.modes)
     config = load(args.config)
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         result, _ = await run_experiment(config, this, out=sys.stdout, plots_dir=where)
         return result
 
-    from adapter.cli.experiment import ExperimentFailed
+    from slackwise_cli.experiment import ExperimentFailed
 
     results: list[ExperimentResult] = []
     try:

@@ -20,7 +20,7 @@ on its replica:
 
 With ``roma.gpus`` > 0 the run also starts one GPU executable per GPU (one process holding
 every app's model, on ``roma.gpu_device``), and requests wait in the dispatcher's per-model
-queues (:mod:`adapter.cli.roma_dispatch`): a free GPU takes first (Algorithm 1 for the ``roma``
+queues (:mod:`slackwise_cli.roma_dispatch`): a free GPU takes first (Algorithm 1 for the ``roma``
 systems, a slack-sized batch for ``roma_batched``, round robin for the others), then the CPU
 replicas' free threads; the supervisor keeps ``roma.gpu_cores`` for the GPU executables. An
 executable that cannot use its device refuses to start, and the run stops with its reason.
@@ -42,7 +42,6 @@ from typing import Any
 
 import httpx
 
-from adapter.cli.roma_dispatch import Dispatch, measure_gpu_time, median_s
 from adapter.policies.roma import (
     CoreController,
     NodeCores,
@@ -52,6 +51,7 @@ from adapter.policies.roma import (
     supervise,
 )
 from simulator.roma import RomaConfig, arrivals, summary_row
+from slackwise_cli.roma_dispatch import Dispatch, measure_gpu_time, median_s
 from slackwise_core.config import Config, parse_config
 
 __all__ = ["LIVE_SYSTEMS", "run_cli", "run_live"]
@@ -301,7 +301,7 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
 
 def run_live(config: RomaConfig, systems: tuple[str, ...] = LIVE_SYSTEMS) -> dict[str, Any]:
     """Each system in turn, live; the OUT.json document (``systems.{name}``)."""
-    from adapter.cli.results import machine
+    from slackwise_cli.results import machine
 
     known = LIVE_SYSTEMS + GPU_SYSTEMS + ADAPTER_SYSTEMS
     unknown = [s for s in systems if s not in known]

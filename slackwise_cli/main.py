@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from adapter.cli.running import load, run_async
+from slackwise_cli.running import load, run_async
 from slackwise_core.config import Config, FunctionConfig
 from slackwise_core.scaling_values import KPA_CLASS, ScalingConfigError
 
@@ -66,13 +66,13 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from adapter.cli import serve
+    from slackwise_cli import serve
 
     return serve.run(args)
 
 
 def _cmd_experiment(args: argparse.Namespace) -> int:
-    from adapter.cli import experiment_command
+    from slackwise_cli import experiment_command
 
     return experiment_command.run(args)
 
@@ -108,7 +108,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from adapter.cli.demo import DemoPlan, run_demo
+    from slackwise_cli.demo import DemoPlan, run_demo
 
     plan = DemoPlan(
         burst=args.burst, rate_rps=args.rate, steady_s=args.duration, idle_limit_s=args.idle_limit
@@ -165,13 +165,13 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from adapter.cli import simulate as simulator_cli
+    from slackwise_cli import simulate as simulator_cli
 
     return simulator_cli.run(args)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from adapter.cli import report
+    from slackwise_cli import report
 
     root = Path(args.root).resolve()
     if not (root / "docs").is_dir():
@@ -209,13 +209,13 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=_cmd_up)
 
     serve = sub.add_parser("serve", help="run the adapter (with the embedded local platform)")
-    from adapter.cli import serve as serve_cli
+    from slackwise_cli import serve as serve_cli
 
     serve_cli.add_arguments(serve)
     serve.set_defaults(func=_cmd_serve)
 
     exp = sub.add_parser("experiment", help="replay a trace through direct, mlproxy, slackwise")
-    from adapter.cli import experiment_command
+    from slackwise_cli import experiment_command
 
     experiment_command.add_arguments(exp)
     exp.set_defaults(func=_cmd_experiment)
@@ -251,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
 
     simulate = sub.add_parser("simulate", help="every stage policy on a simulated workload")
-    from adapter.cli import simulate as simulator_cli
+    from slackwise_cli import simulate as simulator_cli
 
     simulator_cli.add_arguments(simulate)
     simulate.set_defaults(func=_cmd_simulate)
@@ -284,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     dash.set_defaults(func=_cmd_dashboard)
 
     plot = sub.add_parser("plot", help="figures of replay records or Locust CSV histories")
-    from adapter.cli import plot_command
+    from slackwise_cli import plot_command
 
     plot_command.add_arguments(plot)
     plot.set_defaults(func=plot_command.run)

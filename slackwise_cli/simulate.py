@@ -179,7 +179,7 @@ def _run_roma(args: argparse.Namespace, out: TextIO) -> int:
 
 def plot_stages(doc: dict[str, Any], out_dir: Path) -> list[Path]:
     """GrandSLAM Fig. 11 per app: one bar per policy, each stage's queue and service stacked."""
-    from adapter.cli.plots import plot_stage_latency
+    from slackwise_cli.plots import plot_stage_latency
 
     apps: set[str] = set()
     for result in doc["policies"].values():

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapter.cli.report_groups import GROUPS
+from slackwise_cli.report_groups import GROUPS
 
 __all__ = ["GROUPS", "RENDERERS", "Block", "find_blocks", "render", "run_group", "update_docs"]
 
@@ -297,7 +297,7 @@ def render(block: Block, root: Path) -> str:
     """The table ``block`` should hold, from its sources under ``root`` (JSON documents; the
     ``include`` kind takes a text file a benchmark printed, as it is)."""
     if block.kind == "modules":  # package directories, read as they are now
-        from adapter.cli.module_map import module_map
+        from slackwise_cli.module_map import module_map
 
         return module_map(root, block.sources)
     texts = []
@@ -337,7 +337,7 @@ def run_group(group: str, root: Path, *, jobs: int = 2) -> int:
     to the ``.txt`` beside it), or the live experiments; the first non-zero exit status, or 0."""
     import argparse
 
-    from adapter.cli import simulate
+    from slackwise_cli import simulate
 
     if group == "live":
         return _run_live(root)
@@ -366,7 +366,7 @@ def _run_live(root: Path) -> int:
         (root / out).parent.mkdir(parents=True, exist_ok=True)
         argv = ["experiment", "-c", config, "--json", out, *extra]
         print("slackwise " + " ".join(argv), flush=True)
-        code = "import sys; from adapter.cli.main import main; sys.exit(main(sys.argv[1:]))"
+        code = "import sys; from slackwise_cli.main import main; sys.exit(main(sys.argv[1:]))"
         status = subprocess.run([sys.executable, "-c", code, *argv], cwd=root, check=False)
         if status.returncode:
             return status.returncode

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from adapter.cli.results import ExperimentResult, ModeRun, StageTime
+    from slackwise_cli.results import ExperimentResult, ModeRun, StageTime
 
 WINDOW_S = 5.0
 
@@ -27,7 +27,7 @@ def _windows(records: Sequence[dict[str, Any]], slo_ms: float) -> dict[str, list
     end = max(r["scheduled"] for r in records)
     edges = np.arange(0.0, end + WINDOW_S, WINDOW_S)
     out: dict[str, list[float]] = {"t": [], "p95": [], "miss": [], "batch": []}
-    from adapter.cli.results import batch_size
+    from slackwise_cli.results import batch_size
 
     for lo in edges:
         inside = [r for r in records if lo <= r["scheduled"] < lo + WINDOW_S]
