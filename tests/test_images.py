@@ -237,7 +237,14 @@ def _serve_until(cmd: list[str], url: str, cwd: Path, timeout_s: float = 180.0) 
 
 def test_the_parser_reads_what_the_dockerfiles_install() -> None:
     copies, requirements = _image(ROOT / "adapter" / "Dockerfile")
-    assert {"slackwise_cli", "adapter", "slackwise_core", "knative", "simulator", "functions"} <= set(copies)
+    assert {
+        "slackwise_cli",
+        "adapter",
+        "slackwise_core",
+        "knative",
+        "simulator",
+        "functions",
+    } <= set(copies)
     assert any(r.startswith("kubernetes") for r in requirements)
     assert not any(r.startswith(("torch", "locust", "matplotlib")) for r in requirements)
     copies, requirements = _image(ROOT / "functions" / "digits" / "Dockerfile")
