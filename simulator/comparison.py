@@ -116,8 +116,13 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
         ahead = {} if name == "clair_a1" else {fn_name: setup_s}
         collect = 0.0 if name == "clair_a1" else auto.collect_s
         counts = needs()
-        rounds = 0
-        while True:
+
+        def run(
+            counts: dict[str, list[int]],
+        ) -> tuple[SimResult, np.ndarray, set[int] | None]:
+            """The same seeded run (arrivals and service times) under ``counts``: its result,
+            latencies, and the ticks of late requests in failing windows (None: some never
+            finished)."""
             scaler = Clairvoyant(counts, tick_s=auto.tick_s, lookahead_s=ahead, collect_s=collect)
             sim = Simulation(
                 run_config, policy, curves, rate_rps=rate_rps, requests=len(arrivals), seed=seed,
@@ -125,20 +130,32 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
             )  # fmt: skip
             result = sim.run()
             latencies, _ = sim.latencies_by_arrival()
-            if rounds >= auto.clair_rounds or len(latencies) != len(arrivals):
-                break
-            ticks = late_ticks(
+            if len(latencies) != len(arrivals):
+                return result, latencies, None
+            return result, latencies, late_ticks(
                 latencies, arrivals, slo_ms=slo_ms, level_pct=level, window=auto.window,
                 step=auto.step, tick_s=auto.tick_s,
             )  # fmt: skip
-            row = counts[fn_name]
+
+        rounds = 0
+        result, latencies, ticks = run(counts)
+        row = counts[fn_name]
+        while rounds < auto.clair_rounds and ticks:
             raised = [t for t in ticks if 0 <= t < len(row) and row[t] < cap]
             if not raised:
                 break
             for t in raised:
                 row[t] += 1
             rounds += 1
-        return _row(name, result, latencies, slo_ms, level, auto, setup_s, None, rounds)
+            result, latencies, ticks = run(counts)
+        trimmed = 0
+        if auto.clair_trim and ticks == set():
+            trimmed, result, latencies = _trim(row, lambda: run(counts), auto.clair_trim,
+                                               (result, latencies))  # fmt: skip
+        out = _row(name, result, latencies, slo_ms, level, auto, setup_s, None, rounds)
+        if auto.clair_trim:
+            out["clair_trimmed"], out["clair_counts"] = trimmed, list(row)
+        return out
     if name == "slackwise":
         scaler = OwnedScaler(
             auto.advisor,
@@ -171,6 +188,34 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
     result = sim.run()
     latencies, _ = sim.latencies_by_arrival()
     return _row(name, result, latencies, slo_ms, level, auto, setup_s, bootstrap, None)
+
+
+def _trim(
+    row: list[int],
+    run: Callable[[], tuple[SimResult, np.ndarray, set[int] | None]],
+    budget: int,
+    best: tuple[SimResult, np.ndarray],
+) -> tuple[int, SimResult, np.ndarray]:
+    """Take replicas out of a compliant ``row`` one window at a time (fullest windows first), each
+    kept out only when the whole run still complies; passes repeat until a pass takes none or
+    ``budget`` runs were made. Returns how many went, and the last compliant run."""
+    removed = tries = 0
+    changed = True
+    while changed and tries < budget:
+        changed = False
+        for t in sorted(range(len(row)), key=lambda k: (-row[k], k)):
+            if tries >= budget:
+                break
+            if row[t] == 0:
+                continue
+            row[t] -= 1
+            tries += 1
+            result, latencies, ticks = run()
+            if ticks == set():
+                removed, changed, best = removed + 1, True, (result, latencies)
+            else:
+                row[t] += 1
+    return removed, best[0], best[1]
 
 
 def _row(

@@ -140,6 +140,10 @@ class AutoscalingConfig:
     clair_needs: str = "simulated"
     #: re-runs over the trace that add a replica where a window still missed the SLA
     clair_rounds: int = 6
+    #: then, re-runs that each try one replica fewer in one window (fullest first), kept when
+    #: every window still complies, until none can go or this many were tried (0: none; each
+    #: is a whole run, so only small workloads afford it: the count is then minimal)
+    clair_trim: int = 0
     advisor: AdvisorSettings = field(default_factory=lambda: AdvisorSettings(enabled=True))
 
 
@@ -272,8 +276,8 @@ def _app(r: Reader, name: str, raw: Any, functions: Mapping[str, SimFunction]) -
 def _autoscaling(r: Reader, raw: Any, apps: Mapping[str, SimApp]) -> AutoscalingConfig:
     path = "autoscaling"
     data = r.mapping(raw, path)
-    r.only(data, path, {"compare", "policy", "tick_s", "collect_s", "bootstrap", "window",
-                        "step", "clair_needs", "clair_rounds", "advisor"})  # fmt: skip
+    r.only(data, path, {"compare", "policy", "tick_s", "collect_s", "bootstrap", "window", "step",
+                        "clair_needs", "clair_rounds", "clair_trim", "advisor"})  # fmt: skip
     if len(apps) != 1 or len(next(iter(apps.values())).stages) != 1:
         raise r.fail(
             "apps",
@@ -308,6 +312,7 @@ def _autoscaling(r: Reader, raw: Any, apps: Mapping[str, SimApp]) -> Autoscaling
         step=r.integer(data, "step", path, 10, low=1),
         clair_needs=_choice(r, data, "clair_needs", path, "simulated", ("simulated", "model")),
         clair_rounds=r.integer(data, "clair_rounds", path, 6, low=0),
+        clair_trim=r.integer(data, "clair_trim", path, 0, low=0),
         advisor=advisor,
     )
 

@@ -283,3 +283,65 @@ def test_simulated_clairvoyants_meet_the_sla_in_every_window(tmp_path: Path) -> 
         _config(autoscaling={"clair_needs": "oracle"})
     with pytest.raises(ConfigError, match=r"autoscaling\.clair_rounds"):
         _config(autoscaling={"clair_rounds": -1})
+
+
+def test_a_trimmed_clairvoyant_is_minimal_one_replica_fewer_anywhere_breaks_it(
+    tmp_path: Path,
+) -> None:
+    """ClairA2 with the trim pass: every window complies, and taking one replica out of any
+    window (re-running the same seeded run: the same arrivals and service times) breaks the
+    SLA somewhere. Checked here by brute force, window by window."""
+    from dataclasses import replace as copy
+
+    from adapter.policies.slack import stage_policy
+    from simulator.autoscalers import Clairvoyant
+    from simulator.clairvoyance import late_ticks
+    from simulator.comparison import _arrivals, scaler_run
+    from simulator.config import load_sim_config
+    from simulator.engine import Simulation, app_slos_ms
+    from simulator.runner import curves_for
+
+    trace = tmp_path / "load.rps.txt"
+    trace.write_text("\n".join(["10"] * 8 + ["60"] * 8 + ["10"] * 8) + "\n")
+    config = tmp_path / "as.yaml"
+    config.write_text(
+        "profile: cpu\nwarmup_fraction: 0\nadapter: {max_wait_ms: 0}\n"
+        f"trace: {{name: {trace}}}\nrate_rps: 120\n"
+        "platform: {scaling: kpa}\nfunctions: {embed: {max_batch: 16}}\n"
+        "apps: {embed: {stages: [embed], slo_factor: 3}}\n"
+        "autoscaling: {compare: [clair_a2], collect_s: 4, window: 100, step: 10, "
+        "clair_trim: 200}\n"
+    )
+    loaded = load_sim_config(config)
+    auto = loaded.autoscaling
+    assert auto is not None and auto.clair_trim == 200
+    row = scaler_run(loaded, "clair_a2", loaded.rate_rps, loaded.seed)
+    counts = row["clair_counts"]
+    assert row["compliance_pct"] == 100.0 and sum(counts) > 0
+
+    curves = curves_for(loaded)
+    slo_ms = app_slos_ms(loaded, curves)["embed"]
+    arrivals = _arrivals(loaded, loaded.rate_rps, loaded.seed)
+    setup_s = curves["embed"].cold_start_s
+
+    def complies(trial: list[int]) -> bool:
+        sim = Simulation(
+            loaded, stage_policy(auto.policy), curves, rate_rps=loaded.rate_rps,
+            requests=len(arrivals), seed=loaded.seed, arrivals=arrivals,
+            scaler=Clairvoyant({"embed": trial}, tick_s=auto.tick_s,
+                               lookahead_s={"embed": setup_s}, collect_s=auto.collect_s),
+        )  # fmt: skip
+        sim.run()
+        latencies, _ = sim.latencies_by_arrival()
+        return len(latencies) == len(arrivals) and not late_ticks(
+            latencies, arrivals, slo_ms=slo_ms, level_pct=100.0 - loaded.max_violation_pct,
+            window=auto.window, step=auto.step, tick_s=auto.tick_s,
+        )  # fmt: skip
+
+    assert complies(list(counts))  # the run it reports
+    for t, n in enumerate(counts):
+        if n > 0:
+            fewer = list(counts)
+            fewer[t] -= 1
+            assert not complies(fewer), f"window {t} holds with {n - 1} replicas"
+    assert copy(auto, clair_trim=0).clair_trim == 0
