@@ -544,3 +544,29 @@ def test_an_hpa_class_function_passes_through_to_the_cluster() -> None:
     assert service["spec"]["template"]["metadata"]["annotations"] == hpa
     assert any("autoscaling.knative.dev/class=hpa.autoscaling.knative.dev" in line
                for line in bundle.kn_lines)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("records", "mounts"),
+    [
+        (None, {"/tmp"}),
+        ("-", {"/tmp"}),
+        ("runs/records.jsonl", {"/tmp", "/app/runs"}),
+        ("/var/log/slackwise/r.jsonl", {"/tmp", "/var/log/slackwise"}),
+    ],
+)
+def test_the_adapter_writes_only_to_emptydirs(records: str | None, mounts: set[str]) -> None:
+    objects = manifests.adapter_objects("x: 1\n", records=records)
+    (deploy,) = [o for o in objects if o["kind"] == "Deployment"]
+    pod = deploy["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    written = {m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")}
+    assert written == mounts
+    empty = {v["name"] for v in pod["volumes"] if "emptyDir" in v}
+    assert empty == {m["name"] for m in container["volumeMounts"] if not m.get("readOnly")}
+
+
+def test_a_records_file_in_the_read_only_image_is_refused_with_what_to_do() -> None:
+    with pytest.raises(ManifestError, match=r"adapter\.records: 'out\.jsonl'.*read-only"):
+        manifests.adapter_objects("x: 1\n", records="out.jsonl")

@@ -25,7 +25,7 @@ request of that many cores when the config names none. GPU variants get one
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,12 +43,12 @@ from knative.cluster.crd_schema import (
 from knative.cluster.dashboard import dashboard_configmap
 from knative.cluster.kn_commands import kn_create_line
 from knative.cluster.network_policy import function_network_policy
+from knative.cluster.rbac_manifests import ADAPTER_NAME, PART_OF, _metadata, rbac_objects
 from slackwise_core.config import Config, FunctionConfig
 from slackwise_core.scaling import AutoscalerConfig
 
 VERSION = "0.1.0"
 FUNCTION_PORT = 8080
-ADAPTER_NAME = "slackwise-adapter"
 ADAPTER_IMAGE = f"slackwise/adapter:{VERSION}"
 ADAPTER_PORT = 8080
 CONFIG_DIR = "/etc/slackwise"
@@ -64,7 +64,6 @@ GPU_RESOURCE = "nvidia.com/gpu"
 GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
 GPU_TOLERATIONS = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-PART_OF = {"app.kubernetes.io/part-of": "slackwise"}
 #: the adapter pod's annotation holding its config's SHA-256
 CONFIG_DIGEST = "slackwise.dev/config-sha256"
 #: the kustomize base beside the files (``kubectl apply -k DIR``)
@@ -96,14 +95,6 @@ def function_image(fn: FunctionConfig, images: Images | None = None) -> str:
         return fn.image
     suffix = "" if fn.device == "cpu" else "-gpu"
     return (images or Images()).name(f"{fn.model}{suffix}")
-
-
-def _metadata(name: str, namespace: str | None, labels: Mapping[str, str]) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace:
-        meta["namespace"] = namespace
-    meta["labels"] = dict(labels)
-    return meta
 
 
 def _container_security() -> dict[str, Any]:
@@ -167,68 +158,37 @@ def function_service(
     }
 
 
-def rbac_objects(namespace: str | None = None) -> list[dict[str, Any]]:
-    """ServiceAccount, Role and RoleBinding for the adapter."""
-    labels = {**PART_OF, "app.kubernetes.io/name": ADAPTER_NAME}
-    subject: dict[str, Any] = {"kind": "ServiceAccount", "name": ADAPTER_NAME}
-    if namespace:
-        subject["namespace"] = namespace
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": _metadata(ADAPTER_NAME, namespace, labels),
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": _metadata(ADAPTER_NAME, namespace, labels),
-            # exactly what the adapter calls (tests/test_cluster.py runs the adapter's whole
-            # cycle against the in-memory API enforcing this Role): its Services' URLs and
-            # traffic, the serving revisions' counts and the scale it sets on them, and the
-            # PodAutoscalers' actual scale; list and watch so that it follows them by watches
-            # (knative.cluster.watch) instead of polling
-            "rules": [
-                {
-                    "apiGroups": ["serving.knative.dev"],
-                    "resources": ["services"],
-                    "verbs": ["get", "list", "watch"],
-                },
-                {
-                    "apiGroups": ["serving.knative.dev"],
-                    "resources": ["revisions"],
-                    "verbs": ["get", "list", "watch", "patch"],
-                },
-                {
-                    "apiGroups": ["autoscaling.internal.knative.dev"],
-                    "resources": ["podautoscalers"],
-                    "verbs": ["get", "list", "watch"],
-                },
-                # ROMA's cores, set in place on the functions' pods (knative.cluster.pod_cores)
-                {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
-                {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": _metadata(ADAPTER_NAME, namespace, labels),
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": ADAPTER_NAME,
-            },
-            "subjects": [subject],
-        },
-    ]
-
-
 #: adapter replicas: two, so one can go (a drain, a crash) while the other answers
 ADAPTER_REPLICAS = 2
 
 
+#: the adapter image's working directory (adapter/Dockerfile), where relative paths land
+IMAGE_WORKDIR = "/app"
+
+
+def _writable(records: str | None) -> list[tuple[str, str]]:
+    """(volume name, mount path) of the emptyDirs the adapter writes to, its root file system
+    being read-only: /tmp, and the directory of its records file (``-``: stdout, none)."""
+    dirs = [("tmp", "/tmp")]
+    if records and records != "-":
+        where = posixpath.dirname(posixpath.join(IMAGE_WORKDIR, records)) or IMAGE_WORKDIR
+        if where not in ("/tmp", IMAGE_WORKDIR):
+            dirs.append(("records", where))
+        elif where == IMAGE_WORKDIR:  # a bare file name: give it a directory of its own
+            raise ManifestError(
+                f"adapter.records: {records!r} would be written into the image's {IMAGE_WORKDIR}, "
+                "which is read-only on a cluster; give it a directory (records/out.jsonl), "
+                "or '-' for the adapter's stdout"
+            )
+    return dirs
+
+
 def adapter_objects(
-    config_text: str, *, image: str = ADAPTER_IMAGE, namespace: str | None = None
+    config_text: str,
+    *,
+    image: str = ADAPTER_IMAGE,
+    namespace: str | None = None,
+    records: str | None = None,
 ) -> list[dict[str, Any]]:
     """ConfigMap (the config file), Deployment, ClusterIP Service and PodDisruptionBudget of
     the adapter: two replicas (each counts the other through the functions' gossip, so their
@@ -256,8 +216,12 @@ def adapter_objects(
             "requests": {"cpu": "500m", "memory": "256Mi"},
             "limits": {"cpu": "1", "memory": "1Gi"},
         },
-        "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
-        "securityContext": _container_security(),
+        "volumeMounts": [
+            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+            *({"name": name, "mountPath": path} for name, path in _writable(records)),
+        ],
+        # nothing in the image changes at run time: what it writes goes to emptyDirs
+        "securityContext": {**_container_security(), "readOnlyRootFilesystem": True},
         # the endpoint leaves the Service while the pod still answers; then SIGTERM: the adapter
         # keeps listening, answers new requests 503 + Retry-After, finishes what is in flight
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRE_STOP_S)]}}},
@@ -298,7 +262,8 @@ def adapter_objects(
                     },
                     "containers": [container],
                     "volumes": [
-                        {"name": "config", "configMap": {"name": f"{ADAPTER_NAME}-config"}}
+                        {"name": "config", "configMap": {"name": f"{ADAPTER_NAME}-config"}},
+                        *({"name": name, "emptyDir": {}} for name, _ in _writable(records)),
                     ],
                 },
             },
@@ -397,7 +362,7 @@ def build(
         raise ManifestError("\n".join(errors))
     bundle.files["20-adapter.yaml"] = adapter_objects(
         config_text, image=adapter_image or (images or Images()).name("adapter"),
-        namespace=namespace,
+        namespace=namespace, records=config.adapter.records,
     )  # fmt: skip
     served = [fn.service for fn in config.functions.values()
               if fn.model and not fn.upstream.url]  # fmt: skip
