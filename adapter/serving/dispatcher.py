@@ -301,7 +301,7 @@ class Dispatcher:
         self._m_batch.observe(total)
         if decision.timeout_dispatch:
             self._m_timeouts.inc()
-        body = self._codec.encode(instances)
+        body = self._codec.encode(instances, batch[0].id)  # the head's id names the batch
         try:
             response = await send_with_retries(
                 lambda: upstream.post(

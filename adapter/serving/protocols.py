@@ -53,7 +53,9 @@ class Codec:
             return f"/v2/models/{self.model}/infer"
         return f"/v1/models/{self.model}:predict"
 
-    def encode(self, instances: list[Any]) -> bytes:
+    def encode(self, instances: list[Any], request_id: str | None = None) -> bytes:
+        """The body of a batch; V2 carries ``request_id`` as its ``id`` (optional in the
+        protocol, but servers echo it, and some fail answering a request without one)."""
         if self.protocol != "v2":
             return orjson.dumps({"instances": instances})
         flat: list[Any] = []
@@ -66,7 +68,9 @@ class Codec:
             "datatype": _datatype(flat),
             "data": flat,
         }
-        return orjson.dumps({"inputs": [tensor]})
+        if request_id is None:
+            return orjson.dumps({"inputs": [tensor]})
+        return orjson.dumps({"id": request_id, "inputs": [tensor]})
 
     def decode(self, content: bytes, total: int) -> list[Any]:
         """The ``total`` predictions of an answer (ValueError, KeyError or TypeError when it
