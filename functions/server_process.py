@@ -72,6 +72,13 @@ class ServerProcess:
     def predict_url(self) -> str:
         return f"{self.base_url}/v1/models/{self.kind}:predict"
 
+    @property
+    def pid(self) -> int:
+        """The server's process id (it must have been started)."""
+        if self._process is None:
+            raise RuntimeError("the server process has not been started")
+        return self._process.pid
+
     def start(self) -> None:
         """Spawn the process; returns at once."""
         env = dict(os.environ)

@@ -622,3 +622,21 @@ def test_kubectl_kustomize_renders_the_base_and_an_overlay_that_pass_knatives_ch
     (fn,) = [o for o in moved if o["kind"] == "Service" and o["metadata"]["name"] == "embed"]
     (container,) = fn["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "registry.example/ml/embed:2.0"
+
+
+def test_functions_request_the_memory_measured_for_their_kind() -> None:
+    """``functions/profiles/memory.json`` (benchmarks/function_memory.py) gives each kind's peak
+    resident set; a function requests it and a quarter, and is limited to twice that."""
+    import math
+
+    from functions.profiles import memory_mib
+
+    config = load_config(EXPERIMENTS / "embed-twitter.yaml")
+    fn = config.functions["embed"]
+    measured = memory_mib("embed")
+    assert measured is not None and measured > 50  # a real model process: tens of MiB at least
+    (container,) = manifests.function_service(fn)["spec"]["template"]["spec"]["containers"]
+    request = math.ceil(measured * 1.25 / 16) * 16
+    assert container["resources"]["requests"]["memory"] == f"{request}Mi"
+    assert container["resources"]["limits"]["memory"] == f"{2 * request}Mi"
+    assert memory_mib("no-such-kind") is None

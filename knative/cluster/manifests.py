@@ -25,6 +25,7 @@ request of that many cores when the config names none. GPU variants get one
 from __future__ import annotations
 
 import hashlib
+import math
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from functions.profiles import memory_mib
 from knative.cluster.crd_schema import (
     API_VERSION,
     KIND,
@@ -119,6 +121,11 @@ def function_service(
     requests = dict(fn.resources.requests)
     limits = dict(fn.resources.limits)
     requests.setdefault("cpu", str(fn.threads))
+    measured = memory_mib(fn.model) if fn.model else None
+    if measured is not None:  # the measured peak and a quarter; the limit, twice that
+        request_mib = math.ceil(measured * 1.25 / 16) * 16
+        requests.setdefault("memory", f"{request_mib}Mi")
+        limits.setdefault("memory", f"{2 * request_mib}Mi")
     if fn.variant == "gpu":
         limits.setdefault(GPU_RESOURCE, "1")
     resources: dict[str, Any] = {"requests": requests}
