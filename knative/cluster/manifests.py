@@ -190,20 +190,9 @@ def _writable(records: str | None) -> list[tuple[str, str]]:
     return dirs
 
 
-def adapter_objects(
-    config_text: str,
-    *,
-    image: str = ADAPTER_IMAGE,
-    namespace: str | None = None,
-    records: str | None = None,
-) -> list[dict[str, Any]]:
-    """ConfigMap (the config file), Deployment, ClusterIP Service and PodDisruptionBudget of
-    the adapter: two replicas (each counts the other through the functions' gossip, so their
-    capacity shares agree), requests and limits, readiness and liveness on ``/healthz``, and
-    at most one replica away at a time in a voluntary disruption (a node drain)."""
-    labels = {**PART_OF, "app.kubernetes.io/name": ADAPTER_NAME}
-    selector = {"app.kubernetes.io/name": ADAPTER_NAME}
-    container = {
+def _adapter_container(image: str, records: str | None) -> dict[str, Any]:
+    """The adapter's container: its command, probes, resources, mounts and drain."""
+    return {
         "name": "adapter",
         "image": image,
         "command": ["slackwise", "serve", "-c", f"{CONFIG_DIR}/{CONFIG_FILE}"],
@@ -233,6 +222,22 @@ def adapter_objects(
         # keeps listening, answers new requests 503 + Retry-After, finishes what is in flight
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRE_STOP_S)]}}},
     }
+
+
+def adapter_objects(
+    config_text: str,
+    *,
+    image: str = ADAPTER_IMAGE,
+    namespace: str | None = None,
+    records: str | None = None,
+) -> list[dict[str, Any]]:
+    """ConfigMap (the config file), Deployment, ClusterIP Service and PodDisruptionBudget of
+    the adapter: two replicas (each counts the other through the functions' gossip, so their
+    capacity shares agree), requests and limits, readiness and liveness on ``/healthz``, and
+    at most one replica away at a time in a voluntary disruption (a node drain)."""
+    labels = {**PART_OF, "app.kubernetes.io/name": ADAPTER_NAME}
+    selector = {"app.kubernetes.io/name": ADAPTER_NAME}
+    container = _adapter_container(image, records)
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -276,31 +281,17 @@ def adapter_objects(
             },
         },
     }
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": _metadata(f"{ADAPTER_NAME}-config", namespace, labels),
-            "data": {CONFIG_FILE: config_text},
-        },
-        deployment,
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": _metadata(ADAPTER_NAME, namespace, labels),
-            "spec": {
-                "type": "ClusterIP",
-                "selector": selector,
-                "ports": [{"name": "http", "port": 80, "targetPort": "http"}],
-            },
-        },
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": _metadata(ADAPTER_NAME, namespace, labels),
-            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": dict(selector)}},
-        },
-    ]
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "data": {CONFIG_FILE: config_text},
+                  "metadata": _metadata(f"{ADAPTER_NAME}-config", namespace, labels)}  # fmt: skip
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": _metadata(ADAPTER_NAME, namespace, labels),
+               "spec": {"type": "ClusterIP", "selector": selector,
+                        "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}}  # fmt: skip
+    at_most_one_away = {"maxUnavailable": 1, "selector": {"matchLabels": dict(selector)}}
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+              "metadata": _metadata(ADAPTER_NAME, namespace, labels),
+              "spec": at_most_one_away}  # fmt: skip
+    return [config_map, deployment, service, budget]
 
 
 @dataclass
