@@ -169,7 +169,6 @@ LONG_FUNCTIONS = {
     "simulator/comparison.py:scaler_run": 120,
     "loadtests/openloop.py:run_open_loop": 98,
     "adapter/serving/wiring.py:running": 89,
-    "adapter/policies/batching.py:decide": 88,
 }
 
 

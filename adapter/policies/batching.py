@@ -163,16 +163,7 @@ def decide(
     if head.size > limit:
         return BatchDecision(take=1, instances=head.size, wake_at=None, reason="oversized")
     if deadline_aware and now > head.deadline - model.estimate_ms(head.size) / 1000.0:
-        cap = limit if late_limit is None else max(limit, late_limit)
-        take, total = 1, head.size
-        for i in range(1, len(queue)):
-            item = queue[i]
-            if total + item.size > cap:
-                break
-            if now <= item.deadline - model.estimate_ms(item.size) / 1000.0:
-                break  # this one can still make it: it is not dragged into a late batch
-            take, total = take + 1, total + item.size
-        return BatchDecision(take=take, instances=total, wake_at=None, reason="late")
+        return _late_batch(now, queue, model, limit if late_limit is None else late_limit, limit)
 
     take, total, earliest = 1, head.size, head.deadline
     closed: Reason | None = None
@@ -215,6 +206,22 @@ def decide(
         if capped < latest:
             return BatchDecision(take=0, instances=0, wake_at=capped, reason="wait")
     return BatchDecision(take=0, instances=0, wake_at=latest, reason="wait")
+
+
+def _late_batch(
+    now: float, queue: Sequence[Queued], model: LatencyEstimator, late_limit: int, limit: int
+) -> BatchDecision:
+    """Rule 3: the late head and the late requests right behind it, up to ``late_limit``."""
+    cap = max(limit, late_limit)
+    take, total = 1, queue[0].size
+    for i in range(1, len(queue)):
+        item = queue[i]
+        if total + item.size > cap:
+            break
+        if now <= item.deadline - model.estimate_ms(item.size) / 1000.0:
+            break  # this one can still make it: it is not dragged into a late batch
+        take, total = take + 1, total + item.size
+    return BatchDecision(take=take, instances=total, wake_at=None, reason="late")
 
 
 def _worth_waiting_for(
