@@ -168,7 +168,6 @@ LONG_FUNCTIONS = {
     "slackwise_cli/main.py:build_parser": 105,
     "simulator/comparison.py:scaler_run": 120,
     "loadtests/openloop.py:run_open_loop": 98,
-    "adapter/serving/wiring.py:running": 89,
 }
 
 

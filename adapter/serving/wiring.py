@@ -82,29 +82,7 @@ async def running(
         state.lag.start()
         stack.push_async_callback(state.lag.stop)
         state.epoch = state.clock.now()
-        tuned = state.preset.with_aimd(config.adapter.aimd.overrides())
-        chained = {fn for app in config.apps.values() if len(app.stages) > 1
-                   for fn in app.stages}  # fmt: skip
-        batching = batching_settings(config.adapter)
-        for name, fn in config.functions.items():
-            aimd = tuned.aimd_for(fn.max_batch)
-            dispatcher = Dispatcher(
-                function=fn,
-                preset=state.preset,
-                aimd=aimd,
-                model=latency_prior(fn.model, curve=config.adapter.latency_model == "curve"),
-                view=state.view,
-                upstream=upstream,
-                clock=state.clock,
-                metrics=state.metrics,
-                records=state.records,
-                max_queue=config.adapter.max_queue,
-                epoch=state.epoch,
-                settings=batching,
-                stage_policy=state.stage_policy if name in chained else None,
-                lag=state.lag,
-            )
-            state.dispatchers[name] = dispatcher
+        _dispatchers(state, upstream)
         if config.adapter.advisor.enabled if advisor is None else advisor:
             state.autoscaling = _autoscaling(config, state, state.slos)
             for dispatcher in state.dispatchers.values():
@@ -130,6 +108,34 @@ async def running(
             yield
         finally:
             await asyncio.gather(*(d.stop() for d in state.dispatchers.values()))
+
+
+def _dispatchers(state: AdapterState, upstream: Upstream) -> None:
+    """One dispatcher per function, each with its AIMD, latency prior and batching settings; a
+    function in a chain of several stages takes the stage policy."""
+    config = state.config
+    assert state.view is not None and state.records is not None
+    tuned = state.preset.with_aimd(config.adapter.aimd.overrides())
+    chained = {fn for app in config.apps.values() if len(app.stages) > 1
+               for fn in app.stages}  # fmt: skip
+    batching = batching_settings(config.adapter)
+    for name, fn in config.functions.items():
+        state.dispatchers[name] = Dispatcher(
+            function=fn,
+            preset=state.preset,
+            aimd=tuned.aimd_for(fn.max_batch),
+            model=latency_prior(fn.model, curve=config.adapter.latency_model == "curve"),
+            view=state.view,
+            upstream=upstream,
+            clock=state.clock,
+            metrics=state.metrics,
+            records=state.records,
+            max_queue=config.adapter.max_queue,
+            epoch=state.epoch,
+            settings=batching,
+            stage_policy=state.stage_policy if name in chained else None,
+            lag=state.lag,
+        )
 
 
 def batching_settings(adapter: AdapterConfig) -> BatchingSettings:
