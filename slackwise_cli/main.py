@@ -15,6 +15,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from slackwise_cli.running import load, run_async
 from slackwise_core.config import Config, FunctionConfig
@@ -226,28 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_arguments(rep)
     rep.set_defaults(func=_cmd_replay)
 
-    from knative.cluster import cli as cluster_cli
-    from knative.cluster import manifests_command
-
-    man = sub.add_parser("manifests", help="write Knative manifests for the config")
-    manifests_command.add_arguments(man)
-    man.set_defaults(func=_cmd_manifests)
-    for name, helptext, func in (
-        ("deploy", "apply the functions to a Knative cluster and wait for Ready", _cmd_deploy),
-        ("status", "show the functions on a Knative cluster", _cmd_status),
-        ("delete", "delete the functions from a Knative cluster", _cmd_delete),
-    ):
-        cmd = sub.add_parser(name, help=helptext)
-        cluster_cli.add_deploy_arguments(cmd)
-        cmd.set_defaults(func=func)
+    _cluster_commands(sub)
 
     demo = sub.add_parser("demo", help="scale real functions from zero and back under load")
-    demo.add_argument("-c", "--config", required=True, help="YAML config file")
-    demo.add_argument("--burst", type=int, default=8, help="requests sent at once at zero")
-    demo.add_argument("--rate", type=float, default=4.0, help="Poisson rate after the burst")
-    demo.add_argument("--duration", type=float, default=20.0, help="seconds of Poisson load")
-    demo.add_argument("--idle-limit", type=float, default=90.0,
-                      help="seconds to wait for scale to zero")  # fmt: skip
+    _demo_arguments(demo)
     demo.set_defaults(func=_cmd_demo)
 
     simulate = sub.add_parser("simulate", help="every stage policy on a simulated workload")
@@ -259,18 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser(
         "report", help="re-render the docs' result tables from their JSON (--run: re-run first)"
     )
-    report.add_argument(
-        "--check",
-        action="store_true",
-        help="only list the tables that differ from their JSON (exit 1 if any)",
-    )
-    report.add_argument(
-        "--run",
-        choices=("fig9", "grandslam", "roma", "live", "all"),
-        help="re-run this group first (live: the live experiments, about 35 minutes)",
-    )
-    report.add_argument("--jobs", type=int, default=2, help="processes per simulation")
-    report.add_argument("--root", default=".", help="the project directory (docs/, experiments/)")
+    _report_arguments(report)
     report.set_defaults(func=_cmd_report)
 
     validate = sub.add_parser("validate", help="check a config file")
@@ -295,6 +267,49 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_arguments(prof)
     prof.set_defaults(func=_cmd_profile)
     return parser
+
+
+def _cluster_commands(sub: Any) -> None:
+    """``manifests``, ``deploy``, ``status`` and ``delete``: the Knative cluster's commands."""
+    from knative.cluster import cli as cluster_cli
+    from knative.cluster import manifests_command
+
+    man = sub.add_parser("manifests", help="write Knative manifests for the config")
+    manifests_command.add_arguments(man)
+    man.set_defaults(func=_cmd_manifests)
+    for name, helptext, func in (
+        ("deploy", "apply the functions to a Knative cluster and wait for Ready", _cmd_deploy),
+        ("status", "show the functions on a Knative cluster", _cmd_status),
+        ("delete", "delete the functions from a Knative cluster", _cmd_delete),
+    ):
+        cmd = sub.add_parser(name, help=helptext)
+        cluster_cli.add_deploy_arguments(cmd)
+        cmd.set_defaults(func=func)
+
+
+def _demo_arguments(demo: argparse.ArgumentParser) -> None:
+    demo.add_argument("-c", "--config", required=True, help="YAML config file")
+    demo.add_argument("--burst", type=int, default=8, help="requests sent at once at zero")
+    demo.add_argument("--rate", type=float, default=4.0, help="Poisson rate after the burst")
+    demo.add_argument("--duration", type=float, default=20.0, help="seconds of Poisson load")
+    demo.add_argument("--idle-limit", type=float, default=90.0,
+                      help="seconds to wait for scale to zero")  # fmt: skip
+
+
+def _report_arguments(report: argparse.ArgumentParser) -> None:
+    report.add_argument(
+        "--check",
+        action="store_true",
+        help="only list the tables that differ from their JSON (exit 1 if any)",
+    )
+    report.add_argument(
+        "--run",
+        choices=("fig9", "grandslam", "roma", "live", "all"),
+        help="re-run this group first (live: every live experiment, three repeats of most: "
+        "about three hours on two cores)",
+    )
+    report.add_argument("--jobs", type=int, default=2, help="processes per simulation")
+    report.add_argument("--root", default=".", help="the project directory (docs/, experiments/)")
 
 
 def _check_positive(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
