@@ -24,7 +24,7 @@ import ssl
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import httpx
 
@@ -81,8 +81,13 @@ def _positive_int(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The replay flags, on ``parser``."""
-    trace = parser.add_argument_group("trace")
+    """The replay flags, on ``parser``: the trace, the target, the run."""
+    _trace_arguments(parser.add_argument_group("trace"))
+    _target_arguments(parser)
+    _run_arguments(parser.add_argument_group("run"))
+
+
+def _trace_arguments(trace: Any) -> None:
     trace.add_argument(
         "--trace",
         required=True,
@@ -126,6 +131,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     trace.add_argument("--seed", type=int, default=0, help="seed of the Poisson arrivals")
 
+
+def _target_arguments(parser: argparse.ArgumentParser) -> None:
     target = parser.add_argument_group("target")
     target.add_argument(
         "--target",
@@ -160,7 +167,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "SLACKWISE_PLATFORM_TOKEN to replay straight against a local platform",
     )
 
-    run_group = parser.add_argument_group("run")
+
+def _run_arguments(run_group: Any) -> None:
     run_group.add_argument(
         "--timeout-s", type=_positive, default=30.0, help="per-request timeout (default 30)"
     )
