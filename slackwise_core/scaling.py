@@ -169,6 +169,36 @@ def resolve_spec(
         raise ScalingConfigError(f"{GROUP}/class: {cls!r} is not one of {', '.join(CLASSES)}")
     if cls == HPA_CLASS:
         return _hpa_spec(annotations, container_concurrency, cfg)
+    metric, aggregation = _kpa_metric(annotations, container_concurrency)
+    target, fraction = _target(annotations, metric, container_concurrency, cfg)
+    window, panic_pct, panic_threshold = _windows(annotations, cfg)
+    min_scale, max_scale, activation, initial = _bounds(annotations, cfg)
+    delay, retention = _delays(annotations, cfg)
+    return ScalingSpec(
+        metric=metric,
+        target=target,
+        target_utilization=fraction,
+        stable_window_s=window,
+        # Knative rounds the panic window to whole seconds (halves away from zero), at least 1 s
+        panic_window_s=max(1.0, math.floor(window * panic_pct / 100.0 + 0.5)),
+        panic_threshold=panic_threshold / 100.0,
+        max_scale_up_rate=cfg.max_scale_up_rate,
+        max_scale_down_rate=cfg.max_scale_down_rate,
+        min_scale=min_scale,
+        max_scale=max_scale,
+        initial_scale=initial,
+        scale_down_delay_s=delay,
+        enable_scale_to_zero=cfg.enable_scale_to_zero,
+        scale_to_zero_grace_period_s=cfg.scale_to_zero_grace_period_s,
+        scale_to_zero_pod_retention_s=retention,
+        tick_interval_s=cfg.tick_interval_s,
+        activation_scale=activation or 1,
+        aggregation=aggregation,
+    )
+
+
+def _kpa_metric(annotations: Mapping[str, str], container_concurrency: int) -> tuple[str, str]:
+    """The KPA's metric and its aggregation algorithm."""
     metric = _annotation(annotations, "metric") or "concurrency"
     if metric not in METRICS:
         raise ScalingConfigError(
@@ -187,6 +217,13 @@ def resolve_spec(
             f"{', '.join(AGGREGATIONS)}"
         )
 
+    return metric, aggregation
+
+
+def _target(
+    annotations: Mapping[str, str], metric: str, container_concurrency: int, cfg: AutoscalerConfig
+) -> tuple[float, float]:
+    """The per-replica target and the utilization it is scaled by (burst capacity checked)."""
     target = _number(annotations, "target")
     if target is not None and target < TARGET_MIN:
         raise ScalingConfigError(f"{GROUP}/target must be at least {TARGET_MIN:g}, got {target!r}")
@@ -213,7 +250,11 @@ def resolve_spec(
         raise ScalingConfigError(
             f"{GROUP}/target-burst-capacity must be -1 or non-negative, got {burst!r}"
         )
+    return target, fraction
 
+
+def _windows(annotations: Mapping[str, str], cfg: AutoscalerConfig) -> tuple[float, float, float]:
+    """The stable window (s), the panic window (% of it) and the panic threshold (%)."""
     window_raw = _duration(annotations, "window")
     window = cfg.stable_window_s
     if window_raw is not None:
@@ -227,7 +268,13 @@ def resolve_spec(
     if panic_threshold is None:
         panic_threshold = cfg.panic_threshold_percentage
     check_range(f"{GROUP}/panic-threshold-percentage", panic_threshold, 110.0, 1000.0)
+    return window, panic_pct, panic_threshold
 
+
+def _bounds(
+    annotations: Mapping[str, str], cfg: AutoscalerConfig
+) -> tuple[int, int, int | None, int]:
+    """min-scale, max-scale, activation-scale (or None) and initial-scale, checked together."""
     min_scale = _integer(annotations, "min-scale")
     min_scale = cfg.min_scale if min_scale is None else min_scale
     max_scale = _integer(annotations, "max-scale")
@@ -263,6 +310,11 @@ def resolve_spec(
             f"{GROUP}/initial-scale must be at least 1 unless allow-zero-initial-scale is set, "
             f"got {initial}"
         )
+    return min_scale, max_scale, activation, initial
+
+
+def _delays(annotations: Mapping[str, str], cfg: AutoscalerConfig) -> tuple[float, float]:
+    """The scale-down delay and the scale-to-zero pod retention (s)."""
     delay_raw = _duration(annotations, "scale-down-delay")
     delay = cfg.scale_down_delay_s
     if delay_raw is not None:
@@ -276,28 +328,7 @@ def resolve_spec(
         check_duration_range(
             f"{GROUP}/scale-to-zero-pod-retention-period", retention, retention_raw[1], WINDOW_MAX_S
         )
-
-    return ScalingSpec(
-        metric=metric,
-        target=target,
-        target_utilization=fraction,
-        stable_window_s=window,
-        # Knative rounds the panic window to whole seconds (halves away from zero), at least 1 s
-        panic_window_s=max(1.0, math.floor(window * panic_pct / 100.0 + 0.5)),
-        panic_threshold=panic_threshold / 100.0,
-        max_scale_up_rate=cfg.max_scale_up_rate,
-        max_scale_down_rate=cfg.max_scale_down_rate,
-        min_scale=min_scale,
-        max_scale=max_scale,
-        initial_scale=initial,
-        scale_down_delay_s=delay,
-        enable_scale_to_zero=cfg.enable_scale_to_zero,
-        scale_to_zero_grace_period_s=cfg.scale_to_zero_grace_period_s,
-        scale_to_zero_pod_retention_s=retention,
-        tick_interval_s=cfg.tick_interval_s,
-        activation_scale=activation or 1,
-        aggregation=aggregation,
-    )
+    return delay, retention
 
 
 def _hpa_spec(annotations: Mapping[str, str], container_concurrency: int,
