@@ -24,12 +24,12 @@ import random
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from adapter.policies.percentile import ServiceModel, min_replicas
-from adapter.policies.slack import stage_policy
+from adapter.policies.slack import StagePolicy, stage_policy
 from simulator.autoscalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
 from simulator.clairvoyance import late_ticks, simulated_need
 from simulator.compliance import compliance_pct
@@ -110,52 +110,9 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
         ).initial(fn_name)  # fmt: skip
     scaler: Scaler
     if name in ("clair_a1", "clair_a2"):
-        run_config = config
-        if name == "clair_a1":
-            run_config = replace(config, functions={fn_name: replace(fn, cold_start_s=0.0)})
-        ahead = {} if name == "clair_a1" else {fn_name: setup_s}
-        collect = 0.0 if name == "clair_a1" else auto.collect_s
-        counts = needs()
-
-        def run(
-            counts: dict[str, list[int]],
-        ) -> tuple[SimResult, np.ndarray, set[int] | None]:
-            """The same seeded run (arrivals and service times) under ``counts``: its result,
-            latencies, and the ticks of late requests in failing windows (None: some never
-            finished)."""
-            scaler = Clairvoyant(counts, tick_s=auto.tick_s, lookahead_s=ahead, collect_s=collect)
-            sim = Simulation(
-                run_config, policy, curves, rate_rps=rate_rps, requests=len(arrivals), seed=seed,
-                scaler=scaler, arrivals=arrivals,
-            )  # fmt: skip
-            result = sim.run()
-            latencies, _ = sim.latencies_by_arrival()
-            if len(latencies) != len(arrivals):
-                return result, latencies, None
-            return result, latencies, late_ticks(
-                latencies, arrivals, slo_ms=slo_ms, level_pct=level, window=auto.window,
-                step=auto.step, tick_s=auto.tick_s,
-            )  # fmt: skip
-
-        rounds = 0
-        result, latencies, ticks = run(counts)
-        row = counts[fn_name]
-        while rounds < auto.clair_rounds and ticks:
-            raised = [t for t in ticks if 0 <= t < len(row) and row[t] < cap]
-            if not raised:
-                break
-            for t in raised:
-                row[t] += 1
-            rounds += 1
-            result, latencies, ticks = run(counts)
-        trimmed = 0
-        if auto.clair_trim and ticks == set():
-            trimmed, result, latencies = _trim(row, lambda: run(counts), auto.clair_trim,
-                                               (result, latencies))  # fmt: skip
-        out = _row(name, result, latencies, slo_ms, level, auto, setup_s, None, rounds)
-        if auto.clair_trim:
-            out["clair_trimmed"], out["clair_counts"] = trimmed, list(row)
-        return out
+        case = _Case(fn_name, policy, curves, rate_rps, seed, arrivals, auto, slo_ms, level,
+                     setup_s, cap)  # fmt: skip
+        return _clair_row(config, name, case, needs())
     if name == "slackwise":
         scaler = OwnedScaler(
             auto.advisor,
@@ -188,6 +145,76 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
     result = sim.run()
     latencies, _ = sim.latencies_by_arrival()
     return _row(name, result, latencies, slo_ms, level, auto, setup_s, bootstrap, None)
+
+
+class _Case(NamedTuple):
+    """What a clairvoyant's runs share: the function, policy, curves, load, SLA and limits."""
+
+    fn_name: str
+    policy: StagePolicy
+    curves: dict[str, ServiceCurve]
+    rate_rps: float
+    seed: int
+    arrivals: list[float]
+    auto: AutoscalingConfig
+    slo_ms: float
+    level: float
+    setup_s: float
+    cap: int
+
+
+def _clair_row(
+    config: SimConfig, name: str, case: _Case, counts: dict[str, list[int]]
+) -> dict[str, Any]:
+    """ClairA1 or ClairA2 over the same seeded run: repaired where windows fail, then (with
+    ``clair_trim``) trimmed to the minimal count; its row of the comparison."""
+    fn_name, policy, curves, rate_rps, seed, arrivals, auto, slo_ms, level, setup_s, cap = case
+    fn = config.functions[fn_name]
+    run_config = config
+    if name == "clair_a1":
+        run_config = replace(config, functions={fn_name: replace(fn, cold_start_s=0.0)})
+    ahead = {} if name == "clair_a1" else {fn_name: setup_s}
+    collect = 0.0 if name == "clair_a1" else auto.collect_s
+
+    def run(
+        counts: dict[str, list[int]],
+    ) -> tuple[SimResult, np.ndarray, set[int] | None]:
+        """The same seeded run (arrivals and service times) under ``counts``: its result,
+        latencies, and the ticks of late requests in failing windows (None: some never
+        finished)."""
+        scaler = Clairvoyant(counts, tick_s=auto.tick_s, lookahead_s=ahead, collect_s=collect)
+        sim = Simulation(
+            run_config, policy, curves, rate_rps=rate_rps, requests=len(arrivals), seed=seed,
+            scaler=scaler, arrivals=arrivals,
+        )  # fmt: skip
+        result = sim.run()
+        latencies, _ = sim.latencies_by_arrival()
+        if len(latencies) != len(arrivals):
+            return result, latencies, None
+        return result, latencies, late_ticks(
+            latencies, arrivals, slo_ms=slo_ms, level_pct=level, window=auto.window,
+            step=auto.step, tick_s=auto.tick_s,
+        )  # fmt: skip
+
+    rounds = 0
+    result, latencies, ticks = run(counts)
+    row = counts[fn_name]
+    while rounds < auto.clair_rounds and ticks:
+        raised = [t for t in ticks if 0 <= t < len(row) and row[t] < cap]
+        if not raised:
+            break
+        for t in raised:
+            row[t] += 1
+        rounds += 1
+        result, latencies, ticks = run(counts)
+    trimmed = 0
+    if auto.clair_trim and ticks == set():
+        trimmed, result, latencies = _trim(row, lambda: run(counts), auto.clair_trim,
+                                           (result, latencies))  # fmt: skip
+    out = _row(name, result, latencies, slo_ms, level, auto, setup_s, None, rounds)
+    if auto.clair_trim:
+        out["clair_trimmed"], out["clair_counts"] = trimmed, list(row)
+    return out
 
 
 def _trim(

@@ -163,7 +163,6 @@ LONG_FUNCTIONS = {
     "simulator/roma.py:simulate_system": 129,
     "knative/local/gateway.py:create_gateway": 127,
     "simulator/config.py:parse_sim_config": 116,
-    "simulator/comparison.py:scaler_run": 120,
     "loadtests/openloop.py:run_open_loop": 98,
 }
 
