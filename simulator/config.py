@@ -60,6 +60,17 @@ import yaml
 
 from adapter.policies.batching_settings import BatchingSettings
 from adapter.policies.slack import POLICIES, stage_policy
+from simulator.config_sections import (
+    SearchConfig as SearchConfig,
+)
+from simulator.config_sections import (
+    TraceConfig as TraceConfig,
+)
+from simulator.config_sections import (
+    read_batching,
+    read_search,
+    read_trace,
+)
 from slackwise_core.config import AdvisorSettings, ConfigError, Reader
 from slackwise_core.config.loader import advisor_settings
 from slackwise_core.config.model import DEFAULT_MAX_BATCH
@@ -104,23 +115,6 @@ class SimApp:
     weight: float
     slo_ms: float | None
     slo_factor: float
-
-
-@dataclass(frozen=True, kw_only=True)
-class SearchConfig:
-    requests: int = 20000
-    tolerance: float = 0.02
-    low_rps: float = 1.0
-    high_rps: float = 1e6
-
-
-@dataclass(frozen=True, kw_only=True)
-class TraceConfig:
-    name: str
-    start_s: float = 0.0
-    duration_s: float | None = None
-    downsample: int = 1
-    step_s: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -338,21 +332,7 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
     aimd = adapter.get("aimd", False)
     if not isinstance(aimd, bool):
         raise r.fail("adapter.aimd", f"must be true or false, got {aimd!r}")
-    given: dict[str, float] = {}
-    if adapter.get("max_wait_ms") is not None:
-        given["max_wait_s"] = r.number(adapter, "max_wait_ms", "adapter", 0.0) / 1000.0
-    for key in ("estimate_alpha", "wait_utilization"):
-        if adapter.get(key) is not None:
-            value = r.number(adapter, key, "adapter", 1.0)
-            if not 0 < value <= 1:
-                raise r.fail(f"adapter.{key}", f"must be within (0, 1], got {value:g}")
-            given[key] = value
-    # no path outside the batch round trip here: no margin for it
-    batching = BatchingSettings(
-        path_margin_ms=0.0,
-        max_wait_s=given.get("max_wait_s"),
-        **{k: given[k] for k in ("estimate_alpha", "wait_utilization") if k in given},
-    )
+    batching = read_batching(r, adapter)
 
     fn_raw = r.mapping(data.get("functions"), "functions")
     if not fn_raw:
@@ -368,33 +348,8 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
     max_violation = r.number(sla, "max_violation_pct", "sla", 1.0)
     if max_violation >= 100:
         raise r.fail("sla.max_violation_pct", f"must be below 100, got {max_violation:g}")
-    search_raw = r.mapping(data.get("search"), "search")
-    r.only(search_raw, "search", {"requests", "tolerance", "low_rps", "high_rps"})
-    search = SearchConfig(
-        requests=r.integer(search_raw, "requests", "search", 20000, low=1),
-        tolerance=r.number(search_raw, "tolerance", "search", 0.02, low=1e-4),
-        low_rps=r.number(search_raw, "low_rps", "search", 1.0, low=1e-6),
-        high_rps=r.number(search_raw, "high_rps", "search", 1e6, low=1e-6),
-    )
-    if search.high_rps <= search.low_rps:
-        raise r.fail("search.high_rps", f"must exceed low_rps, got {search.high_rps:g}")
-    trace = None
-    if data.get("trace") is not None:
-        t = r.mapping(data.get("trace"), "trace")
-        r.only(t, "trace", {"name", "start_s", "duration_s", "downsample", "step_s"})
-        duration = None
-        if t.get("duration_s") is not None:
-            duration = r.number(t, "duration_s", "trace", 0.0, low=1e-3)
-        step = None
-        if t.get("step_s") is not None:
-            step = r.number(t, "step_s", "trace", 1.0, low=1e-3)
-        trace = TraceConfig(
-            name=r.string(t, "name", "trace", None),
-            start_s=r.number(t, "start_s", "trace", 0.0),
-            duration_s=duration,
-            downsample=r.integer(t, "downsample", "trace", 1, low=1),
-            step_s=step,
-        )
+    search = read_search(r, r.mapping(data.get("search"), "search"))
+    trace = None if data.get("trace") is None else read_trace(r, r.mapping(data["trace"], "trace"))
     warmup = r.number(data, "warmup_fraction", "", 0.0)
     if warmup >= 1:
         raise r.fail("warmup_fraction", f"must be below 1, got {warmup:g}")

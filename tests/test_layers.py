@@ -162,7 +162,6 @@ LONG_FUNCTIONS = {
     "functions/runtime.py:create_app": 130,
     "simulator/roma.py:simulate_system": 129,
     "knative/local/gateway.py:create_gateway": 127,
-    "simulator/config.py:parse_sim_config": 116,
     "loadtests/openloop.py:run_open_loop": 98,
 }
 

@@ -1,0 +1,79 @@
+"""Sections of a simulator config read on their own: the batching settings (the live adapter's
+keys), the rate search and the trace window (:mod:`simulator.config` reads the whole file)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from adapter.policies.batching_settings import BatchingSettings
+from slackwise_core.config import Reader
+
+__all__ = ["SearchConfig", "TraceConfig", "read_batching", "read_search", "read_trace"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchConfig:
+    requests: int = 20000
+    tolerance: float = 0.02
+    low_rps: float = 1.0
+    high_rps: float = 1e6
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceConfig:
+    name: str
+    start_s: float = 0.0
+    duration_s: float | None = None
+    downsample: int = 1
+    step_s: float | None = None
+
+
+def read_batching(r: Reader, adapter: Mapping[str, Any]) -> BatchingSettings:
+    """The live adapter's batching settings from the same keys (no path margin: nothing here
+    lies outside the batch round trip)."""
+    given: dict[str, float] = {}
+    if adapter.get("max_wait_ms") is not None:
+        given["max_wait_s"] = r.number(adapter, "max_wait_ms", "adapter", 0.0) / 1000.0
+    for key in ("estimate_alpha", "wait_utilization"):
+        if adapter.get(key) is not None:
+            value = r.number(adapter, key, "adapter", 1.0)
+            if not 0 < value <= 1:
+                raise r.fail(f"adapter.{key}", f"must be within (0, 1], got {value:g}")
+            given[key] = value
+    return BatchingSettings(
+        path_margin_ms=0.0,
+        max_wait_s=given.get("max_wait_s"),
+        **{k: given[k] for k in ("estimate_alpha", "wait_utilization") if k in given},
+    )
+
+
+def read_search(r: Reader, search_raw: Mapping[str, Any]) -> SearchConfig:
+    r.only(search_raw, "search", {"requests", "tolerance", "low_rps", "high_rps"})
+    search = SearchConfig(
+        requests=r.integer(search_raw, "requests", "search", 20000, low=1),
+        tolerance=r.number(search_raw, "tolerance", "search", 0.02, low=1e-4),
+        low_rps=r.number(search_raw, "low_rps", "search", 1.0, low=1e-6),
+        high_rps=r.number(search_raw, "high_rps", "search", 1e6, low=1e-6),
+    )
+    if search.high_rps <= search.low_rps:
+        raise r.fail("search.high_rps", f"must exceed low_rps, got {search.high_rps:g}")
+    return search
+
+
+def read_trace(r: Reader, t: Mapping[str, Any]) -> TraceConfig:
+    r.only(t, "trace", {"name", "start_s", "duration_s", "downsample", "step_s"})
+    duration = None
+    if t.get("duration_s") is not None:
+        duration = r.number(t, "duration_s", "trace", 0.0, low=1e-3)
+    step = None
+    if t.get("step_s") is not None:
+        step = r.number(t, "step_s", "trace", 1.0, low=1e-3)
+    return TraceConfig(
+        name=r.string(t, "name", "trace", None),
+        start_s=r.number(t, "start_s", "trace", 0.0),
+        duration_s=duration,
+        downsample=r.integer(t, "downsample", "trace", 1, low=1),
+        step_s=step,
+    )
