@@ -108,6 +108,11 @@ def _policies(docs: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _ablation(docs: Sequence[dict[str, Any]]) -> str:
+    """The policies table alone: an ablation's rows are parts of GS, not baselines to beat."""
+    return _policies(docs).split("\n\n", 1)[0]
+
+
 def _cell(doc: dict[str, Any], mode: str, key: str, fmt: str) -> str:
     """A mode's value (a repeated run's median) and, when repeats differ, their range."""
     value = doc["modes"][mode].get(key, float("nan"))
@@ -251,6 +256,7 @@ RENDERERS: dict[str, Callable[[Sequence[dict[str, Any]]], str]] = {
     "fig9": _fig9,
     "interference": _interference,
     "policies": _policies,
+    "ablation": _ablation,
     "live": _live,
     "chain": _chain,
     "roma": _roma,

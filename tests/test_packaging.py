@@ -18,6 +18,8 @@ from functions.ner.model import _SAMPLES
 assert p.__file__.startswith({target!r}), p.__file__
 assert packaged("embed").is_file() and packaged("qa", "gpu").is_file()
 assert _SAMPLES.is_file()
+from functions.profiles import memory_mib
+assert memory_mib("embed") and memory_mib("digits")  # memory.json is package data too
 model = latency_prior("embed")
 print(round(model.estimate_ms(1), 3), round(latency_prior("no-such-kind").estimate_ms(1), 3))
 """
