@@ -271,8 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cluster_commands(sub: Any) -> None:
     """``manifests``, ``deploy``, ``status`` and ``delete``: the Knative cluster's commands."""
-    from knative.cluster import cli as cluster_cli
-    from knative.cluster import manifests_command
+    from knative.cluster import cli_args, manifests_command
 
     man = sub.add_parser("manifests", help="write Knative manifests for the config")
     manifests_command.add_arguments(man)
@@ -283,7 +282,7 @@ def _cluster_commands(sub: Any) -> None:
         ("delete", "delete the functions from a Knative cluster", _cmd_delete),
     ):
         cmd = sub.add_parser(name, help=helptext)
-        cluster_cli.add_deploy_arguments(cmd)
+        cli_args.add_deploy_arguments(cmd)
         cmd.set_defaults(func=func)
 
 
@@ -330,6 +329,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = args.func(args)
     except ScalingConfigError as exc:  # e.g. an HPA-class function on the local platform
         raise SystemExit(f"slackwise: {exc}") from None
+    except ModuleNotFoundError as exc:  # a plain install: no cluster extra
+        if (exc.name or "").partition(".")[0] != "kubernetes":
+            raise
+        raise SystemExit(
+            f"slackwise {args.command}: talking to a Kubernetes cluster needs its client, the "
+            "'cluster' extra: pip install 'slackwise[cluster]'"
+        ) from None
     return result
 
 

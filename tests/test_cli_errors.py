@@ -66,3 +66,28 @@ def test_bad_inputs_across_the_command_line_are_one_line_errors(tmp_path: Path) 
         assert says in err, (args, err)
         assert len(err.splitlines()) <= 3, (args, err)
     assert slackwise("--version").stdout.startswith("slackwise ")
+
+
+def test_a_plain_install_without_the_cluster_extra_still_works_and_says_what_is_missing(
+    tmp_path: Path,
+) -> None:
+    """``pip install .`` has no Kubernetes client: every command but the cluster's works (the
+    manifests are written), and deploy says which extra it needs, in one line."""
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD)
+    code = ("import sys; sys.modules['kubernetes'] = None\n"
+            "from slackwise_cli.main import main\n"
+            "sys.exit(main(sys.argv[1:]))\n")  # fmt: skip
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                              text=True, timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
+
+    written = run("manifests", "-c", str(config), "-o", str(tmp_path / "out"))
+    assert written.returncode == 0, written.stderr
+    assert (tmp_path / "out" / "10-function-digits.yaml").is_file()
+    assert run("--help").returncode == 0
+    for command in ("deploy", "status", "delete"):
+        done = run(command, "-c", str(config))
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        assert "pip install 'slackwise[cluster]'" in done.stderr
