@@ -114,17 +114,21 @@ def test_two_apps_share_their_common_stages() -> None:
                 return c.post("/v1/apps/ipa:predict", json={"instances": [{"wav_b64": f"w{i}"}]})
             return c.post("/v1/apps/ask:predict", json={"instances": [f"who is {i}"]})
 
-        responses = list(pool.map(send, range(32)))
-    assert all(r.status_code == 200 for r in responses), [r.text for r in responses]
-    for i, r in enumerate(responses):
-        question = f"who wrote w{i}" if i % 2 else f"who is {i}"
-        assert r.json()["predictions"][0]["answer"] == f"answer to {question}"
-    # some answer batch mixed requests of both apps
-    mixed = [
-        b for fn, b in upstream.batches
-        if fn == "answer" and len({q["question"].split()[1] for q in b}) > 1
-    ]  # fmt: skip
-    assert mixed
+        # how the stages' batches form depends on the threads' timing: bursts until one of qa's
+        # batches held requests of both apps (every burst must be answered right regardless)
+        for _ in range(5):
+            responses = list(pool.map(send, range(32)))
+            assert all(r.status_code == 200 for r in responses), [r.text for r in responses]
+            for i, r in enumerate(responses):
+                question = f"who wrote w{i}" if i % 2 else f"who is {i}"
+                assert r.json()["predictions"][0]["answer"] == f"answer to {question}"
+            mixed = [
+                b for fn, b in upstream.batches
+                if fn == "answer" and len({q["question"].split()[1] for q in b}) > 1
+            ]  # fmt: skip
+            if mixed:
+                break
+    assert mixed  # some answer batch mixed requests of both apps
 
 
 def test_a_stage_output_the_next_stage_cannot_use_is_a_422_naming_the_edge(
