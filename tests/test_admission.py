@@ -56,3 +56,19 @@ def test_the_adapters_own_lag_refuses_before_the_queue_is_judged() -> None:
     assert "overloaded" in refusal.reason
     cold = door(0, lag_s=2.5, ready=0)
     assert cold is not None and cold.warming and cold.retry_after_s == 3.0
+
+
+def test_a_queue_refusal_holds_for_the_requests_after_it_within_a_bound() -> None:
+    from adapter.policies.admission import HOLD_MAX_S, holds_until
+
+    slightly = door(40)  # five rounds: 130 ms + 12 ms, 42 ms late
+    assert slightly is not None
+    # by the rule's arithmetic a request dt later fits again no sooner than late_s after...
+    assert holds_until(5.0, slightly) == 5.0 + min(slightly.late_s, HOLD_MAX_S)
+    barely = door(8 * 3 + 7)  # three rounds (78 ms) + its own full batch (26 ms): 4 ms late
+    assert barely is not None and abs(holds_until(5.0, barely) - 5.004) < 1e-9
+    # ...and what is judged afresh for each request is not held: the loop's lag, a cold start
+    lagged = door(0, lag_s=0.3)
+    assert lagged is not None and holds_until(5.0, lagged) == 5.0
+    cold = door(0, lag_s=2.5, ready=0)
+    assert cold is not None and holds_until(5.0, cold) == 5.0

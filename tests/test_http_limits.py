@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -129,9 +130,18 @@ def test_a_late_loop_refuses_new_predicts_unparsed_but_still_answers_status() ->
         app.state.adapter.lag = late
         body = json.dumps({"instances": [1]}).encode()
         request = PREDICT + b"Content-Length: %d\r\n\r\n" % len(body) + body
-        status, answer = await exchange(port, request)
+        # one whole request: refused unparsed, and the connection stays at a request boundary
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(request)
+        answer = await asyncio.wait_for(reader.read(1 << 20), 120)
+        assert answer.startswith(b"HTTP/1.1 503") and b"retry-after: 1" in answer
+        assert b"overloaded" in answer and b"connection: close" not in answer
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # the same connection
+        assert (await asyncio.wait_for(reader.read(1 << 20), 120)).startswith(b"HTTP/1.1 200")
+        writer.close()
+        # a request whose body has not all come: its end is unknown, so the connection closes
+        status, answer = await exchange(port, request[:-3])
         assert status == 503 and b"retry-after: 1" in answer and b"connection: close" in answer
-        assert b"overloaded" in answer
         status, answer = await exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert status == 200  # status routes are never shed
         late.value = 0.0
@@ -161,3 +171,39 @@ def test_the_accept_queue_wait_is_read_off_the_listening_socket() -> None:
         for conn in waiting:
             conn.close()
         listener.close()
+
+
+def test_a_refusal_answers_the_next_requests_unparsed_while_it_holds() -> None:
+    from tests.test_adapter import slow
+
+    async def scenario(app: Starlette, port: int) -> None:
+        door = app.state.adapter.dispatchers["echo"].door
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", trust_env=False) as c:
+
+            def predict(i: int) -> Any:
+                return c.post("/v1/models/echo:predict", json={"instances": [i]})
+
+            assert (await predict(0)).status_code == 200  # teaches the model 300 ms a batch
+            ahead = [asyncio.ensure_future(predict(i)) for i in range(3)]  # one runs, two wait
+            await asyncio.sleep(0.01)
+            refused = await predict(9)  # 3 rounds of 300 ms ahead of a 700 ms SLO: the rule
+            assert refused.status_code == 429 and door.refused == 1
+            # while it holds, the next is answered the same without being parsed: a body that
+            # is not JSON would otherwise be a 400
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            junk = b"not json"
+            writer.write(PREDICT + b"Content-Length: %d\r\n\r\n" % len(junk) + junk)
+            answer = await asyncio.wait_for(reader.read(1 << 20), 120)
+            assert answer.startswith(b"HTTP/1.1 429") and b"retry-after: " in answer
+            assert refused.json()["error"].encode() in answer and door.refused == 2
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # still open
+            assert (await asyncio.wait_for(reader.read(1 << 20), 120)).startswith(b"HTTP/1.1 200")
+            writer.close()
+            assert (await c.get("/v1/models/echo")).status_code == 200  # only predicts
+            await asyncio.sleep(0.05)  # past the hold: the rule is asked again
+            assert door.held(app.state.adapter.clock.now()) is None
+            assert [r.status_code for r in await asyncio.gather(*ahead)] == [200] * 3
+            assert (await predict(10)).status_code == 200  # the queue drained: admitted
+
+    run(scenario, config(function={"late": "predict", "max_batch": 1, "slo_ms": 700},
+                         aimd={"initial": 1}), handler=slow)  # fmt: skip

@@ -35,10 +35,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["DoorRefusal", "Drain", "at_the_door", "expected_finish"]
+__all__ = ["DoorRefusal", "Drain", "at_the_door", "expected_finish", "holds_until"]
 
 #: the shortest Retry-After a refusal suggests (the header's unit)
 MIN_RETRY_S = 1.0
+#: the longest a refusal answers the requests after it without the rule being asked again
+HOLD_MAX_S = 0.02
 
 
 class Drain:
@@ -164,3 +166,18 @@ def at_the_door(
     # again once the part it would be late by has drained
     return DoorRefusal(late_s, queued_requests, float(max(MIN_RETRY_S, math.ceil(late_s))),
                        warming=False)  # fmt: skip
+
+
+def holds_until(now: float, refusal: DoorRefusal) -> float:
+    """Until when a refusal at ``now`` (of one instance with the function's own SLO, the
+    loosest a request can ask for) answers the next requests as well.
+
+    Refused because the queue ahead would finish ``late_s`` after its deadline: a request that
+    comes ``dt`` later has a deadline ``dt`` later, and while everything is refused the queue
+    ahead only drains, so by the rule's own arithmetic it fits again no sooner than ``late_s``
+    after. Held at most :data:`HOLD_MAX_S`, so a replica that became ready or an estimate that
+    moved is looked at again within it. A refusal for the loop's lag, or while no replica is
+    ready, is not held (``now``): those are judged afresh for each request."""
+    if refusal.warming or refusal.lag_s > 0.0:
+        return now
+    return now + min(refusal.late_s, HOLD_MAX_S)

@@ -9,10 +9,12 @@ a predict's body is parsed, so a refusal under overload costs next to nothing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from adapter.serving.errors import Overloaded, ShuttingDown, refusal_error
+from adapter.policies.admission import DoorRefusal, holds_until
+from adapter.serving.errors import AdapterError, Overloaded, ShuttingDown, refusal_error
 from adapter.serving.loop_lag import NO_LAG, LoopLagReader
 
 if TYPE_CHECKING:
@@ -47,14 +49,32 @@ class Door:
         self.retry_after_closing_s = 5.0
         self.refused = 0
         self._metric = refused_metric
+        #: the last refusal, while it still answers the requests after it (:meth:`held`)
+        self._held: AdapterError | None = None
+        self._held_until = -math.inf
 
-    def check(self, now: float, due: float, size: int = 1) -> None:
+    def check(self, now: float, due: float, size: int = 1, *, hold: bool = False) -> None:
         """Raise what a request of ``size`` instances due at ``due`` would be refused with now
-        (nothing is queued or recorded)."""
+        (nothing is queued or recorded). ``hold``: the request asked for the function's own
+        SLO, so its refusal may answer the next requests too (:meth:`held`)."""
         self.check_open()
         refusal = self.controller.door(now, due, size, self.ready(), self.lag.lag_s())
         if refusal is not None:
-            self._refuse(refusal)
+            error = self._refuse(refusal)
+            if hold and size == 1:
+                self._held, self._held_until = error, holds_until(now, refusal)
+            raise error
+
+    def held(self, now: float) -> AdapterError | None:
+        """The refusal that still answers a request arriving at ``now``
+        (:func:`adapter.policies.admission.holds_until`), counted as one more; None when the
+        rule must be asked. The adapter's server answers it before parsing anything, so under
+        overload a refusal costs a read and a write."""
+        if now >= self._held_until or self.closing:
+            return None
+        self.refused += 1
+        self._metric.inc()
+        return self._held
 
     def check_open(self) -> None:
         """Raise ShuttingDown or Overloaded (full queue) if the door is closed to anyone."""
@@ -71,12 +91,9 @@ class Door:
         lag = self.lag.lag_s() if item.stage == 0 else None
         refusal = self.controller.admit(item, item.arrival, ready, lag)
         if refusal is not None:
-            self._refuse(refusal)
+            raise self._refuse(refusal)
 
-    def _refuse(self, refusal: object) -> None:
-        from adapter.policies.admission import DoorRefusal
-
-        assert isinstance(refusal, DoorRefusal)
+    def _refuse(self, refusal: DoorRefusal) -> AdapterError:
         self.refused += 1
         self._metric.inc()
-        raise refusal_error(self.name, refusal)
+        return refusal_error(self.name, refusal)

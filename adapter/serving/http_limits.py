@@ -20,6 +20,7 @@ __all__ = [
     "AcceptQueue",
     "Refuse",
     "shed_answer",
+    "whole_request",
 ]  # fmt: skip
 
 #: what one request may send before it is refused (nginx's and uvicorn's orders of magnitude)
@@ -48,13 +49,46 @@ class Refuse(Exception):
 PREDICTS = (b"POST /v1/models/", b"POST /v1/apps/", b"POST /v2/models/")
 
 
-def shed_answer(lag_s: float) -> bytes:
-    """503 + Retry-After + Connection: close, for a predict refused before it was parsed."""
+def shed_answer(lag_s: float, *, close: bool = True) -> bytes:
+    """503 + Retry-After (+ Connection: close), for a predict refused before it was parsed."""
     body = (b'{"error":"the adapter is overloaded (its loop runs %d ms late); refused at the '
             b'door"}' % (1000.0 * lag_s))  # fmt: skip
     return (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-            b"retry-after: 1\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
-            % (len(body), body))  # fmt: skip
+            b"retry-after: 1\r\ncontent-length: %d\r\n%s\r\n%s"
+            % (len(body), b"connection: close\r\n" if close else b"", body))  # fmt: skip
+
+
+#: request heads that a refusal unparsed cannot answer while keeping the connection: the client
+#: closes after it, sends its body in chunks, or waits to be told to send it
+_NOT_PLAIN = (b"\r\nconnection: close", b"\r\ntransfer-encoding:", b"\r\nexpect:")
+
+
+def whole_request(data: bytes) -> bytes | None:
+    """The target of the one whole HTTP/1.1 request that ``data`` is, with nothing after it
+    (its ``Content-Length`` body complete, no chunked body, no ``Connection: close``, no
+    ``Expect``), or None. An answer written without parsing then leaves the connection at a
+    request boundary, so it can stay open: a refusal under overload costs the client no new
+    connection, and the adapter no accept."""
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        return None
+    line_end = data.find(b"\r\n")
+    parts = data[:line_end].split(b" ")
+    if len(parts) != 3 or parts[2] != b"HTTP/1.1":
+        return None
+    head = data[line_end:end].lower()
+    if any(marker in head for marker in _NOT_PLAIN):
+        return None
+    at = head.find(b"\r\ncontent-length:")
+    if at < 0:
+        length = 0
+    else:
+        stop = head.find(b"\r\n", at + 2)
+        value = head[at + 17 : stop if stop >= 0 else len(head)].strip()
+        if not value.isdigit():
+            return None
+        length = int(value)
+    return parts[1] if len(data) == end + 4 + length else None
 
 
 class AcceptQueue:

@@ -43,6 +43,7 @@ from adapter.serving.http_limits import (
     AcceptQueue,
     Refuse,
     shed_answer,
+    whole_request,
 )
 from adapter.serving.predict_endpoint import PredictEndpoint, Target
 
@@ -146,14 +147,17 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closing:
             return
-        if not self._in_message and not self.exchanges and self.server.shedding(data):
-            # the loop is late enough that nothing admitted now would make its deadline: the
-            # refusal costs a write, not a parse (it would otherwise keep the loop late)
-            self.closing = True
-            assert self.transport is not None
-            self.transport.write(self.server.shed_answer())
-            self.transport.close()
-            return
+        if not self._in_message and not self.exchanges and data.startswith(PREDICTS):
+            # a refusal decided before parsing: it costs a write, not a parse (under overload
+            # the parses of refused requests would otherwise keep the loop late)
+            answer = self.server.unparsed(data)
+            if answer is not None:
+                assert self.transport is not None
+                self.transport.write(answer[0])
+                if answer[1]:
+                    self.closing = True
+                    self.transport.close()
+                return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -390,17 +394,40 @@ class _Server:
         #: the kernel's accept queue (set once listening): its wait counts as lateness
         self.backlog = AcceptQueue(None)
         self.shed_after_s = 0.5 * min(self.endpoint.slos.values(), default=1000.0) / 1000.0
+        #: each function's held refusal, as the bytes written for it (see :meth:`unparsed`)
+        self._canned: dict[str, tuple[AdapterError, bytes]] = {}
 
-    def shedding(self, data: bytes) -> bool:
-        """Refuse this new predict unparsed? Only predicts (status routes are always
-        answered), while the loop's lag and the accept queue's wait pass ``shed_after_s``."""
-        if not data.startswith(PREDICTS):
-            return False
+    def unparsed(self, data: bytes) -> tuple[bytes, bool] | None:
+        """The answer to the new predict that ``data`` starts, decided before it is parsed, and
+        whether the connection closes after it; None: parse it as usual.
+
+        * the loop's lag and the accept queue's wait pass ``shed_after_s``: 503, nothing
+          admitted now would make its deadline (status routes are never shed);
+        * its function's last refusal still holds (:meth:`adapter.serving.door.Door.held`): the
+          same answer again, without asking the rule.
+
+        The connection stays open when ``data`` is one whole request (the answer leaves it at a
+        request boundary), else it closes after the shed answer (and a held refusal is left to
+        the parser)."""
+        target = whole_request(data)
         late: float = self.state.lag.lag_s() + self.backlog.wait_s(self.loop.time())
-        return late > self.shed_after_s
-
-    def shed_answer(self) -> bytes:
-        return shed_answer(self.state.lag.lag_s())
+        if late > self.shed_after_s:
+            return shed_answer(late, close=target is None), target is None
+        if target is None or self.draining:
+            return None
+        found = PredictEndpoint.function_of("POST", target.decode("latin-1"))
+        dispatcher = None if found is None else self.state.dispatchers.get(found.name)
+        if dispatcher is None:
+            return None
+        error = dispatcher.door.held(self.state.clock.now())
+        if error is None:
+            return None
+        canned = self._canned.get(dispatcher.name)
+        if canned is None or canned[0] is not error:
+            status, headers, body = _error(error)
+            canned = (error, _head(status, headers, len(body), False) + body)
+            self._canned[dispatcher.name] = canned
+        return canned[1], False
 
 
 async def serve(

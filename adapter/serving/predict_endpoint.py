@@ -156,7 +156,7 @@ class PredictEndpoint:
             raise UnknownTarget(f"no function named {name!r}")
         slo = slo_ms(slo_header, self.slos[name])
         # refused before the body is parsed: a refusal under overload costs next to nothing
-        dispatcher.door.check(now, now + slo / 1000.0)
+        dispatcher.door.check(now, now + slo / 1000.0, hold=slo_header is None)
         request_id = None
         if v2:
             instances, request_id = parse_v2_body(body)
