@@ -261,3 +261,66 @@ def test_the_limit_does_not_depend_on_how_often_it_is_asked() -> None:
 
     assert run(1) == run(7) == run(1000)
     assert len(set(run(1))) > 2  # it moved
+
+
+def backlogged(
+    aimd: AIMD, start: float, seconds: int, *, bound: bool = True, **window: Any
+) -> list[AIMDDecision]:
+    """``seconds`` of 10 ms batches from ``start`` (each answered at once, its members fed),
+    every one bound by the limit (``bound``) or not; the decisions taken on the way."""
+    decisions = []
+    for tick in range(seconds * 100):
+        now = start + tick / 100.0
+        aimd.dispatched(now, bound=bound)
+        feed(aimd, now, 1, **window)
+        decision = aimd.update(now)
+        if decision is not None:
+            decisions.append(decision)
+    return decisions
+
+
+def test_a_limit_that_holds_a_backlog_back_doubles_every_second_without_violations() -> None:
+    aimd = AIMD(initial=4, maximum=64, period_s=30.0, backlog_mult=2.0, backlog_period_s=1.0)
+    decisions = backlogged(aimd, 0.0, 5)
+    assert [d.action for d in decisions] == ["increase-backlog"] * 4  # at 1, 2, 3 and 4 s
+    assert [d.new_limit for d in decisions] == [8, 16, 32, 64]
+    assert aimd.limit == 64  # at the maximum it stays
+    # MLProxy's AIMD (no backlog rule) over the same 5 s: nothing until its period ends
+    plain = AIMD(initial=4, maximum=64, period_s=30.0)
+    assert backlogged(plain, 0.0, 5) == [] and plain.limit == 4
+
+
+def test_batches_the_arrivals_sized_or_a_violation_keep_the_additive_steps() -> None:
+    free = AIMD(initial=4, maximum=64, period_s=30.0, backlog_mult=2.0, backlog_period_s=1.0)
+    assert backlogged(free, 0.0, 5, bound=False) == [] and free.limit == 4
+    slow = AIMD(initial=8, maximum=64, period_s=30.0, backlog_mult=2.0, backlog_period_s=1.0,
+                p95_fraction=0.8)  # fmt: skip
+    assert backlogged(slow, 0.0, 5, latency_ms=90.0) == [] and slow.limit == 8
+    decision = slow.update(30.0)  # the period's end judges it as any window: too slow
+    assert decision is not None and decision.action == "decrease" and slow.limit == 6
+
+
+def test_the_backlog_rule_decides_the_same_however_often_it_is_asked() -> None:
+    def run(ask_every: int) -> list[tuple[float, int]]:
+        aimd = AIMD(initial=2, maximum=64, backlog_mult=2.0, backlog_period_s=1.0)
+        limits = []
+        for tick in range(700):
+            now = tick / 100.0
+            aimd.dispatched(now, bound=tick < 350)  # backlogged for 3.5 s, then not
+            feed(aimd, now, 1)
+            if tick % ask_every == 0:
+                aimd.update(now)
+            limits.append((now, aimd.limit))
+        return limits
+
+    assert run(1) == run(7) == run(1000)
+    # doubled at 1, 2, 3 s and at 4 s (half its batches bound), then not: 2 -> 32
+    assert run(1)[-1][1] == 32
+
+
+def test_the_backlog_rule_is_slackwise_modes_not_mlproxys() -> None:
+    assert SLACKWISE.aimd_backlog_mult == 2.0 and MLPROXY.aimd_backlog_mult is None
+    with pytest.raises(ValueError, match="backlog_mult"):
+        AIMD(initial=4, maximum=64, backlog_mult=1.0)
+    with pytest.raises(ValueError, match="backlog_period_s"):
+        AIMD(initial=4, maximum=64, period_s=1.0, backlog_period_s=2.0)

@@ -23,6 +23,16 @@ Rules chosen where the paper leaves room:
   judged on its warm samples only. Without ``cold_aware`` (the MLProxy baseline) cold samples
   count like any other.
 * **Empty window** holds (``"hold-idle"``).
+* **A backlog the limit holds back** (``backlog_mult``; slackwise's mode, not MLProxy's): the
+  adapter tells :meth:`AIMD.dispatched` whether each batch was *bound*, taken whole at the limit
+  while requests stayed queued for a slot. Then the limit, not the arrivals, sets the batch size,
+  and every period spent below the size the batches could have had costs throughput while the
+  queue waits. So when at least half the dispatches of a window were bound, the window is judged
+  already ``backlog_period_s`` after it opened (on that finer grid), and without a violation the
+  limit grows multiplicatively (``"increase-backlog"``: times ``backlog_mult``, at least
+  ``+add``), like TCP's slow start. Judged with the same tests as any window: a violation there
+  still decreases only at the period's end. Evidence over the schedule: a quiet function keeps
+  MLProxy's slow additive steps.
 * **Limit arithmetic.** The limit is kept as a float so that a fractional ``add`` accumulates;
   :attr:`AIMD.limit` is its floor, always within ``[minimum, maximum]``.
 * **Periods.** The first :meth:`record` or :meth:`update` starts the clock. A period ends at
@@ -38,7 +48,7 @@ from typing import Literal
 
 __all__ = ["AIMD", "AIMDDecision", "Action", "WindowStats"]
 
-Action = Literal["increase", "decrease", "hold-cold", "hold-idle"]
+Action = Literal["increase", "increase-backlog", "decrease", "hold-cold", "hold-idle"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +99,8 @@ class AIMD:
         timeout_ratio_threshold: float | None = None,
         cold_aware: bool = True,
         cold_dominated: float = 0.5,
+        backlog_mult: float | None = None,
+        backlog_period_s: float = 1.0,
     ) -> None:
         if minimum < 1:
             raise ValueError(f"minimum must be >= 1, got {minimum!r}")
@@ -100,6 +112,12 @@ class AIMD:
             raise ValueError(f"add must be > 0, got {add!r}")
         if not 0 < mult < 1:
             raise ValueError(f"mult must be in (0, 1), got {mult!r}")
+        if backlog_mult is not None and not (math.isfinite(backlog_mult) and backlog_mult > 1):
+            raise ValueError(f"backlog_mult must be > 1, got {backlog_mult!r}")
+        if not (math.isfinite(backlog_period_s) and 0 < backlog_period_s <= period_s):
+            raise ValueError(
+                f"backlog_period_s must be in (0, period_s={period_s}], got {backlog_period_s!r}"
+            )
         if not (math.isfinite(period_s) and period_s > 0):
             raise ValueError(f"period_s must be > 0, got {period_s!r}")
         if not (math.isfinite(p95_fraction) and p95_fraction > 0):
@@ -122,7 +140,11 @@ class AIMD:
         self._timeout_threshold = timeout_ratio_threshold
         self._cold_aware = cold_aware
         self._cold_dominated = cold_dominated
+        self._backlog_mult = backlog_mult
+        self._backlog_period_s = backlog_period_s
         self._start: float | None = None
+        #: the next point of the finer grid where a backlog-bound window is judged
+        self._next_look = math.inf
         self._decided: AIMDDecision | None = None
         self._reset_window()
 
@@ -133,6 +155,8 @@ class AIMD:
         self._timeouts = 0
         self._latencies: list[float] = []
         self._fractions: list[float] = []
+        self._dispatches = 0
+        self._bound = 0
 
     @property
     def limit(self) -> int:
@@ -165,6 +189,13 @@ class AIMD:
         self._latencies.append(latency_ms)
         self._fractions.append(latency_ms / slo_ms)
 
+    def dispatched(self, now: float, *, bound: bool) -> None:
+        """A batch left at ``now``; ``bound``: taken whole at the limit while requests stayed
+        queued for a slot (the limit, not the arrivals, set its size)."""
+        self._roll(now)
+        self._dispatches += 1
+        self._bound += bound
+
     def update(self, now: float) -> AIMDDecision | None:
         """The decision taken at the end of the period ``now`` closed, if one did since the last
         call; otherwise ``None``.
@@ -181,11 +212,15 @@ class AIMD:
     def _roll(self, now: float) -> None:
         if self._start is None:
             self._start = now
+            self._next_look = now + self._backlog_period_s
             return
         elapsed = now - self._start
         if elapsed < self._period_s:
+            if now >= self._next_look:
+                self._look(now)
             return
         self._start += self._period_s * math.floor(elapsed / self._period_s)
+        self._next_look = self._start + self._backlog_period_s
         stats = self._stats()
         self._reset_window()
         old = self.limit
@@ -201,6 +236,41 @@ class AIMD:
             self._value = max(float(self._minimum), self._value * self._mult)
         elif action == "increase":
             self._value = min(float(self._maximum), self._value + self._add)
+        self._decide(now, old, action, stats, violations)
+
+    def _look(self, now: float) -> None:
+        """On the finer grid inside a period: a window whose batches were mostly bound by the
+        limit, with nothing wrong, grows the limit now (see the module docstring)."""
+        grid = self._backlog_period_s
+        assert self._start is not None
+        # the grid point just passed: the window holds what was recorded before it (every
+        # record and dispatch rolls first), however often the caller asks
+        point = self._start + grid * math.floor((now - self._start) / grid)
+        self._next_look = point + grid
+        if self._backlog_mult is None or self._value >= self._maximum:
+            return
+        if self._dispatches == 0 or 2 * self._bound < self._dispatches:
+            return
+        stats = self._stats()
+        if stats.judged == 0 or (self._cold_aware and stats.cold_ratio > self._cold_dominated):
+            return
+        if self._violations(stats):
+            return  # judged again at the period's end, as any window
+        old = self.limit
+        grown = max(self._value + self._add, self._value * self._backlog_mult)
+        self._value = min(float(self._maximum), grown)
+        self._start = point  # a new window opens at the grid point, on its own grids
+        self._reset_window()
+        self._decide(now, old, "increase-backlog", stats, ())
+
+    def _decide(
+        self,
+        now: float,
+        old: int,
+        action: Action,
+        stats: WindowStats,
+        violations: tuple[str, ...],
+    ) -> None:
         self._decided = AIMDDecision(
             at=now,
             old_limit=old,

@@ -235,7 +235,10 @@ class Controller(Generic[T]):
         self.inflight += 1
         instances = sum(item.size for item in batch)
         self.batch_sizes.observe(instances)
-        self.drain.dispatched(now, instances, backlog=bool(queue) and free <= 1)
+        backlog = bool(queue) and free <= 1  # the rest wait for a slot, not for company
+        self.drain.dispatched(now, instances, backlog=backlog)
+        if self.aimd is not None:
+            self.aimd.dispatched(now, bound=backlog and instances >= self.limit())
         return Step(decision=decision, batch=batch, late=late, tuned=tuned)
 
     # -- feedback ----------------------------------------------------------------------------

@@ -312,7 +312,7 @@ class LatencyModel:
             raise ValueError(f"batch size must be >= 1, got {n!r}")
         window = self._by_size.get(n)
         if window is not None and window.prune(now) >= self._min_samples:
-            return window.p95()
+            return max(self._floor_ms, window.p95())  # floored like the estimates
         return self.estimate_ms(n) * self.spread(now)
 
     def observed_ms(

@@ -55,6 +55,10 @@ class ModePreset:
     cold_aware: bool = False
     cold_dominated: float = 0.5
     aimd_signal: AIMDSignal = "response"
+    #: the limit's growth when batches are bound by it while a backlog waits, judged every
+    #: ``aimd_backlog_period_s`` (None: MLProxy's additive steps only; adapter.policies.aimd)
+    aimd_backlog_mult: float | None = None
+    aimd_backlog_period_s: float = 1.0
     #: wait for company only when it pays (adapter.policies.batching rule 6); MLProxy waits until
     #: its
     #: dispatch timeout whatever the rate
@@ -98,6 +102,8 @@ class ModePreset:
             timeout_ratio_threshold=self.timeout_ratio_threshold,
             cold_aware=self.cold_aware,
             cold_dominated=self.cold_dominated,
+            backlog_mult=self.aimd_backlog_mult,
+            backlog_period_s=min(self.aimd_backlog_period_s, self.aimd_period_s),
         )
 
 
@@ -113,6 +119,7 @@ _AIMD_FIELDS: Mapping[str, str] = MappingProxyType(
         "miss_threshold": "miss_threshold",
         "p95_fraction": "p95_fraction",
         "timeout_ratio_threshold": "timeout_ratio_threshold",
+        "backlog_mult": "aimd_backlog_mult",
     }
 )
 
@@ -124,6 +131,7 @@ SLACKWISE = ModePreset(
     timeout_ratio_threshold=0.5,
     cold_aware=True,
     aimd_signal="service",
+    aimd_backlog_mult=2.0,
     wait_pays=True,
     late="predict",
 )

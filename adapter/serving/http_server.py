@@ -17,7 +17,6 @@ The app's lifespan (dispatchers, platform, records) runs around the server's lif
 from __future__ import annotations
 
 import asyncio
-import http
 import logging
 import signal
 import socket
@@ -31,6 +30,7 @@ import orjson
 from starlette.requests import ClientDisconnect
 
 from adapter.serving.errors import AdapterError, PayloadTooLarge
+from adapter.serving.http_answers import Unparsed, error_answer, response_head
 from adapter.serving.http_limits import (
     BODY_TIMEOUT_S,
     DRAIN_RETRY_S,
@@ -40,10 +40,7 @@ from adapter.serving.http_limits import (
     MAX_HEADERS,
     MAX_URL_BYTES,
     PREDICTS,
-    AcceptQueue,
     Refuse,
-    shed_answer,
-    whole_request,
 )
 from adapter.serving.predict_endpoint import PredictEndpoint, Target
 
@@ -56,21 +53,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["serve"]
 
-_REASONS = {s.value: s.phrase.encode("latin-1") for s in http.HTTPStatus}
-_REASONS[499] = b"Client Closed Request"
 _READ = (b"x-slo-ms", b"traceparent")  # the headers a predict reads
-
-
-def _head(status: int, headers: list[tuple[bytes, bytes]], length: int, close: bool) -> bytes:
-    lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))]
-    for name, value in headers:
-        if name.lower() not in (b"content-length", b"connection"):
-            lines.append(b"%s: %s\r\n" % (name, value))
-    lines.append(b"content-length: %d\r\n" % length)
-    if close:
-        lines.append(b"connection: close\r\n")
-    lines.append(b"\r\n")
-    return b"".join(lines)
 
 
 class _Exchange:
@@ -141,7 +124,7 @@ class _Connection(asyncio.Protocol):
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.connections.add(self)
-        self.server.backlog.accepted += 1
+        self.server.unparsed.backlog.accepted += 1
         self._arm(HEAD_TIMEOUT_S, None, "")  # a connection that never sends is closed
 
     def data_received(self, data: bytes) -> None:
@@ -150,7 +133,7 @@ class _Connection(asyncio.Protocol):
         if not self._in_message and not self.exchanges and data.startswith(PREDICTS):
             # a refusal decided before parsing: it costs a write, not a parse (under overload
             # the parses of refused requests would otherwise keep the loop late)
-            answer = self.server.unparsed(data)
+            answer = self.server.unparsed.answer(data, draining=self.server.draining)
             if answer is not None:
                 assert self.transport is not None
                 self.transport.write(answer[0])
@@ -249,7 +232,9 @@ class _Connection(asyncio.Protocol):
         if self._too_large:
             limit = self.server.max_body_bytes
             exchange.close = True
-            self._answer(exchange, *_error(PayloadTooLarge(f"body exceeds the limit of {limit}")))
+            self._answer(
+                exchange, *error_answer(PayloadTooLarge(f"body exceeds the limit of {limit}"))
+            )
             return
         method = self.parser.get_method().decode("latin-1")
         url = httptools.parse_url(self._url)
@@ -273,7 +258,7 @@ class _Connection(asyncio.Protocol):
             now = endpoint.state.clock.now()
             item = endpoint.admit(name, body, found.get("x-slo-ms"), now, found.get("traceparent"))
         except AdapterError as exc:
-            self._answer(exchange, *_error(exc))
+            self._answer(exchange, *error_answer(exc))
             return
         exchange.item = item
         item.future.add_done_callback(lambda f: self._predicted(exchange, f))
@@ -353,7 +338,7 @@ class _Connection(asyncio.Protocol):
     ) -> None:
         if exchange.data is not None:
             return
-        exchange.data = _head(status, headers, len(body), exchange.close) + body
+        exchange.data = response_head(status, headers, len(body), exchange.close) + body
         transport = self.transport
         if transport is None or self.closing:
             return
@@ -375,10 +360,6 @@ class _Connection(asyncio.Protocol):
         self._answer(exchange, status, [], orjson.dumps({"error": reason}))
 
 
-def _error(exc: AdapterError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    return exc.status, exc.headers(), orjson.dumps({"error": exc.reason})
-
-
 class _Server:
     def __init__(self, app: Starlette, loop: asyncio.AbstractEventLoop) -> None:
         self.app = app
@@ -388,46 +369,10 @@ class _Server:
         self.connections: set[_Connection] = set()
         #: stopping: every new request is answered 503 + Retry-After + Connection: close
         self.draining = False
-        #: the adapter's own delay (admission's loop lag) past which a new predict is refused
-        #: before it is parsed: half the tightest SLO, as the door judges it
         self.state = self.endpoint.state
-        #: the kernel's accept queue (set once listening): its wait counts as lateness
-        self.backlog = AcceptQueue(None)
-        self.shed_after_s = 0.5 * min(self.endpoint.slos.values(), default=1000.0) / 1000.0
-        #: each function's held refusal, as the bytes written for it (see :meth:`unparsed`)
-        self._canned: dict[str, tuple[AdapterError, bytes]] = {}
-
-    def unparsed(self, data: bytes) -> tuple[bytes, bool] | None:
-        """The answer to the new predict that ``data`` starts, decided before it is parsed, and
-        whether the connection closes after it; None: parse it as usual.
-
-        * the loop's lag and the accept queue's wait pass ``shed_after_s``: 503, nothing
-          admitted now would make its deadline (status routes are never shed);
-        * its function's last refusal still holds (:meth:`adapter.serving.door.Door.held`): the
-          same answer again, without asking the rule.
-
-        The connection stays open when ``data`` is one whole request (the answer leaves it at a
-        request boundary), else it closes after the shed answer (and a held refusal is left to
-        the parser)."""
-        target = whole_request(data)
-        late: float = self.state.lag.lag_s() + self.backlog.wait_s(self.loop.time())
-        if late > self.shed_after_s:
-            return shed_answer(late, close=target is None), target is None
-        if target is None or self.draining:
-            return None
-        found = PredictEndpoint.function_of("POST", target.decode("latin-1"))
-        dispatcher = None if found is None else self.state.dispatchers.get(found.name)
-        if dispatcher is None:
-            return None
-        error = dispatcher.door.held(self.state.clock.now())
-        if error is None:
-            return None
-        canned = self._canned.get(dispatcher.name)
-        if canned is None or canned[0] is not error:
-            status, headers, body = _error(error)
-            canned = (error, _head(status, headers, len(body), False) + body)
-            self._canned[dispatcher.name] = canned
-        return canned[1], False
+        #: what is answered before it is parsed: shed for the loop's lag, held refusals
+        shed_after_s = 0.5 * min(self.endpoint.slos.values(), default=1000.0) / 1000.0
+        self.unparsed = Unparsed(self.state, loop, shed_after_s)
 
 
 async def serve(
@@ -454,7 +399,7 @@ async def serve(
         )
         for sig in signals:
             loop.add_signal_handler(sig, stop.set)
-        server.backlog.sock = listener.sockets[0]
+        server.unparsed.backlog.sock = listener.sockets[0]
         bound = int(listener.sockets[0].getsockname()[1])
         if ready is not None:
             ready(bound)

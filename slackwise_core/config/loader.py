@@ -225,7 +225,11 @@ def _aimd(r: Reader, raw: Any) -> AIMDConfig:
     fraction = number("p95_fraction")
     if fraction is not None and not 0 < fraction <= 1:
         raise r.fail(f"{path}.p95_fraction", f"must be within (0, 1], got {fraction:g}")
+    backlog = number("backlog_mult")
+    if backlog is not None and not backlog > 1:
+        raise r.fail(f"{path}.backlog_mult", f"must be above 1, got {backlog:g}")
     return AIMDConfig(
+        backlog_mult=backlog,
         initial=integer("initial"),
         minimum=integer("minimum"),
         add=number("add", low=0.001),

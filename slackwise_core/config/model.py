@@ -133,6 +133,8 @@ class AIMDConfig:
     miss_threshold: float | None = None
     p95_fraction: float | None = None
     timeout_ratio_threshold: float | None = None
+    #: the growth of a limit that holds a backlog back, per second (slackwise's mode: 2)
+    backlog_mult: float | None = None
 
     def overrides(self) -> dict[str, float]:
         """The fields that are set, by name."""

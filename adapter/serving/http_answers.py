@@ -1,0 +1,92 @@
+"""The bytes the adapter's own server writes: a response head, an error's answer, and the answers
+it decides before parsing a predict (:class:`Unparsed`: shed for the loop's lag, or a refusal of
+the door that still holds). :mod:`adapter.serving.http_server` uses them."""
+
+from __future__ import annotations
+
+import http
+from typing import TYPE_CHECKING
+
+import orjson
+
+from adapter.serving.http_limits import AcceptQueue, shed_answer, whole_request
+from adapter.serving.predict_endpoint import PredictEndpoint
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from adapter.serving.errors import AdapterError
+    from adapter.serving.state import AdapterState
+
+__all__ = ["Unparsed", "error_answer", "response_head"]
+
+_REASONS = {s.value: s.phrase.encode("latin-1") for s in http.HTTPStatus}
+_REASONS[499] = b"Client Closed Request"
+
+
+def response_head(
+    status: int, headers: list[tuple[bytes, bytes]], length: int, close: bool
+) -> bytes:
+    """An HTTP/1.1 response head (its own ``content-length`` and ``connection`` headers)."""
+    lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))]
+    for name, value in headers:
+        if name.lower() not in (b"content-length", b"connection"):
+            lines.append(b"%s: %s\r\n" % (name, value))
+    lines.append(b"content-length: %d\r\n" % length)
+    if close:
+        lines.append(b"connection: close\r\n")
+    lines.append(b"\r\n")
+    return b"".join(lines)
+
+
+def error_answer(exc: AdapterError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """Status, headers and JSON body of an :class:`AdapterError`."""
+    return exc.status, exc.headers(), orjson.dumps({"error": exc.reason})
+
+
+class Unparsed:
+    """The answers to new predicts decided before they are parsed (see :meth:`answer`)."""
+
+    def __init__(
+        self, state: AdapterState, loop: asyncio.AbstractEventLoop, shed_after_s: float
+    ) -> None:
+        self.state = state
+        self.loop = loop
+        #: the adapter's own delay past which a new predict is shed: half the tightest SLO
+        self.shed_after_s = shed_after_s
+        #: the kernel's accept queue (set once listening): its wait counts as lateness
+        self.backlog = AcceptQueue(None)
+        #: each function's held refusal, as the bytes written for it
+        self._canned: dict[str, tuple[AdapterError, bytes]] = {}
+
+    def answer(self, data: bytes, *, draining: bool) -> tuple[bytes, bool] | None:
+        """The answer to the new predict that ``data`` starts, and whether the connection closes
+        after it; None: parse it as usual.
+
+        * the loop's lag and the accept queue's wait pass ``shed_after_s``: 503, nothing
+          admitted now would make its deadline (status routes are never shed);
+        * its function's last refusal still holds (:meth:`adapter.serving.door.Door.held`): the
+          same answer again, without asking the rule.
+
+        The connection stays open when ``data`` is one whole request (the answer leaves it at a
+        request boundary), else it closes after the shed answer (and a held refusal is left to
+        the parser)."""
+        target = whole_request(data)
+        late: float = self.state.lag.lag_s() + self.backlog.wait_s(self.loop.time())
+        if late > self.shed_after_s:
+            return shed_answer(late, close=target is None), target is None
+        if target is None or draining:
+            return None
+        found = PredictEndpoint.function_of("POST", target.decode("latin-1"))
+        dispatcher = None if found is None else self.state.dispatchers.get(found.name)
+        if dispatcher is None:
+            return None
+        error = dispatcher.door.held(self.state.clock.now())
+        if error is None:
+            return None
+        canned = self._canned.get(dispatcher.name)
+        if canned is None or canned[0] is not error:
+            status, headers, body = error_answer(error)
+            canned = (error, response_head(status, headers, len(body), False) + body)
+            self._canned[dispatcher.name] = canned
+        return canned[1], False
