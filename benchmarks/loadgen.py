@@ -4,8 +4,9 @@ Run: ``.venv/bin/python benchmarks/loadgen.py --url http://127.0.0.1:8700/v1/mod
 --model digits --rate 200 --warmup-s 5 --duration-s 30``
 
 Requests leave at Poisson times whatever the answers do (an open loop: a slow server cannot slow
-the offered load down), over keep-alive connections of the lean client (one per request in
-flight), so the generator's own CPU stays small. Only requests scheduled after the warm-up count.
+the offered load down), over keep-alive connections (one per request in flight), sent from
+callbacks with no task per request (``loadtests/open_loop.py``), so the generator's own CPU
+stays small. Only requests scheduled after the warm-up count.
 Latency is measured from when the request was *scheduled*, so a generator that falls behind
 shows it as latency, not as a lower rate. Prints ``measuring`` on its own line when the warm-up
 ends (callers sample CPU counters then), and one JSON line with the results at the end.
@@ -17,7 +18,6 @@ import argparse
 import asyncio
 import json
 import math
-import re
 import sys
 import time
 
@@ -25,6 +25,7 @@ import numpy as np
 
 from functions.samples import sample_instances
 from knative.http1 import Http1Error, Http1Pool, Origin
+from loadtests.open_loop import OpenLoop
 
 
 def _bodies(model: str, count: int) -> list[bytes]:
@@ -34,129 +35,69 @@ def _bodies(model: str, count: int) -> list[bytes]:
     ]
 
 
+def _requests(origin: Origin, path: str, bodies: list[bytes]) -> list[bytes]:
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {origin.host}:{origin.port}\r\n"
+        "content-type: application/json\r\n"
+    ).encode("latin-1")
+    return [head + b"content-length: %d\r\n\r\n" % len(body) + body for body in bodies]
+
+
 async def run(args: argparse.Namespace) -> dict[str, object]:
     origin, path = Origin.parse(args.url)
-    path = path or "/"
-    # --fresh-connections: every request on a new connection (thousands of independent clients)
-    pool = Http1Pool(origin, max_idle=0 if args.fresh_connections else 4096)
-    bodies = _bodies(args.model, 64)
-    headers = {"content-type": "application/json"}
     rng = np.random.default_rng(args.seed)
     total_s = args.warmup_s + args.duration_s
     gaps = rng.exponential(1.0 / args.rate, size=int(args.rate * total_s * 1.2) + 16)
     schedule = np.cumsum(gaps)
     schedule = schedule[schedule < total_s]
-    loop = asyncio.get_running_loop()
-    latencies: list[float] = []
-    batches: list[int] = []
-    errors: dict[str, int] = {}
-    lags: list[float] = []
-    sent_at: list[float] = []
-    from_send: list[float] = []  # the server's part: from when the request really left
-    refusal_ms: list[float] = []
-    no_retry_after = 0
-    reasons: dict[str, int] = {}
-    dropped = in_flight = 0
-    tasks: set[asyncio.Task[None]] = set()
-
-    async def send(i: int, at: float, counted: bool) -> None:
-        nonlocal no_retry_after, dropped, in_flight
-        lag = loop.time() - start - at
-        if in_flight >= args.max_in_flight:  # the clients are all waiting: this one is not sent
-            dropped += int(counted)
-            return
-        if counted:
-            sent_at.append(loop.time() - start)
-        in_flight += 1
-        try:
-            await exchange(i, at, counted, lag)
-        finally:
-            in_flight -= 1
-
-    async def exchange(i: int, at: float, counted: bool, lag: float) -> None:
-        nonlocal no_retry_after
-        try:
-            answer = await pool.post(
-                path, bodies[i % len(bodies)], headers=headers, timeout_s=args.timeout_s
-            )
-            status = str(answer.status_code)
-        except Http1Error as exc:
-            status = type(exc).__name__
-            answer = None
-        if not counted:
-            return
-        lags.append(lag)
-        if answer is not None and answer.status_code == 200:
-            latencies.append(loop.time() - start - at)
-            from_send.append(loop.time() - start - at - lag)
-            size = answer.headers.get("x-batch-size")
-            if size is not None and size.isdigit():
-                batches.append(int(size))
-        else:
-            errors[status] = errors.get(status, 0) + 1
-            if answer is not None:
-                # what the server said, digits masked: a handful of distinct reasons
-                kind = re.sub(r"[0-9.]+", "N", answer.text[:90])
-                reasons[kind] = reasons.get(kind, 0) + 1
-            if answer is not None and answer.status_code in (429, 503):
-                refusal_ms.append((loop.time() - start - at - lag) * 1000.0)
-                if "retry-after" not in answer.headers:
-                    no_retry_after += 1
-
-    start = loop.time()
-    announced = False
-    for i, at in enumerate(schedule):
-        now = loop.time() - start
-        if not announced and at >= args.warmup_s:
-            if now < args.warmup_s:
-                await asyncio.sleep(args.warmup_s - now)
-            print("measuring", flush=True)
-            announced = True
-            now = loop.time() - start
-        if at > now:
-            await asyncio.sleep(at - now)
-        task = loop.create_task(send(i, float(at), at >= args.warmup_s))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-    if not announced:
-        print("measuring", flush=True)
-    if tasks:
-        await asyncio.wait(set(tasks))
-    pool.close()
-    measured = len(latencies) + sum(errors.values())  # sent and answered (or failed)
-    lat = np.asarray(latencies) * 1000.0
+    # --fresh-connections: every request on a new connection (thousands of independent clients)
+    gen = OpenLoop(
+        origin.host,
+        origin.port,
+        _requests(origin, path or "/", _bodies(args.model, 64)),
+        warmup_s=args.warmup_s,
+        timeout_s=args.timeout_s,
+        max_in_flight=args.max_in_flight,
+        fresh=args.fresh_connections,
+    )
+    out = await gen.run(schedule.tolist(), lambda: print("measuring", flush=True))
+    errors = out.errors
+    measured = len(out.latencies) + sum(errors.values())  # sent and answered (or failed)
+    lat = np.asarray(out.latencies) * 1000.0
 
     def pct(q: float) -> float:
         return round(float(np.percentile(lat, q)), 3) if len(lat) else math.nan
 
+    sent_at = out.sent_at
     wire_s = (sent_at[-1] - sent_at[0]) if len(sent_at) > 1 else 0.0
     # goodput is judged from when each request really left: a generator that falls behind its
     # schedule (it shares the machine) shows as lag_p99_ms, not as the server's latency
     good = (
-        int(np.sum(np.asarray(from_send) * 1000.0 <= args.slo_ms))
+        int(np.sum(np.asarray(out.from_send) * 1000.0 <= args.slo_ms))
         if args.slo_ms is not None
         else None
     )
+    refusals = out.refusal_ms
     return {
         "rate": args.rate,
         "fresh_connections": bool(args.fresh_connections),
         "on_wire_rps": round(len(sent_at) / wire_s, 1) if wire_s > 0 else None,
         "goodput_rps": round(good / args.duration_s, 1) if good is not None else None,
-        "refused": len(refusal_ms),
-        "refusal_p99_ms": round(float(np.percentile(refusal_ms, 99)), 3) if refusal_ms else None,
-        "refused_without_retry_after": no_retry_after,
+        "refused": len(refusals),
+        "refusal_p99_ms": round(float(np.percentile(refusals, 99)), 3) if refusals else None,
+        "refused_without_retry_after": out.no_retry_after,
         "timeouts": errors.get("Http1Timeout", 0),
-        "client_dropped": dropped,
-        "reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:6]),
+        "client_dropped": out.dropped,
+        "reasons": dict(sorted(out.reasons.items(), key=lambda kv: -kv[1])[:6]),
         "requests": measured,
-        "ok": len(latencies),
+        "ok": len(out.latencies),
         "errors": errors,
         "error_ratio": (sum(errors.values()) / measured) if measured else 0.0,
         "p50_ms": pct(50),
         "p95_ms": pct(95),
         "p99_ms": pct(99),
-        "mean_batch": round(float(np.mean(batches)), 2) if batches else None,
-        "lag_p99_ms": round(float(np.percentile(lags, 99)) * 1000.0, 3) if lags else None,
+        "mean_batch": round(float(np.mean(out.batches)), 2) if out.batches else None,
+        "lag_p99_ms": round(float(np.percentile(out.lags, 99)) * 1000.0, 3) if out.lags else None,
         "wall_s": round(time.time(), 3),
     }
 

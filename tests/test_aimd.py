@@ -324,3 +324,22 @@ def test_the_backlog_rule_is_slackwise_modes_not_mlproxys() -> None:
         AIMD(initial=4, maximum=64, backlog_mult=1.0)
     with pytest.raises(ValueError, match="backlog_period_s"):
         AIMD(initial=4, maximum=64, period_s=1.0, backlog_period_s=2.0)
+
+
+def test_behind_a_backlog_misses_from_queueing_do_not_hold_the_limit_small() -> None:
+    # every tenth request missed its deadline (it queued), the batches themselves are quick:
+    # the backlog rule grows the limit; the period's end still judges the misses
+    aimd = AIMD(initial=4, maximum=64, period_s=30.0, miss_threshold=0.01, backlog_mult=2.0)
+    decisions = []
+    for tick in range(300):
+        now = tick / 100.0
+        aimd.dispatched(now, bound=True)
+        feed(aimd, now, 10, missed=1)
+        if (decision := aimd.update(now)) is not None:
+            decisions.append(decision)
+    assert [d.new_limit for d in decisions] == [8, 16]
+    later = backlogged(aimd, 3.0, 35, missed=1)
+    assert [d.new_limit for d in later[:2]] == [32, 64]  # the maximum, at 4 s
+    # a full period after the last growth the whole window is judged, misses too
+    cut = [d for d in later if d.action == "decrease"]
+    assert len(cut) == 1 and cut[0].at == 34.0 and "miss ratio" in cut[0].violations[0]

@@ -30,9 +30,11 @@ Rules chosen where the paper leaves room:
   queue waits. So when at least half the dispatches of a window were bound, the window is judged
   already ``backlog_period_s`` after it opened (on that finer grid), and without a violation the
   limit grows multiplicatively (``"increase-backlog"``: times ``backlog_mult``, at least
-  ``+add``), like TCP's slow start. Judged with the same tests as any window: a violation there
-  still decreases only at the period's end. Evidence over the schedule: a quiet function keeps
-  MLProxy's slow additive steps.
+  ``+add``), like TCP's slow start. Judged by what the batch size controls, the batches' P95
+  against the SLO and the timeout ratio, not by misses: behind a backlog requests miss because
+  they queued, and a batch too small to drain the queue is the cause, not the cure. The full
+  tests still judge the whole window at the period's end. Evidence over the schedule: a quiet
+  function keeps MLProxy's slow additive steps.
 * **Limit arithmetic.** The limit is kept as a float so that a fractional ``add`` accumulates;
   :attr:`AIMD.limit` is its floor, always within ``[minimum, maximum]``.
 * **Periods.** The first :meth:`record` or :meth:`update` starts the clock. A period ends at
@@ -254,7 +256,7 @@ class AIMD:
         stats = self._stats()
         if stats.judged == 0 or (self._cold_aware and stats.cold_ratio > self._cold_dominated):
             return
-        if self._violations(stats):
+        if self._violations(stats, misses=False):
             return  # judged again at the period's end, as any window
         old = self.limit
         grown = max(self._value + self._add, self._value * self._backlog_mult)
@@ -292,9 +294,9 @@ class AIMD:
             cold_ratio=self._cold / self._samples if self._samples else 0.0,
         )
 
-    def _violations(self, stats: WindowStats) -> tuple[str, ...]:
+    def _violations(self, stats: WindowStats, *, misses: bool = True) -> tuple[str, ...]:
         found: list[str] = []
-        if self._miss_threshold is not None and stats.miss_ratio > self._miss_threshold:
+        if misses and self._miss_threshold is not None and stats.miss_ratio > self._miss_threshold:
             found.append(f"miss ratio {stats.miss_ratio:.3f} > {self._miss_threshold}")
         if stats.p95_slo_fraction > self._p95_fraction:
             found.append(f"P95/SLO {stats.p95_slo_fraction:.3f} > {self._p95_fraction}")
