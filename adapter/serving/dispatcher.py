@@ -161,8 +161,7 @@ class Dispatcher:
     def path_margin(self) -> PathMargin:
         return self.controller.path_margin
 
-    def current_limit(self) -> int:
-        """The batch cap in instances now (AIMD's within the maximum, or the stage's size)."""
+    def current_limit(self) -> int:  # the batch cap in instances now
         return self.controller.limit()
 
     def _ready(self) -> int:
@@ -225,9 +224,16 @@ class Dispatcher:
     # -- the loop ------------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        controller = self.controller
         while True:
             self._wake.clear()
+            await self.clock.wait(self._wake, self._pump())
+
+    def _pump(self) -> float | None:
+        """Step the controller until it sends nothing more; when to look again (None: on a
+        wake). A finished batch runs it too, so a freed slot's next batch leaves in the same
+        callback, not turns of a loop later (a flood makes each turn long)."""
+        controller = self.controller
+        while True:
             now = self.clock.now()
             step = controller.step(now, self._ready())
             for item in step.late:
@@ -244,12 +250,9 @@ class Dispatcher:
                 self._sends.add(task)
                 task.add_done_callback(self._sends.discard)
                 continue
-            if step.late:
-                continue
-            # every slot busy: a finished batch wakes the loop; a replica becoming ready does not
-            # say so, so look again shortly
-            until = now + _CAPACITY_POLL_S if step.busy else step.wake_at
-            await self.clock.wait(self._wake, until)
+            if not step.late:  # all slots busy: a finished batch wakes it, and a replica
+                # becoming ready does not say so: look again shortly
+                return now + _CAPACITY_POLL_S if step.busy else step.wake_at
 
     def _log_tuned(self, update: AIMDDecision) -> None:
         self._m_limit.set(update.new_limit)
@@ -284,6 +287,8 @@ class Dispatcher:
             if via is None:
                 self.controller.released()
                 self._m_inflight.set(self.controller.inflight)
+                if self._task is not None and not self.door.closing:
+                    self._pump()  # the freed slot's next batch leaves now
             self._wake.set()
 
     async def _send_once(
