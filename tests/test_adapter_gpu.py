@@ -13,6 +13,7 @@ from sklearn.datasets import load_digits
 
 from adapter.serving.app import create_app
 from adapter.serving.platform_view import LocalView
+from functions.registry import create_model
 from functions.server_process import ServerProcess
 from slackwise_core.config import ConfigError, GpuSettings, parse_config
 
@@ -94,9 +95,13 @@ def test_live_the_adapter_shares_a_gpu_executable_between_two_functions() -> Non
         codes, status = asyncio.run(go())
     # each request answered once with its own prediction, wherever it ran
     assert [code for code, _ in codes] == [200] * 240
-    # (members of a batch get their own rows: the labels follow the digits sent, in order)
-    right = [p[0]["label"] == digits.target[j % 60] for j, (_, p) in enumerate(codes)]
-    assert sum(right) >= 0.95 * len(right)
+    # members of a batch get their own rows: each is the label the same model (trained with
+    # its fixed seed) gives that digit in this process, wherever the row was computed
+    model = create_model("digits")
+    model.load()
+    want = model.predict([model.validate(digits.data[i].tolist()) for i in range(60)])
+    got = [p[0]["label"] for _, p in codes]
+    assert got == [want[j % 60]["label"] for j in range(240)]
     on_gpu = sum(s["gpu_served"] for s in status)
     assert 0 < on_gpu < 240, status  # both the GPU executable and the CPU replicas served
 

@@ -207,3 +207,21 @@ def test_a_refusal_answers_the_next_requests_unparsed_while_it_holds() -> None:
 
     run(scenario, config(function={"late": "predict", "max_batch": 1, "slo_ms": 700},
                          aimd={"initial": 1}), handler=slow)  # fmt: skip
+
+
+def test_one_connection_waiting_at_light_load_is_not_read_as_a_long_wait() -> None:
+    from adapter.serving.http_limits import AcceptQueue
+
+    # keep-alive clients: a new connection every few seconds; one is caught waiting. The rate
+    # over idle time (one in 3 s) would make that a 3 s wait and shed it: no wait is known
+    queue = AcceptQueue(None)
+    queue.observe(0.0, 0)
+    queue.accepted = 1
+    assert queue.observe(3.0, 1) == 0.0
+    # connections waited at the last reading: the accepts since are the adapter's pace
+    queue.accepted = 201  # 200 in 0.1 s while they waited: 2000 a second
+    assert abs(queue.observe(3.1, 40) - 40 / 2000) < 1e-9
+    # the pace is kept through idle readings; an empty queue waits nothing
+    queue.accepted = 202
+    assert queue.observe(9.0, 0) == 0.0
+    assert abs(queue.observe(9.5, 4) - 4 / 2000) < 1e-9

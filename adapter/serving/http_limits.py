@@ -94,28 +94,38 @@ def whole_request(data: bytes) -> bytes | None:
 class AcceptQueue:
     """How long a new connection waits in the kernel's accept queue before the adapter reads it:
     the queue's length (Linux reports it for a listening socket in ``TCP_INFO``) over the rate
-    the adapter accepts at. Under a flood of connections this wait is invisible to every queue
-    the adapter keeps, and it is what makes an admitted request late; the shed rule adds it to
-    the loop's lag. Measured at most every ``every_s``; 0 where the platform does not say."""
+    the adapter accepts at *while connections wait* (Little's law: a rate measured over idle
+    time is the arrivals', not the adapter's, and would make one waiting connection at light
+    load look like seconds of wait). Under a flood of connections this wait is invisible to
+    every queue the adapter keeps, and it is what makes an admitted request late; the shed rule
+    adds it to the loop's lag. Measured at most every ``every_s``; 0 until the adapter has been
+    seen accepting from a queue that waited, and where the platform does not say."""
 
     def __init__(self, sock: Any | None, *, every_s: float = 0.01) -> None:
         self.sock = sock
         self.every_s = every_s
         self.accepted = 0
-        self._then = (-1.0, 0)
+        self._then = (-1.0, 0, 0)  # time, accepted count, queue length at the last reading
         self._rate = 0.0
         self._wait_s = 0.0
 
     def wait_s(self, now: float) -> float:
-        last, count = self._then
+        last, _, _ = self._then
         if now - last < self.every_s:
             return self._wait_s
-        self._then = (now, self.accepted)
+        return self.observe(now, _queued(self.sock))
+
+    def observe(self, now: float, queued: int) -> float:
+        """One reading: ``queued`` connections wait at ``now``; the wait it implies (pure)."""
+        last, count, waiting = self._then
+        self._then = (now, self.accepted, queued)
         if last < 0:
             return 0.0
-        rate = (self.accepted - count) / max(now - last, 1e-6)
-        self._rate = rate if self._rate == 0.0 else 0.7 * self._rate + 0.3 * rate
-        queued = _queued(self.sock)
+        if waiting > 0 and now - last <= 20 * self.every_s:
+            # connections waited at the last reading, a moment ago: the accepts since are the
+            # adapter's pace (over a longer gap they would be mostly idle time's)
+            rate = (self.accepted - count) / max(now - last, 1e-6)
+            self._rate = rate if self._rate == 0.0 else 0.7 * self._rate + 0.3 * rate
         self._wait_s = queued / self._rate if queued and self._rate > 0 else 0.0
         return self._wait_s
 
