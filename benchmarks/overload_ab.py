@@ -45,8 +45,10 @@ RATES = (2000.0, 4000.0, 6000.0, 9000.0, 12000.0, 16000.0)
 
 def _start(tree: Path) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=str(tree))
-    proc = subprocess.Popen([PY, "-m", "slackwise_cli.main", "serve", "-c", CONFIG], cwd=tree,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [PY, "-m", "slackwise_cli.main", "serve", "-c", CONFIG],
+        cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -163,16 +165,19 @@ def main(argv: list[str] | None = None) -> int:
         row: dict[str, Any] = {"rate": rate}
         for label in ("baseline", "this"):
             cells = [c for c in runs if c["rate"] == rate and c["revision"] == label]
-            row[label] = {key: _stat([float(c[key]) for c in cells])
-                          for key in ("goodput_rps", "ok_rps", "refused_rps", "adapter_cores")}  # fmt: skip
+            keys = ("goodput_rps", "ok_rps", "refused_rps", "adapter_cores")
+            row[label] = {key: _stat([float(c[key]) for c in cells]) for key in keys}
         summary.append(row)
     result: dict[str, Any] = {"runs": runs, "summary": summary}
     result["meta"] = {
         "command": " ".join([Path(PY).name, "benchmarks/overload_ab.py", *(argv or sys.argv[1:])]),
         "commit": commit(ROOT),
         "baseline": base.stdout.strip(),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version()},  # fmt: skip
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
         "config": CONFIG,
         "date": time.strftime("%Y-%m-%d"),
     }
