@@ -119,8 +119,12 @@ def _cell(pid: int, rate: float, fresh: bool, duration_s: float) -> dict[str, An
     watch.start()
     flags = ["--rate", f"{rate:.1f}", "--warmup-s", "2", "--duration-s", f"{duration_s:g}",
              "--timeout-s", "10", "--slo-ms", f"{SLO_MS:g}"]  # fmt: skip
+    adapter = psutil.Process(pid)
+    busy, began = adapter.cpu_times(), time.monotonic()
     result = _loadgen(*flags, *(["--fresh-connections"] if fresh else []))
     ended = time.monotonic()
+    spent = adapter.cpu_times()
+    cores = (spent.user + spent.system - busy.user - busy.system) / (ended - began)
     status_during = list(watch.status_ms)
     time.sleep(10.0)
     watch.halt.set()
@@ -132,6 +136,7 @@ def _cell(pid: int, rate: float, fresh: bool, duration_s: float) -> dict[str, An
         rss_peak_mb=round(max(during, default=idle), 1),
         rss_after_10s_mb=round(after[-1] if after else idle, 1),
         status_p99_ms=round(_percentile(status_during, 99) or 0.0, 2),
+        adapter_cores=round(cores, 3),  # its CPU over the warm-up and the measured seconds
     )
     return result
 
@@ -144,7 +149,8 @@ def _median(cells: list[dict[str, Any]], key: str) -> dict[str, float | None]:
 
 
 KEYS = ("goodput_rps", "on_wire_rps", "refused", "refusal_p99_ms", "refused_without_retry_after",
-        "timeouts", "rss_idle_mb", "rss_peak_mb", "rss_after_10s_mb", "status_p99_ms")  # fmt: skip
+        "timeouts", "rss_idle_mb", "rss_peak_mb", "rss_after_10s_mb", "status_p99_ms",
+        "adapter_cores")  # fmt: skip
 
 
 def measure(repeat: int, duration_s: float) -> dict[str, Any]:
@@ -191,8 +197,9 @@ def _fmt(stat: dict[str, float | None], digits: int = 0) -> str:
 def table(result: dict[str, Any]) -> str:
     lines = [
         "| clients | x capacity | on the wire req/s | goodput req/s (share) | refused | refusal "
-        "P99 ms | no Retry-After | timeouts | RSS idle / peak / +10 s MB | status P99 ms |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "P99 ms | no Retry-After | timeouts | RSS idle / peak / +10 s MB | status P99 ms | "
+        "adapter cores |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in result["summary"]:
         share = row["goodput_share"]
@@ -202,7 +209,8 @@ def table(result: dict[str, Any]) -> str:
             f"{_fmt(row['refused'])} | {_fmt(row['refusal_p99_ms'], 1)} | "
             f"{_fmt(row['refused_without_retry_after'])} | {_fmt(row['timeouts'])} | "
             f"{_fmt(row['rss_idle_mb'])} / {_fmt(row['rss_peak_mb'])} / "
-            f"{_fmt(row['rss_after_10s_mb'])} | {_fmt(row['status_p99_ms'], 1)} |"
+            f"{_fmt(row['rss_after_10s_mb'])} | {_fmt(row['status_p99_ms'], 1)} | "
+            f"{_fmt(row['adapter_cores'], 2)} |"
         )
     return "\n".join(lines)
 

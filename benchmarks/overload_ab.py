@@ -111,6 +111,18 @@ def _fmt(stat: dict[str, float], digits: int = 0) -> str:
     return f"{m:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
 
 
+def costs(runs: list[dict[str, Any]], revision: str) -> tuple[float, float, float]:
+    """The adapter's CPU as ``idle + per_answer·answers/s + per_refusal·refusals/s``, fitted by
+    least squares over a revision's cells: (idle cores, µs per answer, µs per refusal)."""
+    import numpy as np
+
+    cells = [c for c in runs if c["revision"] == revision]
+    x = np.array([[1.0, c["ok_rps"], c["refused_rps"]] for c in cells])
+    y = np.array([c["adapter_cores"] for c in cells])
+    (idle, answer, refusal), *_ = np.linalg.lstsq(x, y, rcond=None)
+    return float(idle), float(answer) * 1e6, float(refusal) * 1e6
+
+
 def table(result: dict[str, Any]) -> str:
     base, head = result["meta"]["baseline"], result["meta"]["commit"]
     lines = [
@@ -126,6 +138,13 @@ def table(result: dict[str, Any]) -> str:
             f"{_fmt(b['refused_rps'])} / {_fmt(n['refused_rps'])} | "
             f"{_fmt(b['adapter_cores'], 2)} / {_fmt(n['adapter_cores'], 2)} |"
         )
+    lines.append("")
+    for label, name in (("baseline", base), ("this", head)):
+        idle, answer, refusal = costs(result["runs"], label)
+        lines.append(
+            f"- {name}: the adapter's CPU fits {idle:.2f} cores + {answer:.0f} µs per answer + "
+            f"{refusal:.0f} µs per refusal (least squares over its cells)."
+        )
     return "\n".join(lines)
 
 
@@ -135,13 +154,21 @@ END = "<!-- end overload before/after table -->"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", required=True, help="the earlier revision (a git rev)")
+    parser.add_argument("--baseline", help="the earlier revision (a git rev)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--docs", type=Path, help="rewrite the before/after table in this file")
+    parser.add_argument("--render", type=Path, help="only rewrite the table from this JSON")
     args = parser.parse_args(argv)
+    if args.render is not None:
+        if args.docs is None:
+            parser.error("--render needs --docs")
+        _write_docs(args.docs, json.loads(args.render.read_text(encoding="utf-8")))
+        return 0
     if args.repeat < 1:
         parser.error(f"--repeat must be at least 1, got {args.repeat}")
+    if args.baseline is None:
+        parser.error("--baseline is required (the revision to compare with)")
     base = subprocess.run(["git", "rev-parse", "--short", args.baseline], cwd=ROOT, text=True,
                           capture_output=True)  # fmt: skip
     if base.returncode != 0:
@@ -186,11 +213,14 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     if args.docs:
-        text = args.docs.read_text(encoding="utf-8")
-        start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-        args.docs.write_text(text[:start] + "\n" + table(result) + "\n" + text[end:],
-                             encoding="utf-8")  # fmt: skip
+        _write_docs(args.docs, result)
     return 0
+
+
+def _write_docs(path: Path, result: dict[str, Any]) -> None:
+    text = path.read_text(encoding="utf-8")
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    path.write_text(text[:start] + "\n" + table(result) + "\n" + text[end:], encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -223,3 +223,40 @@ def test_a_chain_walks_its_stages_through_the_server() -> None:
             await server
 
     clock.run(main())
+
+
+def test_health_and_function_status_are_answered_from_the_callback_as_the_router_would() -> None:
+    """Probes never wait a loop turn in a task behind the predicts they report on: the server
+    answers them from the parser's callback, with what the Starlette routes answer."""
+    from adapter.serving import http_server
+
+    async def scenario(app: Starlette, port: int) -> None:
+        routed: list[str] = []
+        original = http_server._Connection._asgi
+
+        def through_asgi(self: Any, exchange: Any, method: str, path: str, *rest: Any) -> Any:
+            routed.append(path)
+            return original(self, exchange, method, path, *rest)
+
+        http_server._Connection._asgi = through_asgi  # type: ignore[method-assign]
+        try:
+            base = f"http://127.0.0.1:{port}"
+            async with httpx.AsyncClient(base_url=base, trust_env=False) as c:
+                probes = ("/healthz", "/v1/models/echo", "/v1/models/nope", "/v2/health/ready")
+                fast = {p: await c.get(p) for p in probes}
+                assert routed == []  # none of them went through the app
+                assert (await c.get("/v1/models")).status_code == 200
+                assert routed == ["/v1/models"]  # everything else still does
+        finally:
+            http_server._Connection._asgi = original  # type: ignore[method-assign]
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://adapter") as router:
+            for path, answer in fast.items():
+                routed_answer = await router.get(path)
+                assert answer.status_code == routed_answer.status_code
+                assert answer.headers["content-type"] == "application/json"
+                assert answer.json() == routed_answer.json()
+        assert fast["/v1/models/nope"].status_code == 404
+        assert fast["/v1/models/echo"].json()["name"] == "echo"
+
+    run(scenario)

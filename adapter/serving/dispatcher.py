@@ -287,9 +287,9 @@ class Dispatcher:
             if via is None:
                 self.controller.released()
                 self._m_inflight.set(self.controller.inflight)
-                if self._task is not None and not self.door.closing:
-                    self._pump()  # the freed slot's next batch leaves now
-            self._wake.set()
+            self._wake.set()  # the loop looks again whatever the step below does
+            if via is None and self._task is not None and not self.door.closing:
+                self._pump()  # the freed slot's next batch leaves now
 
     async def _send_once(
         self, batch: list[Pending], decision: BatchDecision, via: Upstream | None = None

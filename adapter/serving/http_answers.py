@@ -11,6 +11,7 @@ import orjson
 
 from adapter.serving.http_limits import AcceptQueue, shed_answer, whole_request
 from adapter.serving.predict_endpoint import PredictEndpoint
+from adapter.serving.routes import function_status, health
 
 if TYPE_CHECKING:
     import asyncio
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from adapter.serving.errors import AdapterError
     from adapter.serving.state import AdapterState
 
-__all__ = ["Unparsed", "error_answer", "response_head"]
+__all__ = ["Unparsed", "error_answer", "response_head", "status_answer"]
 
 _REASONS = {s.value: s.phrase.encode("latin-1") for s in http.HTTPStatus}
 _REASONS[499] = b"Client Closed Request"
@@ -42,6 +43,24 @@ def response_head(
 def error_answer(exc: AdapterError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """Status, headers and JSON body of an :class:`AdapterError`."""
     return exc.status, exc.headers(), orjson.dumps({"error": exc.reason})
+
+
+def status_answer(state: AdapterState, method: str, path: str) -> tuple[int, bytes] | None:
+    """The status and JSON body of a health or function status request (``GET /healthz``,
+    ``/v2/health/ready``, ``/v1/models/{fn}``), computed at once; None for any other request.
+    The server answers these from the parser's callback rather than in a task: under a flood a
+    task waits a whole turn of the loop (thousands of sockets read), and a probe that waits
+    behind the predicts it should be reporting on is no probe."""
+    if method != "GET":
+        return None
+    if path in ("/healthz", "/v2/health/ready"):
+        return 200, orjson.dumps(health(state))
+    if path.startswith("/v1/models/"):
+        name = path[len("/v1/models/") :]
+        if name and "/" not in name and not name.endswith(":predict"):
+            status, doc = function_status(state, name)
+            return status, orjson.dumps(doc)
+    return None
 
 
 class Unparsed:

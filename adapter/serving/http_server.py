@@ -30,7 +30,7 @@ import orjson
 from starlette.requests import ClientDisconnect
 
 from adapter.serving.errors import AdapterError, PayloadTooLarge
-from adapter.serving.http_answers import Unparsed, error_answer, response_head
+from adapter.serving.http_answers import Unparsed, error_answer, response_head, status_answer
 from adapter.serving.http_limits import (
     BODY_TIMEOUT_S,
     DRAIN_RETRY_S,
@@ -54,6 +54,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["serve"]
 
 _READ = (b"x-slo-ms", b"traceparent")  # the headers a predict reads
+_JSON = (b"content-type", b"application/json")
 
 
 class _Exchange:
@@ -243,6 +244,8 @@ class _Connection(asyncio.Protocol):
         name = PredictEndpoint.function_of(method, path)
         if name is not None:
             self._predict(exchange, name, body)
+        elif (status := status_answer(self.server.state, method, path)) is not None:
+            self._answer(exchange, status[0], [_JSON], status[1])
         else:
             query = url.query or b""
             exchange.task = self.server.loop.create_task(

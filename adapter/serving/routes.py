@@ -21,7 +21,7 @@ from functions.headers import SLO
 from functions.samples import sample_instances
 from functions.v2 import tensor_shape
 
-__all__ = ["routes", "version"]
+__all__ = ["function_status", "health", "routes", "version"]
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -127,36 +127,43 @@ async def model_status(request: Request) -> Response:
             status_code=405,
             headers={"allow": "POST"},
         )
+    status, doc = function_status(state, name)
+    return JSONResponse(doc, status_code=status)
+
+
+def function_status(state: AdapterState, name: str) -> tuple[int, dict[str, Any]]:
+    """``GET /v1/models/{name}``: status and JSON document (sync: the adapter's own server
+    answers it from the parser's callback, ahead of everything the loop has queued)."""
     dispatcher = state.dispatchers.get(name)
     if dispatcher is None:
-        return _error(UnknownTarget(f"no function named {name!r}"))
+        return 404, {"error": f"no function named {name!r}"}
     assert state.view is not None
     counts = state.view.replicas(name)
-    return JSONResponse(
-        {
-            "name": name,
-            "ready": True,
-            "slo_ms": state.slos[name],
-            "queue": len(dispatcher.queue),
-            "inflight_batches": dispatcher.inflight,
-            "aimd_limit": dispatcher.aimd.limit,
-            "replicas": {"ready": counts.ready, "desired": counts.desired},
-            "advisor": (
-                state.autoscaling.functions[name].status()
-                if state.autoscaling is not None
-                else None
-            ),
-            # the CPU cores ROMA's controller set for it (None: not controlled, or not yet)
-            "cores": state.cores.cores.get(name) if state.cores is not None else None,
-            # requests served on ROMA's GPU executable (None: it does not serve this function)
-            "gpu_served": state.gpu.served.get(name) if state.gpu is not None else None,
-        }
-    )
+    return 200, {
+        "name": name,
+        "ready": True,
+        "slo_ms": state.slos[name],
+        "queue": len(dispatcher.queue),
+        "inflight_batches": dispatcher.inflight,
+        "aimd_limit": dispatcher.aimd.limit,
+        "replicas": {"ready": counts.ready, "desired": counts.desired},
+        "advisor": (
+            state.autoscaling.functions[name].status() if state.autoscaling is not None else None
+        ),
+        # the CPU cores ROMA's controller set for it (None: not controlled, or not yet)
+        "cores": state.cores.cores.get(name) if state.cores is not None else None,
+        # requests served on ROMA's GPU executable (None: it does not serve this function)
+        "gpu_served": state.gpu.served.get(name) if state.gpu is not None else None,
+    }
+
+
+def health(state: AdapterState) -> dict[str, Any]:
+    """``GET /healthz`` (and V2's ready): the adapter answers, in this mode."""
+    return {"ok": True, "mode": state.preset.name}
 
 
 async def healthz(request: Request) -> Response:
-    state: AdapterState = request.app.state.adapter
-    return JSONResponse({"ok": True, "mode": state.preset.name})
+    return JSONResponse(health(request.app.state.adapter))
 
 
 async def model_list(request: Request) -> Response:

@@ -18,6 +18,7 @@ from adapter.serving.autoscaling import Autoscaling
 from adapter.serving.cores import CoreControl
 from adapter.serving.dispatcher import Dispatcher
 from adapter.serving.gpu_route import GpuRoute
+from adapter.serving.memory import MemoryTrim
 from adapter.serving.platform_view import (
     LocalView,
     PlatformUnreachable,
@@ -81,6 +82,9 @@ async def running(
         stack.push_async_callback(state.records.stop)
         state.lag.start()
         stack.push_async_callback(state.lag.stop)
+        trim = MemoryTrim()  # a burst's freed heap goes back to the system
+        trim.start()
+        stack.push_async_callback(trim.stop)
         state.epoch = state.clock.now()
         _dispatchers(state, upstream)
         if config.adapter.advisor.enabled if advisor is None else advisor:
