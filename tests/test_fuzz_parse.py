@@ -144,3 +144,36 @@ def test_the_gateway_and_runtime_fronts_answer_below_500(
     for front in fronts:
         status, _ = call(front, method, path, headers, body)
         assert status < 500
+
+
+@FUZZ
+@given(data=st.binary(max_size=400))
+def test_the_unparsed_framing_check_never_raises_on_any_bytes(data: bytes) -> None:
+    from adapter.serving.http_limits import whole_request
+
+    found = whole_request(data)
+    assert found is None or isinstance(found, bytes)
+
+
+@FUZZ
+@given(
+    body=st.binary(max_size=200),
+    cut=st.integers(min_value=0, max_value=400),
+    extra=st.sampled_from([b"", b"x-a: 1\r\n", b"Connection: close\r\n",
+                           b"Transfer-Encoding: chunked\r\n", b"Expect: 100-continue\r\n"]),
+    then=st.sampled_from([b"", b"POST /v1/models/echo:predict HTTP/1.1\r\n"]),
+)  # fmt: skip
+def test_a_request_is_whole_only_when_its_body_is_all_there_and_nothing_follows(
+    body: bytes, cut: int, extra: bytes, then: bytes
+) -> None:
+    """An answer written unparsed keeps the connection only at a request boundary: a request is
+    'whole' exactly when its Content-Length body is complete, nothing follows it, and it asks
+    nothing that needs the parser (close, chunked, Expect)."""
+    from adapter.serving.http_limits import whole_request
+
+    head = (b"POST /v1/models/echo:predict HTTP/1.1\r\nHost: x\r\n" + extra
+            + b"Content-Length: %d\r\n\r\n" % len(body))  # fmt: skip
+    sent = (head + body)[: len(head) + min(cut, len(body))] + then
+    complete = len(sent) == len(head) + len(body)  # exactly one request's bytes, as framed
+    plain = extra in (b"", b"x-a: 1\r\n")
+    assert (whole_request(sent) == b"/v1/models/echo:predict") == (complete and plain)
