@@ -3,6 +3,8 @@ late, admitted when nothing ahead could make it late, Retry-After in whole secon
 
 from __future__ import annotations
 
+import pytest
+
 from adapter.policies.admission import at_the_door, expected_finish
 
 
@@ -72,3 +74,25 @@ def test_a_queue_refusal_holds_for_the_requests_after_it_within_a_bound() -> Non
     assert lagged is not None and holds_until(5.0, lagged) == 5.0
     cold = door(0, lag_s=2.5, ready=0)
     assert cold is not None and holds_until(5.0, cold) == 5.0
+
+
+def test_the_drain_pace_is_evidence_only_while_backlogs_keep_measuring_it() -> None:
+    from adapter.policies.admission import Drain
+
+    drain = Drain(alpha=1.0, stale_s=1.0)
+    assert drain.s_per_instance(0.0) is None  # nothing measured yet
+    drain.dispatched(0.00, 10, backlog=True)
+    drain.dispatched(0.05, 10, backlog=True)  # 50 ms for 10 instances while they waited
+    assert drain.s_per_instance(0.5) == pytest.approx(0.005)
+    drain.dispatched(0.10, 10, backlog=False)  # the backlog is gone (measured one more time)
+    assert drain.s_per_instance(1.0) == pytest.approx(0.005)
+    # a second and more without a backlog: that pace says nothing about the queue now (a
+    # slow one would otherwise refuse every short queue, which never grows to re-measure it)
+    assert drain.s_per_instance(1.2) is None
+    assert at_the_door(
+        1.2, 1.3, size=1, queued=12, queued_requests=12, batch_limit=64, slots=1, ready=1,
+        estimate_ms=lambda n: 1.0, slo_s=0.1, drain_s_per_instance=drain.s_per_instance(1.2),
+    ) is None  # fmt: skip
+    drain.dispatched(1.30, 10, backlog=True)
+    drain.dispatched(1.32, 10, backlog=True)  # measured again: fresh evidence
+    assert drain.s_per_instance(1.4) == pytest.approx(0.002)

@@ -51,11 +51,17 @@ class Drain:
     the queue on: the replicas' round trip *and* the
     adapter's own work around it (parsing, answering, its loop), which the latency model does not
     see and which is the larger part for small models at high rates. Exponentially weighted
-    interval over weighted instances per dispatch; None until a backlog has been seen. Pure.
+    interval over weighted instances per dispatch; None until a backlog has been seen, and
+    again once ``stale_s`` has passed without one: the pace of a backlog long gone is no
+    evidence about the queue now, and a pace measured while the loop was slow would otherwise
+    refuse every short queue for ever (with the queue kept short, no backlog forms to measure
+    it again). Pure.
     """
 
-    def __init__(self, alpha: float = 0.1) -> None:
+    def __init__(self, alpha: float = 0.1, *, stale_s: float = 1.0) -> None:
         self.alpha = alpha
+        self.stale_s = stale_s
+        self._seen = -math.inf  # when the pace was last measured
         self._last: float | None = None
         self._interval_s: float | None = None
         self._instances: float | None = None
@@ -79,10 +85,14 @@ class Drain:
             self._instances = (
                 instances if self._instances is None else (1 - a) * self._instances + a * instances
             )
+            self._seen = now
         self._last = now if backlog else None
 
-    def s_per_instance(self) -> float | None:
+    def s_per_instance(self, now: float | None = None) -> float | None:
+        """The measured pace; None without one, or (given ``now``) when it has gone stale."""
         if self._interval_s is None or not self._instances:
+            return None
+        if now is not None and now - self._seen > self.stale_s:
             return None
         return self._interval_s / self._instances
 

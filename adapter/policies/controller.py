@@ -154,7 +154,7 @@ class Controller(Generic[T]):
             estimate_ms=self.reader.estimate_ms,
             slo_s=max(due - now, 0.0),
             lag_s=lag_s,
-            drain_s_per_instance=self.drain.s_per_instance(),
+            drain_s_per_instance=self.drain.s_per_instance(now),
             margin_s=self.path_margin.margin_ms() / 1000.0,
         )
 
