@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 CONFIG ?= experiments/embed-twitter.yaml
 DURATION ?= 60
 
-.PHONY: run demo test install lint unit profile bench bench-peers bench-overload clean
+.PHONY: run demo test install lint unit profile bench bench-peers bench-overload bench-overload-ab clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ bench-peers: $(STAMP)
 # the default config open-loop at 0.5x..10x its capacity, two kinds of clients, 3 repeats
 bench-overload: $(STAMP)
 	$(PY) benchmarks/overload.py --repeat 3 --json docs/results/overload.json --docs docs/reliability.md
+
+# the same overload before and after: this revision against BASELINE at fixed offered rates
+BASELINE ?= a19949d
+bench-overload-ab: $(STAMP)
+	$(PY) benchmarks/overload_ab.py --baseline $(BASELINE) --repeat 3 \
+		--json docs/results/overload_ab.json --docs docs/reliability.md
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

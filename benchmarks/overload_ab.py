@@ -1,7 +1,8 @@
 """Overload, before and after: this revision against an earlier one at the same offered rates.
 
-Run: ``.venv/bin/python benchmarks/overload_ab.py --baseline a19949d --repeat 3 --json
-docs/results/overload_ab.json --docs docs/reliability.md`` (about 15 minutes).
+Run: ``make bench-overload-ab`` (``.venv/bin/python benchmarks/overload_ab.py --baseline
+a19949d --repeat 3 --json docs/results/overload_ab.json --docs docs/reliability.md``; about 20
+minutes).
 
 The overload table (``benchmarks/overload.py``) states each cell as a multiple of the capacity
 the revision itself measured, and that capacity moves with the revision and with the machine (on
