@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import socket
 import threading
 from collections import deque
 from collections.abc import Callable, MutableMapping
@@ -76,7 +75,8 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.exchanges: deque[_Exchange] = deque()
         self.closing = False
-        self.gone: asyncio.Future[None] = server.loop.create_future()
+        #: resolved when the client goes; made only for a request the app answers (a task)
+        self._gone: asyncio.Future[None] | None = None
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._header_bytes = 0
@@ -120,10 +120,9 @@ class _Connection(asyncio.Protocol):
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # (TCP_NODELAY: both uvloop and asyncio set it on every TCP connection they make;
+        # tests/test_nodelay.py reads it off the live sockets)
         self.transport = transport  # type: ignore[assignment]
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.connections.add(self)
         self.server.unparsed.backlog.accepted += 1
         self._arm(HEAD_TIMEOUT_S, None, "")  # a connection that never sends is closed
@@ -161,8 +160,8 @@ class _Connection(asyncio.Protocol):
             self._timer.cancel()
             self._timer = None
         self.server.connections.discard(self)
-        if not self.gone.done():
-            self.gone.set_result(None)
+        if self._gone is not None and not self._gone.done():
+            self._gone.set_result(None)
         for exchange in self.exchanges:
             if exchange.item is not None:
                 self.server.endpoint.withdraw(exchange.item)
@@ -312,7 +311,7 @@ class _Connection(asyncio.Protocol):
                 return {"type": "http.request", "body": body, "more_body": False}
             # shielded: a route that stops listening cancels its receive(), and cancelling an
             # await on the shared future would cancel the future itself for every later call
-            await asyncio.shield(self.gone)
+            await asyncio.shield(self._until_gone())
             return {"type": "http.disconnect"}
 
         async def send(message: MutableMapping[str, Any]) -> None:
@@ -333,6 +332,13 @@ class _Connection(asyncio.Protocol):
             logger.exception("%s %s failed in the adapter", method, path)
             if exchange.data is None:
                 self._answer(exchange, 500, [], orjson.dumps({"error": "adapter error"}))
+
+    def _until_gone(self) -> asyncio.Future[None]:
+        if self._gone is None:
+            self._gone = self.server.loop.create_future()
+            if self.transport is None or self.closing:
+                self._gone.set_result(None)
+        return self._gone
 
     # -- answers, in request order -------------------------------------------------------------
 
