@@ -65,6 +65,10 @@ class Door:
                 self._held, self._held_until = error, holds_until(now, refusal)
             raise error
 
+    def holding(self, now: float) -> bool:
+        """Does a refusal hold at ``now`` (nothing counted)?"""
+        return now < self._held_until and not self.closing
+
     def held(self, now: float) -> AdapterError | None:
         """The refusal that still answers a request arriving at ``now``
         (:func:`adapter.policies.admission.holds_until`), counted as one more; None when the

@@ -90,17 +90,23 @@ class Unparsed:
         The connection stays open when ``data`` is one whole request (the answer leaves it at a
         request boundary), else it closes after the shed answer (and a held refusal is left to
         the parser)."""
-        target = whole_request(data)
         late: float = self.state.lag.lag_s() + self.backlog.wait_s(self.loop.time())
         if late > self.shed_after_s:
-            return shed_answer(late, close=target is None), target is None
-        if target is None or draining:
+            whole = whole_request(data) is not None
+            return shed_answer(late, close=not whole), not whole
+        if draining:
+            return None
+        now = self.state.clock.now()
+        if not any(d.door.holding(now) for d in self.state.dispatchers.values()):
+            return None  # the usual case: no bytes looked at before the parser
+        target = whole_request(data)
+        if target is None:
             return None
         found = PredictEndpoint.function_of("POST", target.decode("latin-1"))
         dispatcher = None if found is None else self.state.dispatchers.get(found.name)
         if dispatcher is None:
             return None
-        error = dispatcher.door.held(self.state.clock.now())
+        error = dispatcher.door.held(now)
         if error is None:
             return None
         canned = self._canned.get(dispatcher.name)
