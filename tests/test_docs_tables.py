@@ -33,14 +33,42 @@ def test_the_peers_table_in_docs_is_rendered_from_its_json() -> None:
 
 def test_rendering_replaces_only_the_marked_block(tmp_path: Path) -> None:
     peers = _peers()
+    point = {
+        "rate": 50.0,
+        "passed": True,
+        "p50_ms": 2.0,
+        "p95_ms": 4.0,
+        "p99_ms": 6.0,
+        "cpu_ms_per_request": 0.5,
+        "front_cpu_ms_per_request": 0.2,
+    }
     results = {
-        "when": "then",
-        "machine": "here",
-        "warmup_s": 1,
-        "duration_s": 2,
+        "meta": {
+            "when": "then",
+            "commit": "abc",
+            "machine": "here",
+            "warmup_s": 1,
+            "duration_s": 2,
+            "repeat": 3,
+        },
         "models": {
             "digits": {
-                "kserve": {"slo_ms": 50.0, "at_max": None, "p50_ms_at_50": 3.0},
+                "slo_ms": 50.0,
+                "fixed_rates": [50.0, 1000.0],
+                "systems": {
+                    "kserve": {
+                        "best": "workers=2",
+                        "max_rate": None,
+                        "at_median": None,
+                        "fixed": [point],
+                    },
+                    "slackwise": {
+                        "best": "replicas=1",
+                        "max_rate": {"median": 300.0, "low": 250.0, "high": 320.0},
+                        "at_median": point,
+                        "fixed": [point, {**point, "rate": 1000.0, "passed": False}],
+                    },
+                },
             }
         },
     }
@@ -49,4 +77,8 @@ def test_rendering_replaces_only_the_marked_block(tmp_path: Path) -> None:
     peers.render_into(doc, results)
     text = doc.read_text(encoding="utf-8")
     assert text.startswith("before\n") and text.endswith(f"{peers.END}\nafter\n")
-    assert "old" not in text and "| digits (50 ms) | kserve | none |" in text
+    assert "old" not in text
+    # a system that never passed shows "none" and no ratio; a fixed rate it failed is marked
+    assert "| digits (50 ms) | kserve | workers=2 | none | – |" in text
+    assert "| digits (50 ms) | slackwise | replicas=1 | 300 (250-320) | 1.00x |" in text
+    assert "0.50 / 0.50 ✗" in text
