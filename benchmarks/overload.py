@@ -44,6 +44,8 @@ CONFIG = ROOT / "experiments" / "overload" / "digits.yaml"
 BASE = "http://127.0.0.1:8711"
 PREDICT = f"{BASE}/v1/models/digits:predict"
 STATUS = f"{BASE}/v1/models/digits"
+#: the same status on the adapter's probe port (adapter.probe_port: a thread of its own)
+PROBE_STATUS = "http://127.0.0.1:8712/v1/models/digits"
 SLO_MS = 100.0
 MULTIPLES = (0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
 KINDS = ("keep-alive", "new connection")
@@ -90,18 +92,20 @@ class _Watch(threading.Thread):
         super().__init__(daemon=True)
         self.proc = psutil.Process(pid)
         self.status_ms: list[float] = []
+        self.probe_ms: list[float] = []
         self.rss: list[tuple[float, float]] = []
         self.halt = threading.Event()
 
     def run(self) -> None:
         with httpx.Client(timeout=10, trust_env=False) as client:
             while not self.halt.is_set():
-                sent = time.perf_counter()
-                try:
-                    client.get(STATUS)
-                    self.status_ms.append((time.perf_counter() - sent) * 1000.0)
-                except httpx.HTTPError:
-                    self.status_ms.append(10_000.0)
+                for url, out in ((STATUS, self.status_ms), (PROBE_STATUS, self.probe_ms)):
+                    sent = time.perf_counter()
+                    try:
+                        client.get(url)
+                        out.append((time.perf_counter() - sent) * 1000.0)
+                    except httpx.HTTPError:
+                        out.append(10_000.0)
                 self.rss.append((time.monotonic(), self.proc.memory_info().rss / 2**20))
                 self.halt.wait(0.05)
 
@@ -125,7 +129,7 @@ def _cell(pid: int, rate: float, fresh: bool, duration_s: float) -> dict[str, An
     ended = time.monotonic()
     spent = adapter.cpu_times()
     cores = (spent.user + spent.system - busy.user - busy.system) / (ended - began)
-    status_during = list(watch.status_ms)
+    status_during, probe_during = list(watch.status_ms), list(watch.probe_ms)
     time.sleep(10.0)
     watch.halt.set()
     watch.join()
@@ -136,6 +140,7 @@ def _cell(pid: int, rate: float, fresh: bool, duration_s: float) -> dict[str, An
         rss_peak_mb=round(max(during, default=idle), 1),
         rss_after_10s_mb=round(after[-1] if after else idle, 1),
         status_p99_ms=round(_percentile(status_during, 99) or 0.0, 2),
+        probe_status_p99_ms=round(_percentile(probe_during, 99) or 0.0, 2),
         adapter_cores=round(cores, 3),  # its CPU over the warm-up and the measured seconds
     )
     return result
@@ -150,18 +155,23 @@ def _median(cells: list[dict[str, Any]], key: str) -> dict[str, float | None]:
 
 KEYS = ("goodput_rps", "on_wire_rps", "refused", "refusal_p99_ms", "refused_without_retry_after",
         "timeouts", "rss_idle_mb", "rss_peak_mb", "rss_after_10s_mb", "status_p99_ms",
-        "adapter_cores")  # fmt: skip
+        "probe_status_p99_ms", "adapter_cores")  # fmt: skip
 
 
-def measure(repeat: int, duration_s: float) -> dict[str, Any]:
+def measure(
+    repeat: int,
+    duration_s: float,
+    multiples: tuple[float, ...] = MULTIPLES,
+    kinds: tuple[str, ...] = KINDS,
+) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     for r in range(repeat):
-        for kind in KINDS:
+        for kind in kinds:
             proc = _start_adapter()
             try:
                 capacity = _loadgen("--concurrency", "32", "--warmup-s", "3", "--duration-s", "10")
                 print(f"repeat {r + 1} {kind}: capacity {capacity['ok_rps']} req/s", flush=True)
-                for multiple in MULTIPLES:
+                for multiple in multiples:
                     rate = multiple * float(capacity["ok_rps"])
                     cell = _cell(proc.pid, rate, kind != "keep-alive", duration_s)
                     cell.update(repeat=r + 1, kind=kind, multiple=multiple,
@@ -171,8 +181,8 @@ def measure(repeat: int, duration_s: float) -> dict[str, Any]:
             finally:
                 _stop(proc)
     summary = []
-    for kind in KINDS:
-        for multiple in MULTIPLES:
+    for kind in kinds:
+        for multiple in multiples:
             cells = [c for c in runs if c["kind"] == kind and c["multiple"] == multiple]
             row: dict[str, Any] = {"kind": kind, "multiple": multiple}
             row["capacity_rps"] = _median(cells, "capacity_rps")
@@ -231,10 +241,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration-s", type=float, default=10.0, help="measured seconds a cell")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--docs", type=Path, help="rewrite the overload table in this file")
+    parser.add_argument(
+        "--multiples",
+        default=",".join(f"{m:g}" for m in MULTIPLES),
+        help="x capacity, comma-separated",
+    )
+    parser.add_argument("--kinds", default=",".join(KINDS), help=f"of: {', '.join(KINDS)}")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f"--repeat must be at least 1, got {args.repeat}")
-    result = measure(args.repeat, args.duration_s)
+    try:
+        multiples = tuple(float(m) for m in args.multiples.split(",") if m)
+    except ValueError:
+        parser.error(f"--multiples must be numbers, got {args.multiples!r}")
+    kinds = tuple(k for k in args.kinds.split(",") if k)
+    for kind in kinds:
+        if kind not in KINDS:
+            parser.error(f"--kinds: unknown kind {kind!r}; known: {', '.join(KINDS)}")
+    result = measure(args.repeat, args.duration_s, multiples, kinds)
     result["meta"] = {
         "command": " ".join([Path(PY).name, "benchmarks/overload.py", *(argv or sys.argv[1:])]),
         "commit": commit(ROOT),

@@ -12,6 +12,12 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("-c", "--config", required=True, help="YAML config file")
     serve.add_argument("--host", help="listen address (default: adapter.host)")
     serve.add_argument("--port", type=int, help="listen port (default: adapter.port)")
+    serve.add_argument(
+        "--probe-port",
+        type=int,
+        help="health and status also on this port, answered by a thread of their own "
+        "(default: adapter.probe_port, off)",
+    )
     serve.add_argument("--mode", choices=("slackwise", "mlproxy"), help="batching policy")
     serve.add_argument(
         "--platform-url",
@@ -70,6 +76,15 @@ def run(args: argparse.Namespace) -> int:
                 config, adapter=dataclasses.replace(config.adapter, advisor=settings)
             )
     cluster_flags = (args.namespace, args.kubeconfig, args.context)
+    if args.host or args.probe_port is not None:
+        import dataclasses
+
+        if args.probe_port is not None and not 0 <= args.probe_port <= 65535:
+            raise SystemExit(f"slackwise: --probe-port must be a TCP port, got {args.probe_port}")
+        adapter = dataclasses.replace(config.adapter, host=args.host or config.adapter.host)
+        if args.probe_port is not None:
+            adapter = dataclasses.replace(adapter, probe_port=args.probe_port)
+        config = dataclasses.replace(config, adapter=adapter)
     if (
         args.platform_url
         or args.platform

@@ -53,6 +53,7 @@ def test_bad_inputs_across_the_command_line_are_one_line_errors(tmp_path: Path) 
         (["serve", "-c", str(good), "--platform", "knative", "--port", "0"],
          "no usable kubeconfig"),
         (["serve", "-c", str(unwritable)], "cannot write"),
+        (["serve", "-c", str(good), "--probe-port", "70000"], "--probe-port must be a TCP port"),
         (["serve", "-c", str(hpa), "--port", "0"], "runs on a cluster only"),
         (["experiment", "-c", str(hpa)], "runs on a cluster only"),
         (["replay", "--trace", "nope.txt", "--target", "http://127.0.0.1:9", "--duration-s",

@@ -332,6 +332,15 @@ def test_cli_writes_files_and_prints_kn_lines(
     assert container["command"] == ["slackwise", "serve", "-c", "/etc/slackwise/config.yaml"]
     assert container["resources"]["requests"] and container["resources"]["limits"]
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    # the kubelet probes the thread-served probe port (never behind a flood of predicts), as
+    # localhost (the probe port admits loopback Host names only), on the port serve is told
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    args = container["args"]
+    assert int(args[args.index("--probe-port") + 1]) == ports["probes"] != ports["http"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        get = container[probe]["httpGet"]
+        assert get["port"] == "probes" and get["path"] == "/healthz"
+        assert {"name": "Host", "value": "localhost"} in get["httpHeaders"]
     assert container["volumeMounts"][0]["mountPath"] == "/etc/slackwise"
     assert svc["spec"]["type"] == "ClusterIP"
     assert svc["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]

@@ -17,6 +17,7 @@ from adapter.serving.gpu_route import GpuRoute
 from adapter.serving.loop_lag import LoopLag
 from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.platform_view import PlatformView
+from adapter.serving.probe_port import ProbePort
 from adapter.serving.records import RecordWriter
 from slackwise_core.clock import Clock
 from slackwise_core.config import Config
@@ -50,5 +51,7 @@ class AdapterState:
     cores: CoreControl | None = None
     #: ROMA's GPU executable in front of the CPU replicas (adapter.gpu)
     gpu: GpuRoute | None = None
+    #: health and status on a port of their own, answered by a thread (adapter.probe_port)
+    probes: ProbePort | None = None
     #: this adapter's name in the functions' frontend gossip (Swayam's n_F)
     frontend_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])

@@ -14,6 +14,7 @@ import httpx
 
 from adapter.policies.batching_settings import BatchingSettings
 from adapter.policies.latency import LatencyModel
+from adapter.serving import routes
 from adapter.serving.autoscaling import Autoscaling
 from adapter.serving.cores import CoreControl
 from adapter.serving.dispatcher import Dispatcher
@@ -27,6 +28,7 @@ from adapter.serving.platform_view import (
     RoutedView,
     StaticView,
 )
+from adapter.serving.probe_port import ProbePort, Snapshot
 from adapter.serving.protocols import codec_for
 from adapter.serving.records import RecordWriter
 from adapter.serving.state import AdapterState
@@ -87,6 +89,15 @@ async def running(
         stack.push_async_callback(trim.stop)
         state.epoch = state.clock.now()
         _dispatchers(state, upstream)
+        if config.adapter.probe_port is not None:
+            state.probes = _probe_port(state)
+            state.probes.start()
+            stack.push_async_callback(state.probes.stop)
+            logger.info(
+                "probes on http://%s:%d (a thread of their own)",
+                config.adapter.host,
+                state.probes.port,
+            )
         if config.adapter.advisor.enabled if advisor is None else advisor:
             state.autoscaling = _autoscaling(config, state, state.slos)
             for dispatcher in state.dispatchers.values():
@@ -114,14 +125,27 @@ async def running(
             await asyncio.gather(*(d.stop() for d in state.dispatchers.values()))
 
 
+def _probe_port(state: AdapterState) -> ProbePort:
+    """Health and every function's status, published from the loop, served by a thread."""
+    adapter = state.config.adapter
+    assert adapter.probe_port is not None
+
+    def documents() -> Snapshot:
+        out: Snapshot = {"/healthz": (200, routes.health(state))}
+        for name in state.dispatchers:
+            out[f"/v1/models/{name}"] = routes.function_status(state, name)
+        return out
+
+    return ProbePort(adapter.host, adapter.probe_port, documents, hosts=[adapter.host])
+
+
 def _dispatchers(state: AdapterState, upstream: Upstream) -> None:
     """One dispatcher per function, each with its AIMD, latency prior and batching settings; a
     function in a chain of several stages takes the stage policy."""
     config = state.config
     assert state.view is not None and state.records is not None
     tuned = state.preset.with_aimd(config.adapter.aimd.overrides())
-    chained = {fn for app in config.apps.values() if len(app.stages) > 1
-               for fn in app.stages}  # fmt: skip
+    chained = {fn for app in config.apps.values() if len(app.stages) > 1 for fn in app.stages}
     batching = batching_settings(config.adapter)
     for name, fn in config.functions.items():
         state.dispatchers[name] = Dispatcher(
@@ -225,14 +249,17 @@ def _upstream(
     view: PlatformView = base
     if fixed:
         view = state.view = RoutedView(base, StaticView(fixed), set(fixed))
-    paths = {name: codec_for(fn.upstream.protocol, fn.model_name).path
-             for name, fn in config.functions.items()}  # fmt: skip
+    paths = {
+        name: codec_for(fn.upstream.protocol, fn.model_name).path
+        for name, fn in config.functions.items()
+    }
     lean = transport is None
     http = HttpUpstream(view, client, lean=lean, paths=paths)
     if not (isinstance(base, LocalView) and lean):
         return http
-    special = {n for n, fn in config.functions.items()
-               if fn.upstream.url or fn.upstream.protocol != "v1"}  # fmt: skip
+    special = {
+        n for n, fn in config.functions.items() if fn.upstream.url or fn.upstream.protocol != "v1"
+    }
     return RoutedUpstream(PlatformUpstream(base.platform), {n: http for n in special})
 
 
@@ -255,8 +282,11 @@ def _autoscaling(config: Config, state: AdapterState, slos: dict[str, float]) ->
 
     def overdue(name: str, now: float) -> int:
         """Queued past the deadline, not waiting for a cold start: evidence of a stall."""
-        return sum(1 for p in d[name].queue.items
-                   if not p.cancelled and not p.arrived_cold and p.deadline < now)  # fmt: skip
+        return sum(
+            1
+            for p in d[name].queue.items
+            if not p.cancelled and not p.arrived_cold and p.deadline < now
+        )
 
     return Autoscaling(
         settings=config.adapter.advisor,
@@ -279,18 +309,23 @@ def _cores(config: Config, state: AdapterState) -> CoreControl:
     d = state.dispatchers
 
     def oldest(name: str) -> Callable[[], float | None]:
-        return lambda: min((p.arrival for p in d[name].queue.items if not p.cancelled),
-                           default=None)  # fmt: skip
+        return lambda: min(
+            (p.arrival for p in d[name].queue.items if not p.cancelled), default=None
+        )
 
     def work_s(name: str) -> Callable[[], float]:
         return lambda: d[name].model.estimate_ms(1) / 1000.0
 
     names = list(config.functions)
     return CoreControl(
-        settings=config.adapter.cores, functions=config.functions, slos_ms=state.slos,
-        oldest={n: oldest(n) for n in names}, work_s={n: work_s(n) for n in names},
-        view=state.view, clock=state.clock,
-    )  # fmt: skip
+        settings=config.adapter.cores,
+        functions=config.functions,
+        slos_ms=state.slos,
+        oldest={n: oldest(n) for n in names},
+        work_s={n: work_s(n) for n in names},
+        view=state.view,
+        clock=state.clock,
+    )
 
 
 def _gpu_route(config: Config, state: AdapterState, client: httpx.AsyncClient) -> GpuRoute:
@@ -300,5 +335,10 @@ def _gpu_route(config: Config, state: AdapterState, client: httpx.AsyncClient) -
     names = settings.functions
     paths = {n: f"/v1/models/{config.functions[n].model}:predict" for n in names}
     upstream = HttpUpstream(StaticView(dict.fromkeys(names, settings.url)), client, paths=paths)
-    return GpuRoute(settings=settings, upstream=upstream, dispatchers=state.dispatchers,
-                    slos_ms=state.slos, clock=state.clock)  # fmt: skip
+    return GpuRoute(
+        settings=settings,
+        upstream=upstream,
+        dispatchers=state.dispatchers,
+        slos_ms=state.slos,
+        clock=state.clock,
+    )

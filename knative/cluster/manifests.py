@@ -53,6 +53,8 @@ VERSION = "0.1.0"
 FUNCTION_PORT = 8080
 ADAPTER_IMAGE = f"slackwise/adapter:{VERSION}"
 ADAPTER_PORT = 8080
+#: the adapter's probe port (adapter.serving.probe_port): health and status from a thread
+ADAPTER_PROBE_PORT = 8081
 CONFIG_DIR = "/etc/slackwise"
 CONFIG_FILE = "config.yaml"
 #: the uid of the ``slackwise`` user in adapter/Dockerfile and functions/Dockerfile.base
@@ -190,6 +192,19 @@ def _writable(records: str | None) -> list[tuple[str, str]]:
     return dirs
 
 
+def _adapter_args() -> list[str]:
+    listen = ["--host", "0.0.0.0", "--port", str(ADAPTER_PORT)]
+    return ["--platform", "knative", *listen, "--probe-port", str(ADAPTER_PROBE_PORT)]
+
+
+def _probe_get() -> dict[str, Any]:
+    return {
+        "path": "/healthz",
+        "port": "probes",
+        "httpHeaders": [{"name": "Host", "value": "localhost"}],
+    }
+
+
 def _adapter_container(image: str, records: str | None) -> dict[str, Any]:
     """The adapter's container: its command, probes, resources, mounts and drain."""
     return {
@@ -197,11 +212,17 @@ def _adapter_container(image: str, records: str | None) -> dict[str, Any]:
         "image": image,
         "command": ["slackwise", "serve", "-c", f"{CONFIG_DIR}/{CONFIG_FILE}"],
         # the functions are Knative Services in this namespace, read with the RBAC below
-        "args": ["--platform", "knative", "--host", "0.0.0.0", "--port", str(ADAPTER_PORT)],
-        "ports": [{"name": "http", "containerPort": ADAPTER_PORT}],
-        "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5},
+        "args": _adapter_args(),
+        "ports": [
+            {"name": "http", "containerPort": ADAPTER_PORT},
+            {"name": "probes", "containerPort": ADAPTER_PROBE_PORT},
+        ],
+        # the probes have a port and a thread of their own: a flood of predicts never makes the
+        # adapter look dead (the kubelet would restart it when it is busiest); the probe port
+        # admits loopback Host names only (DNS rebinding), so the kubelet says localhost
+        "readinessProbe": {"httpGet": _probe_get(), "periodSeconds": 5},
         "livenessProbe": {
-            "httpGet": {"path": "/healthz", "port": "http"},
+            "httpGet": _probe_get(),
             "initialDelaySeconds": 10,
             "periodSeconds": 10,
             "failureThreshold": 3,

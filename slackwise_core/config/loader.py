@@ -252,6 +252,11 @@ def _adapter(r: Reader, raw: Any) -> AdapterConfig:
     port = r.integer(data, "port", path, d.port)
     if port > 65535:
         raise r.fail(f"{path}.port", f"must be a TCP port (0 picks a free one), got {port}")
+    probe_port = None if data.get("probe_port") is None else r.integer(data, "probe_port", path, 0)
+    if probe_port is not None and probe_port > 65535:
+        raise r.fail(
+            f"{path}.probe_port", f"must be a TCP port (0 picks a free one), got {probe_port}"
+        )
     records = data.get("records")
     if records is not None and not isinstance(records, str):
         raise r.fail(f"{path}.records", f"must be a file path, got {records!r}")
@@ -263,6 +268,7 @@ def _adapter(r: Reader, raw: Any) -> AdapterConfig:
     return AdapterConfig(
         host=r.string(data, "host", path, d.host),
         port=port,
+        probe_port=probe_port,
         mode=mode,
         max_queue=r.integer(data, "max_queue", path, d.max_queue, low=1),
         max_body_bytes=r.integer(data, "max_body_bytes", path, d.max_body_bytes, low=1),

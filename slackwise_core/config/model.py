@@ -179,6 +179,9 @@ class AdapterConfig:
 
     host: str = "127.0.0.1"
     port: int = 8700
+    #: health and function status on a port of their own, served by a thread that never waits
+    #: for the loop (adapter.serving.probe_port); None: off, 0: a free port
+    probe_port: int | None = None
     mode: str = "slackwise"
     max_queue: int = 10000
     max_body_bytes: int = 16 * 1024 * 1024
