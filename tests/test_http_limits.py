@@ -221,7 +221,23 @@ def test_one_connection_waiting_at_light_load_is_not_read_as_a_long_wait() -> No
     # connections waited at the last reading: the accepts since are the adapter's pace
     queue.accepted = 201  # 200 in 0.1 s while they waited: 2000 a second
     assert abs(queue.observe(3.1, 40) - 40 / 2000) < 1e-9
-    # the pace is kept through idle readings; an empty queue waits nothing
+    # the pace is kept for a while; an empty queue waits nothing
     queue.accepted = 202
-    assert queue.observe(9.0, 0) == 0.0
-    assert abs(queue.observe(9.5, 4) - 4 / 2000) < 1e-9
+    assert queue.observe(3.5, 0) == 0.0
+    assert abs(queue.observe(3.6, 4) - 4 / 2000) < 1e-9
+
+
+def test_a_pace_measured_in_a_flood_is_forgotten_once_it_is_old() -> None:
+    from adapter.serving.http_limits import AcceptQueue
+
+    # in a flood the saturated loop accepted 100 a second: 132 waiting read as 1.3 s
+    queue = AcceptQueue(None)
+    queue.observe(0.0, 132)
+    queue.accepted = 10
+    assert abs(queue.observe(0.1, 132) - 132 / 100) < 1e-9
+    # the flood has passed; seconds later a healthy burst leaves 3 waiting at one reading: the
+    # old pace would call that 30 ms and shed (half a 50 ms SLO is 25 ms); it is stale: no wait
+    assert queue.observe(5.0, 3) == 0.0
+    # the loop's pace now, measured afresh while they wait: 3 accepted in 10 ms
+    queue.accepted = 13
+    assert abs(queue.observe(5.01, 3) - 3 / 300) < 1e-9

@@ -4,6 +4,7 @@ enforces them; ``docs/reliability.md`` lists them beside the other servers')."""
 
 from __future__ import annotations
 
+import math
 import socket
 import struct
 from typing import Any
@@ -99,14 +100,21 @@ class AcceptQueue:
     load look like seconds of wait). Under a flood of connections this wait is invisible to
     every queue the adapter keeps, and it is what makes an admitted request late; the shed rule
     adds it to the loop's lag. Measured at most every ``every_s``; 0 until the adapter has been
-    seen accepting from a queue that waited, and where the platform does not say."""
+    seen accepting from a queue that waited, and where the platform does not say. A pace is
+    evidence for ``stale_s`` only: one measured while the loop was saturated (a flood) is far
+    slower than the same loop's once the flood has passed, and kept, it would read the few
+    connections a healthy burst leaves waiting as a long wait and shed requests the adapter
+    has room for (seen: 0.8 % of requests refused at a quarter of the capacity, after an
+    overload)."""
 
-    def __init__(self, sock: Any | None, *, every_s: float = 0.01) -> None:
+    def __init__(self, sock: Any | None, *, every_s: float = 0.01, stale_s: float = 1.0) -> None:
         self.sock = sock
         self.every_s = every_s
+        self.stale_s = stale_s
         self.accepted = 0
         self._then = (-1.0, 0, 0)  # time, accepted count, queue length at the last reading
         self._rate = 0.0
+        self._rate_at = -math.inf  # when the pace was last measured
         self._wait_s = 0.0
 
     def wait_s(self, now: float) -> float:
@@ -121,11 +129,14 @@ class AcceptQueue:
         self._then = (now, self.accepted, queued)
         if last < 0:
             return 0.0
+        if now - self._rate_at > self.stale_s:
+            self._rate = 0.0  # an old pace says nothing about the loop now
         if waiting > 0 and now - last <= 20 * self.every_s:
             # connections waited at the last reading, a moment ago: the accepts since are the
             # adapter's pace (over a longer gap they would be mostly idle time's)
             rate = (self.accepted - count) / max(now - last, 1e-6)
             self._rate = rate if self._rate == 0.0 else 0.7 * self._rate + 0.3 * rate
+            self._rate_at = now
         self._wait_s = queued / self._rate if queued and self._rate > 0 else 0.0
         return self._wait_s
 
