@@ -24,9 +24,10 @@ demo: $(STAMP)
 	$(VENV)/bin/slackwise demo -c experiments/local.yaml
 
 bench: $(STAMP)
-	$(PY) benchmarks/adapter_overhead.py
+	$(PY) benchmarks/adapter_overhead.py --json docs/results/adapter_overhead.json --docs docs/benchmarks.md
 
-# slackwise vs KServe (in its own throwaway venv) vs the function alone: max rate under the SLO
+# slackwise vs KServe, Ray Serve, BentoML (each in its own throwaway venv) and the function alone,
+# each at its best on the same cores: max rate under the SLO, medians of 3 (about 80 minutes)
 bench-peers: $(STAMP)
 	$(PY) benchmarks/peers.py --json docs/results/peers.json --docs docs/benchmarks.md
 

@@ -1,6 +1,9 @@
 """What the adapter costs, measured the way users run it: added latency, and CPU per role.
 
-Run: ``make bench`` (``.venv/bin/python benchmarks/adapter_overhead.py``; about three minutes).
+Run: ``make bench`` (``.venv/bin/python benchmarks/adapter_overhead.py --json
+docs/results/adapter_overhead.json --docs docs/benchmarks.md``; about ten minutes). Every
+measurement is repeated (``--repeat``, 3) and reported as the median and range; the JSON records
+the commit, the machine and the command.
 
 Both parts go through ``slackwise serve -c experiments/peers/digits.yaml``: the adapter with its
 embedded local platform, which starts the digits replica itself (``--fd``, a socket it bound),
@@ -14,21 +17,30 @@ exactly as users run it; nothing is bypassed.
    process at several rates; the CPU seconds of the adapter process (the adapter and the embedded
    platform) and of the replica process during the measured window, divided by the requests
    answered. 1 / the adapter's figure is the most one adapter core could serve.
+3. **Where the adapter's CPU goes** at ``--profile-rate`` (py-spy on the adapter process, when it
+   is installed in the venv), grouped by the module of the leaf frame.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import platform
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 import psutil
 
 from functions.server_process import ServerProcess
+from slackwise_cli.repeats import commit
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "experiments" / "peers" / "digits.yaml"
@@ -94,11 +106,24 @@ def cpu_per_role(
     adapter = psutil.Process(serving.pid)
     (replica,) = [p for p in adapter.children(recursive=True) if "functions.serve" in p.cmdline()]
     gen = subprocess.Popen(
-        [sys.executable, str(ROOT / "benchmarks" / "loadgen.py"), "--url", f"{URL}:predict",
-         "--model", "digits", "--rate", str(rate), "--warmup-s", "3",
-         "--duration-s", str(seconds)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "loadgen.py"),
+            "--url",
+            f"{URL}:predict",
+            "--model",
+            "digits",
+            "--rate",
+            str(rate),
+            "--warmup-s",
+            "3",
+            "--duration-s",
+            str(seconds),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert gen.stdout is not None
     a0 = r0 = a1 = r1 = 0.0
     result: dict[str, float] = {}
@@ -121,29 +146,233 @@ def cpu_per_role(
     }
 
 
-def main() -> None:
-    lat = added_latency()
-    print("added latency at low load (sequential keep-alive requests, digits, one at a time):")
-    print(f"  the function alone (--port):   p50 {lat['direct_p50_ms']:.2f} ms, "
-          f"p99 {lat['direct_p99_ms']:.2f} ms")  # fmt: skip
-    print(f"  through slackwise serve:       p50 {lat['adapter_p50_ms']:.2f} ms, "
-          f"p99 {lat['adapter_p99_ms']:.2f} ms")  # fmt: skip
-    print(f"  added: p50 {lat['adapter_p50_ms'] - lat['direct_p50_ms']:.2f} ms, "
-          f"p99 {lat['adapter_p99_ms'] - lat['direct_p99_ms']:.2f} ms")  # fmt: skip
+def profile(serving: subprocess.Popen[bytes], rate: float, seconds: float = 10.0) -> dict[str, Any]:
+    """Where the adapter process spends its CPU at ``rate``: py-spy samples (200 Hz, the GIL
+    holder's stack, idle excluded) grouped by the leaf frame's module."""
+    spy = Path(sys.executable).parent / "py-spy"
+    if not spy.exists():
+        return {"skipped": "py-spy is not installed in this venv"}
+    out = Path(tempfile.mkdtemp()) / "adapter.txt"
+    gen = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "loadgen.py"),
+            "--url",
+            f"{URL}:predict",
+            "--model",
+            "digits",
+            "--rate",
+            str(rate),
+            "--warmup-s",
+            "2",
+            "--duration-s",
+            str(seconds + 2),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )
+    time.sleep(3)
+    rec = subprocess.run(
+        [
+            str(spy),
+            "record",
+            "--format",
+            "raw",
+            "-r",
+            "200",
+            "-d",
+            str(int(seconds)),
+            "--nonblocking",
+            "-p",
+            str(serving.pid),
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    gen.wait()
+    if rec.returncode != 0 or not out.exists():
+        return {"skipped": f"py-spy failed: {rec.stderr.strip()[-300:]}"}
+    by_module: dict[str, int] = {}
+    total = 0
+    for line in out.read_text(encoding="utf-8").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        leaf = stack.rsplit(";", 1)[-1]
+        file = leaf[leaf.rfind("(") + 1 :].split(":")[0] if "(" in leaf else leaf
+        module = _module_of(file)
+        by_module[module] = by_module.get(module, 0) + int(count)
+        total += int(count)
+    shares = sorted(by_module.items(), key=lambda kv: -kv[1])
+    return {
+        "rate": rate,
+        "seconds": seconds,
+        "samples": total,
+        "busy_share_of_a_core": round(total / (200.0 * seconds), 3),
+        "by_module": [{"module": m, "share": round(n / total, 4)} for m, n in shares[:15]],
+    }
+
+
+def _module_of(file: str) -> str:
+    """A file in a stack, as a module path of this project or a package name."""
+    path = file.replace("\\", "/")
+    if str(ROOT) in path:
+        return path.split(str(ROOT) + "/", 1)[1]
+    if "site-packages/" in path:
+        return path.split("site-packages/", 1)[1].split("/", 1)[0]
+    if "/lib/python" in path:
+        return "stdlib: " + path.rsplit("/", 1)[-1]
+    return path or "(native)"
+
+
+def _stat(values: list[float]) -> dict[str, float]:
+    xs = sorted(values)
+    return {
+        "median": round(statistics.median(xs), 3),
+        "low": round(xs[0], 3),
+        "high": round(xs[-1], 3),
+    }
+
+
+def measure(repeat: int, rates: list[float], profile_rate: float) -> dict[str, Any]:
+    latency = [added_latency() for _ in range(repeat)]
+    added = {
+        key: _stat([run[key] for run in latency])
+        for key in ("direct_p50_ms", "direct_p99_ms", "adapter_p50_ms", "adapter_p99_ms")
+    }
+    added["added_p50_ms"] = _stat([r["adapter_p50_ms"] - r["direct_p50_ms"] for r in latency])
+    added["added_p99_ms"] = _stat([r["adapter_p99_ms"] - r["direct_p99_ms"] for r in latency])
+    rows: dict[float, list[dict[str, float]]] = {rate: [] for rate in rates}
+    prof: dict[str, Any] = {}
     serving = _start_slackwise()
     try:
-        print("\nCPU per request by role, open-loop Poisson load, default configuration:")
-        print(f"  {'offered':>8} {'answered':>8} {'adapter_ms':>10} {'max_rps/core':>12} "
-              f"{'replica_ms':>10} {'p50_ms':>7} {'p99_ms':>7} {'batch':>6}")  # fmt: skip
-        for rate in (200.0, 400.0, 800.0, 1200.0):
-            r = cpu_per_role(serving, rate)
-            print(f"  {r['offered_rps']:>8.0f} {r['answered']:>8} {r['adapter_ms']:>10.3f} "
-                  f"{1000.0 / r['adapter_ms']:>12.0f} {r['replica_ms']:>10.3f} "
-                  f"{r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['mean_batch']:>6.1f}")  # fmt: skip
+        for _ in range(repeat):
+            for rate in rates:
+                rows[rate].append(cpu_per_role(serving, rate))
+        if profile_rate > 0:
+            prof = profile(serving, profile_rate)
     finally:
         serving.terminate()
         serving.wait()
+    cpu = [
+        {
+            "offered_rps": rate,
+            **{
+                key: _stat([r[key] for r in runs])
+                for key in ("adapter_ms", "replica_ms", "p50_ms", "p99_ms", "mean_batch")
+            },
+        }
+        for rate, runs in rows.items()
+    ]
+    return {"added_latency": added, "cpu_per_role": cpu, "profile": prof, "runs": latency}
+
+
+def _fmt(stat: dict[str, float], digits: int = 2) -> str:
+    return f"{stat['median']:.{digits}f} ({stat['low']:.{digits}f}-{stat['high']:.{digits}f})"
+
+
+def table(result: dict[str, Any]) -> str:
+    """The docs block: added latency, CPU per role at each rate, and the profile."""
+    meta, lat = result["meta"], result["added_latency"]
+    lines = [
+        f"Medians of {meta['repeat']} runs (range), commit {meta['commit']}, {meta['date']}, "
+        f"{meta['machine']['cpus']} cores; `{meta['command']}`.",
+        "",
+        "| sequential requests, one at a time (digits) | P50 ms | P99 ms |",
+        "| --- | --- | --- |",
+        f"| the function alone | {_fmt(lat['direct_p50_ms'])} | {_fmt(lat['direct_p99_ms'])} |",
+        f"| through slackwise serve | {_fmt(lat['adapter_p50_ms'])} | "
+        f"{_fmt(lat['adapter_p99_ms'])} |",
+        f"| added | {_fmt(lat['added_p50_ms'])} | {_fmt(lat['added_p99_ms'])} |",
+        "",
+        "| offered req/s | adapter CPU ms per request | replica CPU ms per request | P50 ms | "
+        "P99 ms | mean batch |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in result["cpu_per_role"]:
+        lines.append(
+            f"| {row['offered_rps']:.0f} | {_fmt(row['adapter_ms'], 3)} | "
+            f"{_fmt(row['replica_ms'], 3)} | {_fmt(row['p50_ms'], 1)} | "
+            f"{_fmt(row['p99_ms'], 1)} | {_fmt(row['mean_batch'], 1)} |"
+        )
+    prof = result.get("profile") or {}
+    if prof.get("by_module"):
+        lines += [
+            "",
+            f"Where the adapter process's CPU went at {prof['rate']:.0f} req/s (py-spy, 200 Hz for "
+            f"{prof['seconds']:.0f} s, `--nonblocking`, leaf frames by module; busy "
+            f"{100 * prof['busy_share_of_a_core']:.0f} % of a core):",
+            "",
+            "| share | module (leaf frame) |",
+            "| --- | --- |",
+        ]
+        lines += [f"| {100 * m['share']:.1f} % | `{m['module']}` |" for m in prof["by_module"]]
+    return "\n".join(lines)
+
+
+BEGIN = "<!-- adapter overhead: generated by benchmarks/adapter_overhead.py -->"
+END = "<!-- end of adapter overhead -->"
+
+
+def write_docs(doc: Path, result: dict[str, Any]) -> None:
+    text = doc.read_text(encoding="utf-8")
+    head, sep, rest = text.partition(BEGIN)
+    _, sep2, tail = rest.partition(END)
+    if not sep or not sep2:
+        raise SystemExit(f"{doc} has no generated adapter overhead block (markers missing)")
+    doc.write_text(f"{head}{BEGIN}\n{table(result)}\n{END}{tail}", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
+    parser.add_argument(
+        "--rates", default="50,200,400,800,1000,1200", help="req/s, comma-separated"
+    )
+    parser.add_argument("--profile-rate", type=float, default=1000.0, help="0: no profile")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--docs", type=Path, help="rewrite the generated block in this file")
+    parser.add_argument("--from-json", type=Path, help="measure nothing: render this JSON")
+    args = parser.parse_args(argv)
+    if args.from_json is not None:
+        result = json.loads(args.from_json.read_text(encoding="utf-8"))
+    else:
+        if args.repeat < 1:
+            parser.error(f"--repeat must be at least 1, got {args.repeat}")
+        try:
+            rates = [float(r) for r in args.rates.split(",") if r]
+        except ValueError:
+            parser.error(f"--rates must be numbers, got {args.rates!r}")
+        result = measure(args.repeat, rates, args.profile_rate)
+        result["meta"] = {
+            "command": " ".join(
+                [
+                    "python",
+                    "benchmarks/adapter_overhead.py",
+                    *(argv if argv is not None else sys.argv[1:]),
+                ]
+            ),
+            "commit": commit(ROOT),
+            "date": time.strftime("%Y-%m-%d"),
+            "repeat": args.repeat,
+            "config": str(CONFIG.relative_to(ROOT)),
+            "machine": {
+                "cpus": os.cpu_count(),
+                "platform": platform.platform(),
+                "python": platform.python_version(),
+            },
+        }
+    print(table(result))
+    if args.json is not None and args.from_json is None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    if args.docs is not None:
+        write_docs(args.docs, result)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -60,6 +60,16 @@ def closed_loop(running: Running, model: str, probe: Probe) -> float:
     return float(json.loads(lines[-1])["ok_rps"])
 
 
+def passes(result: dict[str, Any], slo_ms: float) -> bool:
+    """The pass rule: P95 <= SLO, P99 <= 2x SLO, under 0.1 % errors, nothing dropped."""
+    return bool(
+        result["error_ratio"] < 0.001
+        and not result["client_dropped"]
+        and result["p95_ms"] <= slo_ms
+        and result["p99_ms"] <= 2 * slo_ms
+    )
+
+
 def measure(
     running: Running, model: str, rate: float, slo_ms: float, probe: Probe
 ) -> dict[str, Any]:
@@ -101,15 +111,10 @@ def measure(
     if not result:
         raise RuntimeError(f"the load generator printed no result (exit {gen.returncode})")
     n = max(1, int(result["requests"]))
-    passed = (
-        result["error_ratio"] < 0.001
-        and not result["client_dropped"]
-        and result["p95_ms"] <= slo_ms
-        and result["p99_ms"] <= 2 * slo_ms
-    )
+    passed = passes(result, slo_ms)
     return {
         "rate": round(rate, 1),
-        "passed": bool(passed),
+        "passed": passed,
         "p50_ms": result["p50_ms"],
         "p95_ms": result["p95_ms"],
         "p99_ms": result["p99_ms"],

@@ -82,3 +82,24 @@ def test_rendering_replaces_only_the_marked_block(tmp_path: Path) -> None:
     assert "| digits (50 ms) | kserve | workers=2 | none | – |" in text
     assert "| digits (50 ms) | slackwise | replicas=1 | 300 (250-320) | 1.00x |" in text
     assert "0.50 / 0.50 ✗" in text
+
+
+def _module(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_adapter_overhead_block_in_docs_is_rendered_from_its_json() -> None:
+    bench = _module("adapter_overhead")
+    path = ROOT / "docs" / "results" / "adapter_overhead.json"
+    result = json.loads(path.read_text(encoding="utf-8"))
+    doc = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert f"{bench.BEGIN}\n{bench.table(result)}\n{bench.END}" in doc, (
+        "docs/benchmarks.md's adapter overhead block differs from its JSON: run `python "
+        "benchmarks/adapter_overhead.py --from-json docs/results/adapter_overhead.json "
+        "--docs docs/benchmarks.md`"
+    )
