@@ -125,7 +125,11 @@ def _versions(bench_dir: Path, systems: list[str]) -> dict[str, str]:
         python = bench_dir / f"{system}-venv" / "bin" / "python"
         if system in ("kserve", "ray", "bentoml") and python.exists():
             got = subprocess.run(
-                [str(python), "-c", f"import {system}; print({system}.__version__)"],
+                [
+                    str(python),
+                    "-c",
+                    f"from importlib import metadata; print(metadata.version({system!r}))",
+                ],
                 capture_output=True,
                 text=True,
                 check=False,
