@@ -52,8 +52,8 @@ PREDICTS = (b"POST /v1/models/", b"POST /v1/apps/", b"POST /v2/models/")
 
 def shed_answer(lag_s: float, *, close: bool = True) -> bytes:
     """503 + Retry-After (+ Connection: close), for a predict refused before it was parsed."""
-    body = (b'{"error":"the adapter is overloaded (its loop runs %d ms late); refused at the '
-            b'door"}' % (1000.0 * lag_s))  # fmt: skip
+    body = (b'{"error":"the adapter is overloaded (a new request waits about %d ms before it '
+            b'is read); refused at the door"}' % (1000.0 * lag_s))  # fmt: skip
     return (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
             b"retry-after: 1\r\ncontent-length: %d\r\n%s\r\n%s"
             % (len(body), b"connection: close\r\n" if close else b"", body))  # fmt: skip
