@@ -39,7 +39,7 @@ GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
     ),
     "roma": tuple(
         (f"experiments/sim/roma-{name}.yaml", f"experiments/sim/results/roma-{name}.json", ())
-        for name in ("allapps", "2apps-a", "2apps-b")
+        for name in ("allapps", "allapps-alpha08", "2apps-a", "2apps-b")
     ),
 }  # fmt: skip
 
