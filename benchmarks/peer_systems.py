@@ -25,6 +25,7 @@ import httpx
 import psutil
 
 from functions.samples import sample_instances
+from functions.server_process import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the model kinds and their SLO (P95, ms): an MLP, a transformer encoder, an image CNN
@@ -287,7 +288,7 @@ def start(setup: Setup, model: str, out_dir: Path, bench_dir: Path) -> Iterator[
             listener.close()
             process, extra = procs[0], procs[1:]
         else:
-            port = 8700 if setup.system == "slackwise" else _free_port()
+            port = 8700 if setup.system == "slackwise" else free_port()
             cmd = _command(setup, model, port, out_dir, bench_dir)
             process = subprocess.Popen(
                 cmd,
@@ -306,9 +307,3 @@ def start(setup: Setup, model: str, out_dir: Path, bench_dir: Path) -> Iterator[
                 _stop(proc)
     finally:
         sink.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from knative.local.guard import LOOPBACK_HOSTS, host_name
+
 __all__ = ["ProbePort", "answer_for"]
 
 logger = logging.getLogger(__name__)
@@ -43,17 +45,9 @@ _REASONS = {
     408: "Request Timeout",
     431: "Request Header Fields Too Large",
 }
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 #: one status document per path, as published by the loop: (status code, JSON document)
 Snapshot = dict[str, tuple[int, dict[str, Any]]]
-
-
-def _host_name(value: str) -> str:
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[1 : value.find("]")] if "]" in value else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
 def _response(status: int, body: dict[str, Any], age_ms: float | None, head_only: bool) -> bytes:
@@ -87,7 +81,7 @@ def answer_for(
         if name.strip().lower() == "host":
             host = value
     allowed = LOOPBACK_HOSTS | {h.lower() for h in hosts}
-    if _host_name(host) not in allowed:
+    if host_name(host) not in allowed:
         return _response(
             403, {"error": f"Host {host.strip()!r} is not this adapter's"}, None, False
         )

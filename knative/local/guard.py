@@ -27,7 +27,16 @@ from urllib.parse import urlsplit
 
 from functions.limits import answer
 
-__all__ = ["ENV_VAR", "Guard", "new_token", "read_token", "token_file", "write_token"]
+__all__ = [
+    "ENV_VAR",
+    "LOOPBACK_HOSTS",
+    "Guard",
+    "host_name",
+    "new_token",
+    "read_token",
+    "token_file",
+    "write_token",
+]
 
 ENV_VAR = "SLACKWISE_PLATFORM_TOKEN"
 #: routes open without a token (a liveness probe carries none)
@@ -81,7 +90,7 @@ def read_token(url: str, environ: MutableMapping[str, str] | None = None) -> str
         return None
 
 
-def _host_name(value: str) -> str:
+def host_name(value: str) -> str:
     """``host[:port]`` or ``[v6]:port`` -> the host alone, lower case."""
     value = value.strip().lower()
     if value.startswith("["):
@@ -103,11 +112,11 @@ class Guard:
             return
         headers = dict(scope["headers"])
         host = headers.get(b"host", b"").decode("latin-1")
-        if _host_name(host) not in self.hosts:
+        if host_name(host) not in self.hosts:
             await _refuse(send, 403, f"Host {host!r} is not this platform's address")
             return
         origin = headers.get(b"origin")
-        if origin is not None and _host_name(urlsplit(origin.decode("latin-1")).netloc) not in (
+        if origin is not None and host_name(urlsplit(origin.decode("latin-1")).netloc) not in (
             self.hosts
         ):
             await _refuse(send, 403, "cross-origin requests are refused")
