@@ -19,10 +19,8 @@ scaler (:func:`compare`):
 
 from __future__ import annotations
 
-import multiprocessing
 import random
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from typing import Any, NamedTuple
 
@@ -35,6 +33,7 @@ from simulator.clairvoyance import late_ticks, simulated_need
 from simulator.compliance import compliance_pct
 from simulator.config import AutoscalingConfig, SimConfig
 from simulator.engine import Simulation, app_slos_ms
+from simulator.pool import map_jobs
 from simulator.results import SimResult
 from simulator.runner import arrivals_for, curves_for
 from simulator.scaling import KpaScaler, Scaler
@@ -304,12 +303,7 @@ def compare(
     fn = config.functions[app.stages[0]]
     curve = curves[fn.name]
     args = [(config, n, rate, seed) for n in names]
-    if jobs > 1 and len(names) > 1:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=ctx) as pool:
-            rows = list(pool.map(_job, *zip(*args, strict=True)))
-    else:
-        rows = [_job(*a) for a in args]
+    rows = map_jobs(_job, args, jobs)
     by_name = dict(zip(names, rows, strict=True))
     top = max((r["replica_seconds"] for r in rows), default=0.0)
     for row in rows:

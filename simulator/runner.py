@@ -21,9 +21,7 @@ so nothing but the frozen config crosses the boundary).
 from __future__ import annotations
 
 import math
-import multiprocessing
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from typing import Any
 from adapter.policies.slack import PAPER_SUFFIX, VARIANTS, stage_policy
 from simulator.config import SimConfig
 from simulator.engine import SimResult, Simulation, app_slos_ms
+from simulator.pool import map_jobs
 from simulator.profiles import resolve_curves
 from simulator.service import ServiceCurve
 
@@ -224,12 +223,7 @@ def sweep(
     seed = config.seed if seed is None else seed
     curves = curves_for(config)  # fail early, in this process, on a bad profile set
     args = [(config, p, rate, count, seed, search) for p in names]
-    if jobs > 1 and len(names) > 1:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=ctx) as pool:
-            results = list(pool.map(_policy_job, *zip(*args, strict=True)))
-    else:
-        results = [_policy_job(*a) for a in args]
+    results = map_jobs(_policy_job, args, jobs)
     by_name = dict(zip(names, results, strict=True))
     doc: dict[str, Any] = {
         "workload": config.workload,

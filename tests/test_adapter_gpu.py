@@ -184,3 +184,105 @@ def test_when_the_gpu_executable_is_unreachable_its_batches_go_to_the_replicas()
     assert [r.status_code for r in responses] == [200] * 24, [r.text for r in responses]
     assert [r.json()["predictions"] for r in responses] == [[{"echo": n}] for n in range(24)]
     assert status["gpu_served"] == 0  # what the route took, the replicas served
+
+
+def _route_run(policy: str, waits: dict[str, list[float]], *, until: float = 1.0,
+               max_batch: int = 32) -> list[tuple[str, int, float]]:  # fmt: skip
+    """Two functions' queues (``waits``: each request's arrival, seconds) and the adapter's GPU
+    route over a GPU executable taking 20 ms + 2 ms a request, all on the virtual clock: each
+    batch the GPU took (function, size, when). The functions' replicas never run (their
+    dispatchers are not started), so whatever is served is the route's doing."""
+    import orjson
+
+    from adapter.policies.modes import SLACKWISE
+    from adapter.serving.dispatcher import Dispatcher
+    from adapter.serving.gpu_route import GpuRoute
+    from adapter.serving.metrics import AdapterMetrics
+    from adapter.serving.pending import Pending
+    from adapter.serving.records import RecordWriter
+    from adapter.serving.wiring import latency_prior
+    from knative.http1 import Http1Response
+    from slackwise_core.clock import VirtualClock
+    from tests.test_adapter import FakeView
+
+    clock = VirtualClock()
+    taken: list[tuple[str, int, float]] = []
+
+    class Gpu:
+        async def post(self, function: str, body: bytes, headers: Any, timeout_s: float
+                       ) -> Http1Response:  # fmt: skip
+            instances = orjson.loads(body)["instances"]
+            taken.append((function, len(instances), clock.now()))
+            await clock.sleep(0.020 + 0.002 * len(instances))
+            return Http1Response(200, {}, orjson.dumps({"predictions": instances}))
+
+        async def aclose(self) -> None:
+            return None
+
+    cfg = parse_config({"functions": {n: {"model": "digits", "slo_ms": 100}
+                                      for n in ("a", "b")}})  # fmt: skip
+    metrics = AdapterMetrics()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        dispatchers = {
+            n: Dispatcher(
+                function=cfg.functions[n],
+                preset=SLACKWISE,
+                aimd=SLACKWISE.aimd_for(16),
+                model=latency_prior("digits"),
+                view=FakeView(1),
+                upstream=Gpu(),
+                clock=clock,
+                metrics=metrics,
+                records=RecordWriter(None),
+                max_queue=100,
+                epoch=0.0,
+            )
+            for n in waits
+        }
+        route = GpuRoute(
+            settings=GpuSettings(url="http://gpu.test", functions=tuple(waits), policy=policy,
+                                 max_batch=max_batch),
+            upstream=Gpu(), dispatchers=dispatchers, slos_ms=dict.fromkeys(waits, 100.0),
+            clock=clock,
+        )  # fmt: skip
+        seq = 0
+        for name, arrivals in waits.items():
+            for at in arrivals:
+                seq += 1
+                dispatchers[name].queue.push(Pending(
+                    id=f"{name}{seq}", function=name, instances=[seq], arrival=at,
+                    deadline=at + 0.1, seq=seq, future=loop.create_future()))  # fmt: skip
+        await clock.sleep(max(at for arrivals in waits.values() for at in arrivals))
+        route.offer()
+        await clock.sleep(until)
+        await route.stop()
+
+    clock.run(main())
+    return taken
+
+
+def test_the_gpu_route_serves_the_most_deficient_function_first() -> None:
+    """ROMA's Algorithm 1 on the adapter's route: ``a``'s requests have waited 60 ms of their
+    100 ms, ``b``'s 10 ms, so the free GPU takes ``a``'s, one at a time, until ``a``'s queue no
+    longer stands out; round robin alternates whatever the waits."""
+    waits = {"a": [0.0, 0.0, 0.0, 0.0], "b": [0.05, 0.05, 0.05, 0.05]}
+    roma = _route_run("roma", waits)
+    assert [(f, n) for f, n, _ in roma[:2]] == [("a", 1), ("a", 1)]
+    assert sorted(f for f, _, _ in roma) == ["a"] * 4 + ["b"] * 4  # every request served once
+    rr = _route_run("round_robin", waits)
+    assert [f for f, _, _ in rr] == ["a", "b"] * 4
+
+
+def test_roma_batched_takes_as_much_of_the_queue_as_the_heads_deadline_allows() -> None:
+    """With ``roma_batched`` the GPU takes the most of the chosen queue whose batch time (the
+    route's estimate: its prior, 5 ms + 0.1 ms a request, until it has measured) still lets the
+    head meet its deadline: all 12 of ``a``'s at once, then ``b``'s; ``roma`` takes them one at
+    a time, and ``max_batch`` caps the batch."""
+    waits = {"a": [0.05] * 12, "b": [0.05]}
+    assert [(f, n) for f, n, _ in _route_run("roma_batched", waits)] == [("a", 12), ("b", 1)]
+    assert [n for _, n, _ in _route_run("roma", waits)] == [1] * 13
+    capped = _route_run("roma_batched", waits, max_batch=5)
+    assert capped[0][:2] == ("a", 5) and max(n for _, n, _ in capped) == 5
+    assert sum(n for f, n, _ in capped if f == "a") == 12
