@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--port", type=int, required=True)
@@ -34,16 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--plain", action="store_true", help="Ray Serve's defaults, not its throughput mode"
     )
-    args = parser.parse_args(argv)
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(var, str(args.threads))
-    if not args.plain:
-        # Ray Serve's documented throughput mode: user code and router on the replica's own loop,
-        # gRPC between proxy and replicas, direct ingress, buffered request logs
-        os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
+    return parser.parse_args(argv)
 
-    import ray  # only in the benchmark's own venv
-    from ray import serve
+
+def _deployment(args: argparse.Namespace) -> Any:
+    """The Ray Serve deployment of ``args.model`` with ``@serve.batch``, bound."""
+    from ray import serve  # only in the benchmark's own venv
     from starlette.requests import Request
     from starlette.responses import Response
 
@@ -90,13 +86,11 @@ def main(argv: list[str] | None = None) -> int:
                 headers={"x-batch-size": str(size)},
             )
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    serve.start(
-        http_options={"host": "127.0.0.1", "port": args.port},
-        logging_config={"enable_access_log": False, "log_level": "WARNING"},
-    )
-    serve.run(Served.bind(), name=model_kind, route_prefix="/predict")
-    print("ready", flush=True)
+    return Served.bind()
+
+
+def _until_signalled() -> None:
+    """Sleep until SIGTERM or SIGINT."""
     stop = False
 
     def _stop(signum: int, frame: object) -> None:
@@ -107,6 +101,28 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _stop)
     while not stop:
         time.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, str(args.threads))
+    if not args.plain:
+        # Ray Serve's documented throughput mode: user code and router on the replica's own loop,
+        # gRPC between proxy and replicas, direct ingress, buffered request logs
+        os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
+
+    import ray  # only in the benchmark's own venv
+    from ray import serve
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    serve.start(
+        http_options={"host": "127.0.0.1", "port": args.port},
+        logging_config={"enable_access_log": False, "log_level": "WARNING"},
+    )
+    serve.run(_deployment(args), name=args.model, route_prefix="/predict")
+    print("ready", flush=True)
+    _until_signalled()
     serve.shutdown()
     ray.shutdown()
     return 0

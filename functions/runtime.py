@@ -187,6 +187,114 @@ async def _run_model(state: _State, instances: list[Any]) -> list[Any]:
         worker.busy -= 1
 
 
+class _Handlers:
+    """The runtime's routes over the models it holds, by path name."""
+
+    def __init__(self, states: dict[str, _State]) -> None:
+        self.states = states
+        self.here = ", ".join(repr(n) for n in states)
+
+    def _state(self, request: Request) -> _State | Response:
+        requested = request.path_params["name"]
+        found = self.states.get(requested)
+        if found is None:
+            return _error(404, f"no model named {requested!r} here; this serves {self.here}")
+        return found
+
+    async def ready(self, request: Request) -> Response:
+        state = self._state(request)
+        if isinstance(state, Response):
+            return state
+        if state.load_error is not None:
+            return _error(503, f"model failed to load: {state.load_error}")
+        if not state.loaded:
+            return JSONResponse({"name": state.name, "ready": False}, status_code=503)
+        healthy = state.model.healthy()
+        return JSONResponse(
+            {"name": state.name, "ready": healthy, "load_ms": round(state.load_ms, 1)},
+            status_code=200 if healthy else 503,
+        )
+
+    async def predict(self, request: Request) -> Response:
+        state = self._state(request)
+        if isinstance(state, Response):
+            return state
+        state.in_flight += 1
+        try:
+            v2 = request.url.path.endswith("/infer")
+            return await _predict(state, request, state.in_flight, v2=v2)
+        finally:
+            state.in_flight -= 1
+
+    async def live(self, request: Request) -> Response:
+        return JSONResponse({"live": True})
+
+    async def server_ready(self, request: Request) -> Response:
+        ok = all(s.loaded and s.load_error is None for s in self.states.values())
+        return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+
+    async def listing(self, request: Request) -> Response:
+        return JSONResponse({"models": list(self.states)})
+
+
+async def _predict(state: _State, request: Request, in_flight: int, *, v2: bool) -> Response:
+    """One batch through ``state``'s model: its predictions, or a 4xx/5xx with the reason."""
+    if not state.loaded:
+        reason = state.load_error or "model is still loading"
+        return _error(503, reason)
+    body = await request.body()
+    try:
+        instances = _parse_instances(body, state.model, v2=v2)
+    except InvalidInput as exc:
+        return _error(400, str(exc))
+    start = time.perf_counter()
+    try:
+        predictions = await _run_model(state, instances)
+    except InvalidInput as exc:
+        return _error(400, str(exc))
+    except Exception as exc:  # the process keeps serving after a model error
+        logger.exception("model %s failed on a batch of %d", state.name, len(instances))
+        return _error(500, f"model error: {type(exc).__name__}: {exc}")
+    compute_ms = (time.perf_counter() - start) * 1000.0
+    per = compute_ms / len(instances)
+    previous = state.ms_per_instance
+    state.ms_per_instance = per if previous is None else previous + _EWMA_ALPHA * (per - previous)
+    if len(predictions) != len(instances):
+        return _error(
+            500, f"model returned {len(predictions)} predictions for {len(instances)} inputs"
+        )
+    headers = _answer_headers(state, request, compute_ms, len(instances), in_flight)
+    if v2:
+        content = v2_outputs(state.name, predictions)
+    else:
+        content = orjson.dumps({"predictions": predictions}, option=orjson.OPT_SERIALIZE_NUMPY)
+    return Response(content, headers=headers, media_type="application/json")
+
+
+def _answer_headers(
+    state: _State, request: Request, compute_ms: float, size: int, in_flight: int
+) -> dict[str, str]:
+    """The answer's wire headers (functions.headers): compute time, cold start, the process's
+    start and load time, batch size, in flight, and the frontends seen lately when asked."""
+    cold = state.served == 0
+    state.served += 1
+    headers: dict[str, str] = {
+        COMPUTE_MS: f"{compute_ms:.3f}",
+        COLD_START: "1" if cold else "0",
+        PROCESS_START: f"{state.process_start:.6f}",
+        MODEL_LOAD_MS: f"{state.load_ms:.1f}",
+        BATCH_SIZE: str(size),
+        IN_FLIGHT: str(in_flight),
+    }
+    frontend = request.headers.get(FRONTEND_ID)
+    if frontend:
+        now = time.monotonic()
+        state.frontends.seen(frontend[:128], now)
+        window = parse_window(request.headers.get(FRONTEND_WINDOW_S))
+        headers[FRONTENDS] = str(state.frontends.count(now, window))
+    return headers
+
+
 def create_app(models: Model | Sequence[Model], *, name: str | None = None) -> Starlette:
     """Build the V1 and V2 app for one model or several; ``name`` is the path name of a single
     model (default: its kind; several models are served under their kinds, which must differ)."""
@@ -202,98 +310,7 @@ def create_app(models: Model | Sequence[Model], *, name: str | None = None) -> S
         if key in states:
             raise ValueError(f"model {key!r} given twice")
         states[key] = _State(model=model, name=key, process_start=started, worker=worker)
-    here = ", ".join(repr(n) for n in states)
-
-    def _state(request: Request) -> _State | Response:
-        requested = request.path_params["name"]
-        found = states.get(requested)
-        if found is None:
-            return _error(404, f"no model named {requested!r} here; this serves {here}")
-        return found
-
-    async def ready(request: Request) -> Response:
-        state = _state(request)
-        if isinstance(state, Response):
-            return state
-        if state.load_error is not None:
-            return _error(503, f"model failed to load: {state.load_error}")
-        if not state.loaded:
-            return JSONResponse({"name": state.name, "ready": False}, status_code=503)
-        healthy = state.model.healthy()
-        return JSONResponse(
-            {"name": state.name, "ready": healthy, "load_ms": round(state.load_ms, 1)},
-            status_code=200 if healthy else 503,
-        )
-
-    async def predict(request: Request) -> Response:
-        state = _state(request)
-        if isinstance(state, Response):
-            return state
-        state.in_flight += 1
-        try:
-            v2 = request.url.path.endswith("/infer")
-            return await _predict(state, request, state.in_flight, v2=v2)
-        finally:
-            state.in_flight -= 1
-
-    async def live(request: Request) -> Response:
-        return JSONResponse({"live": True})
-
-    async def server_ready(request: Request) -> Response:
-        ok = all(s.loaded and s.load_error is None for s in states.values())
-        return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
-
-    async def listing(request: Request) -> Response:
-        return JSONResponse({"models": list(states)})
-
-    async def _predict(state: _State, request: Request, in_flight: int, *, v2: bool) -> Response:
-        if not state.loaded:
-            reason = state.load_error or "model is still loading"
-            return _error(503, reason)
-        body = await request.body()
-        try:
-            instances = _parse_instances(body, state.model, v2=v2)
-        except InvalidInput as exc:
-            return _error(400, str(exc))
-        start = time.perf_counter()
-        try:
-            predictions = await _run_model(state, instances)
-        except InvalidInput as exc:
-            return _error(400, str(exc))
-        except Exception as exc:  # the process keeps serving after a model error
-            logger.exception("model %s failed on a batch of %d", state.name, len(instances))
-            return _error(500, f"model error: {type(exc).__name__}: {exc}")
-        compute_ms = (time.perf_counter() - start) * 1000.0
-        per = compute_ms / len(instances)
-        previous = state.ms_per_instance
-        state.ms_per_instance = (
-            per if previous is None else previous + _EWMA_ALPHA * (per - previous)
-        )
-        if len(predictions) != len(instances):
-            return _error(
-                500, f"model returned {len(predictions)} predictions for {len(instances)} inputs"
-            )
-        cold = state.served == 0
-        state.served += 1
-        headers: dict[str, str] = {
-            COMPUTE_MS: f"{compute_ms:.3f}",
-            COLD_START: "1" if cold else "0",
-            PROCESS_START: f"{state.process_start:.6f}",
-            MODEL_LOAD_MS: f"{state.load_ms:.1f}",
-            BATCH_SIZE: str(len(instances)),
-            IN_FLIGHT: str(in_flight),
-        }
-        frontend = request.headers.get(FRONTEND_ID)
-        if frontend:
-            now = time.monotonic()
-            state.frontends.seen(frontend[:128], now)
-            window = parse_window(request.headers.get(FRONTEND_WINDOW_S))
-            headers[FRONTENDS] = str(state.frontends.count(now, window))
-        if v2:
-            content = v2_outputs(state.name, predictions)
-        else:
-            content = orjson.dumps({"predictions": predictions}, option=orjson.OPT_SERIALIZE_NUMPY)
-        return Response(content, headers=headers, media_type="application/json")
+    h = _Handlers(states)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -307,13 +324,13 @@ def create_app(models: Model | Sequence[Model], *, name: str | None = None) -> S
             worker.executor.shutdown(wait=False, cancel_futures=True)
 
     routes = [
-        Route("/v1/models/{name}:predict", predict, methods=["POST"]),
-        Route("/v1/models/{name}", ready, methods=["GET"]),
-        Route("/v1/models", listing, methods=["GET"]),
+        Route("/v1/models/{name}:predict", h.predict, methods=["POST"]),
+        Route("/v1/models/{name}", h.ready, methods=["GET"]),
+        Route("/v1/models", h.listing, methods=["GET"]),
         # the Open Inference Protocol (V2), for KServe V2, Triton and MLServer clients
-        Route("/v2/models/{name}/infer", predict, methods=["POST"]),
-        Route("/v2/models/{name}/ready", ready, methods=["GET"]),
-        Route("/v2/health/live", live, methods=["GET"]),
-        Route("/v2/health/ready", server_ready, methods=["GET"]),
+        Route("/v2/models/{name}/infer", h.predict, methods=["POST"]),
+        Route("/v2/models/{name}/ready", h.ready, methods=["GET"]),
+        Route("/v2/health/live", h.live, methods=["GET"]),
+        Route("/v2/health/ready", h.server_ready, methods=["GET"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

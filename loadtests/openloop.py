@@ -96,6 +96,65 @@ class _Counters:
     max_lag_s: float = 0.0
 
 
+class _Sender:
+    """What the open loop's requests share: the clients, the target, the records and counters."""
+
+    def __init__(
+        self,
+        clients: list[httpx.AsyncClient],
+        url: str,
+        body: Callable[[int], bytes],
+        headers: Mapping[str, str],
+        timeout_s: float,
+        count: int,
+    ) -> None:
+        self.clients, self.url, self.body = clients, url, body
+        self.headers, self.timeout_s = headers, timeout_s
+        self.records: list[Record | None] = [None] * count
+        self.counters = _Counters()
+        self.loop = asyncio.get_running_loop()
+        self.start = self.loop.time()
+
+    def now(self) -> float:
+        return self.loop.time() - self.start
+
+    async def send(self, index: int, at: float) -> None:
+        """Request ``index``, due at ``at``: its one record."""
+        counters = self.counters
+        sent = self.now()
+        counters.sent += 1
+        counters.in_flight += 1
+        counters.max_lag_s = max(counters.max_lag_s, sent - at)
+        try:
+            response = await self.clients[index % len(self.clients)].post(
+                self.url, content=self.body(index), headers=self.headers, timeout=self.timeout_s
+            )
+        except Exception as exc:  # any failure to get an answer is that request's record
+            counters.errors += 1
+            error = f"{type(exc).__name__}: {exc}"
+            self.records[index] = Record(index, at, sent, self.now() - sent, 0, error)
+            return
+        finally:
+            counters.in_flight -= 1
+        latency = self.now() - sent
+        counters.answered += 1
+        status = response.status_code
+        error = ""
+        if status >= 400:
+            counters.errors += 1
+            error = response.text[:200]
+        kept = {k: v for k in HEADERS_OF_INTEREST if (v := response.headers.get(k)) is not None}
+        self.records[index] = Record(index, at, sent, latency, status, error, kept)
+
+    async def report(self, progress: Callable[[Progress], None], every_s: float) -> None:
+        """``progress`` every ``every_s``, until cancelled."""
+        while True:
+            await asyncio.sleep(every_s)
+            c = self.counters
+            progress(Progress(self.now(), c.sent, c.answered, c.errors, c.in_flight, c.max_lag_s))
+            c.max_lag_s = 0.0
+
+
 async def run_open_loop(
     client: httpx.AsyncClient | Sequence[httpx.AsyncClient],
     url: str,
@@ -120,69 +179,30 @@ async def run_open_loop(
     clients = [client] if isinstance(client, httpx.AsyncClient) else list(client)
     if not clients:
         raise ValueError("run_open_loop needs at least one client")
-    loop = asyncio.get_running_loop()
     send_headers = {"content-type": "application/json", **(headers or {})}
-    records: list[Record | None] = [None] * len(schedule)
-    counters = _Counters()
     order = list(range(len(schedule)))
     if any(b < a for a, b in itertools.pairwise(schedule)):
         order.sort(key=schedule.__getitem__)
-    start = loop.time()
-
-    async def send(index: int, at: float) -> None:
-        sent = loop.time() - start
-        counters.sent += 1
-        counters.in_flight += 1
-        counters.max_lag_s = max(counters.max_lag_s, sent - at)
-        try:
-            response = await clients[index % len(clients)].post(
-                url, content=body(index), headers=send_headers, timeout=timeout_s
-            )
-        except Exception as exc:  # any failure to get an answer is that request's record
-            latency = loop.time() - start - sent
-            counters.errors += 1
-            error = f"{type(exc).__name__}: {exc}"
-            records[index] = Record(index, at, sent, latency, 0, error)
-            return
-        finally:
-            counters.in_flight -= 1
-        latency = loop.time() - start - sent
-        counters.answered += 1
-        status = response.status_code
-        error = ""
-        if status >= 400:
-            counters.errors += 1
-            error = response.text[:200]
-        kept = {k: v for k in HEADERS_OF_INTEREST if (v := response.headers.get(k)) is not None}
-        records[index] = Record(index, at, sent, latency, status, error, kept)
-
-    async def report() -> None:
-        assert progress is not None
-        while True:
-            await asyncio.sleep(progress_every_s)
-            c = counters
-            snapshot = Progress(
-                loop.time() - start, c.sent, c.answered, c.errors, c.in_flight, c.max_lag_s
-            )
-            c.max_lag_s = 0.0
-            progress(snapshot)
-
+    sender = _Sender(clients, url, body, send_headers, timeout_s, len(schedule))
+    loop = sender.loop
     tasks: set[asyncio.Task[None]] = set()
-    reporter = loop.create_task(report()) if progress is not None else None
+    reporter = None
+    if progress is not None:
+        reporter = loop.create_task(sender.report(progress, progress_every_s))
     try:
         position = 0
         while position < len(order):
             if stop is not None and stop.is_set():
                 logger.info("stopped after %d of %d requests", position, len(order))
                 break
-            now = loop.time() - start
+            now = sender.now()
             at = schedule[order[position]]
             if at > now:
                 await asyncio.sleep(min(at - now, 0.25))
                 continue
             while position < len(order) and schedule[order[position]] <= now:
                 index = order[position]
-                task = loop.create_task(send(index, schedule[index]))
+                task = loop.create_task(sender.send(index, schedule[index]))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
                 position += 1
@@ -193,7 +213,7 @@ async def run_open_loop(
             reporter.cancel()
         for task in tasks:
             task.cancel()
-    return [r for r in records if r is not None]
+    return [r for r in sender.records if r is not None]
 
 
 @dataclass(frozen=True)

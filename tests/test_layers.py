@@ -155,20 +155,15 @@ def test_what_an_install_puts_at_the_top_level_shadows_no_common_module() -> Non
 
 #: the most lines a function may have before it must be split
 MAX_FUNCTION_LINES = 80
-#: functions still over it, each to be split (the list may only shrink: a new long function, or
-#: one of these grown longer, fails)
-LONG_FUNCTIONS = {
-    "functions/runtime.py:create_app": 130,
-    "knative/local/gateway.py:create_gateway": 127,
-    "loadtests/openloop.py:run_open_loop": 98,
-}
+#: functions allowed over it (none now: a new long function fails)
+LONG_FUNCTIONS: dict[str, int] = {}
 
 
 def test_functions_stay_short() -> None:
     import ast
 
     found = {}
-    for package in PACKAGES:
+    for package in (*PACKAGES, "benchmarks"):
         for path in sorted((ROOT / package).rglob("*.py")):
             tree = ast.parse(path.read_text(encoding="utf-8"))
             for node in ast.walk(tree):

@@ -77,25 +77,29 @@ def _error(status: int, reason: str) -> JSONResponse:
     return JSONResponse({"error": reason}, status_code=status)
 
 
-def create_gateway(platform: Platform) -> Starlette:
-    """The Starlette app in front of ``platform``."""
+class _Gateway:
+    """The gateway's handlers over ``platform``."""
 
-    async def predict(request: Request) -> Response:
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+
+    async def predict(self, request: Request) -> Response:
         name = request.path_params["name"]
         body = await request.body()
         content_type = request.headers.get("content-type", "application/json")
         passed = {h: v for h in PASSED_ON if (v := request.headers.get(h)) is not None}
-        answer = await platform.forward(name, body, content_type, passed)
+        answer = await self.platform.forward(name, body, content_type, passed)
         return Response(answer.body, status_code=answer.status, headers=answer.headers)
 
-    async def model_status(request: Request) -> Response:
+    async def model_status(self, request: Request) -> Response:
         name = request.path_params["name"]
-        if name not in platform.functions:
+        if name not in self.platform.functions:
             return _error(404, f"no function named {name!r}")
-        counts = platform.replicas(name)
+        counts = self.platform.replicas(name)
         return JSONResponse({"name": name, "ready": True, "replicas": dataclasses.asdict(counts)})
 
-    def _describe(name: str) -> dict[str, Any]:
+    def _describe(self, name: str) -> dict[str, Any]:
+        platform = self.platform
         return {
             "name": name,
             "url": platform.url(name),
@@ -104,22 +108,22 @@ def create_gateway(platform: Platform) -> Starlette:
             "cores": platform.cores(name),
         }
 
-    async def list_functions(request: Request) -> Response:
-        return JSONResponse({"functions": [_describe(n) for n in platform.functions]})
+    async def list_functions(self, request: Request) -> Response:
+        return JSONResponse({"functions": [self._describe(n) for n in self.platform.functions]})
 
-    async def get_function(request: Request) -> Response:
+    async def get_function(self, request: Request) -> Response:
         name = request.path_params["name"]
-        if name not in platform.functions:
+        if name not in self.platform.functions:
             return _error(404, f"no function named {name!r}")
-        return JSONResponse(_describe(name))
+        return JSONResponse(self._describe(name))
 
-    async def _count_body(
-        request: Request, key: str, usage: str
-    ) -> tuple[str, dict[str, Any], int | None] | Response:
-        """The function named in the path, the JSON body, and its ``key`` (an integer or
-        null), or the 4xx that says what is wrong."""
+    async def _setting(
+        self, request: Request, key: str, usage: str, *, fractional: bool = False
+    ) -> tuple[str, dict[str, Any], Any] | Response:
+        """The function named in the path, the JSON body, and its ``key`` (an integer, a number
+        with ``fractional``, or null), or the 4xx that says what is wrong."""
         name = request.path_params["name"]
-        if name not in platform.functions:
+        if name not in self.platform.functions:
             return _error(404, f"no function named {name!r}")
         try:
             payload = json.loads(await request.body())
@@ -128,24 +132,26 @@ def create_gateway(platform: Platform) -> Starlette:
         if not isinstance(payload, dict) or key not in payload:
             return _error(400, f"body must be {usage}")
         value = payload[key]
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            return _error(400, f"{key} must be an integer or null, got {value!r}")
+        kinds = (int, float) if fractional else (int,)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+            what = "a number" if fractional else "an integer"
+            return _error(400, f"{key} must be {what} or null, got {value!r}")
         return name, payload, value
 
-    async def put_min_scale(request: Request) -> Response:
-        parsed = await _count_body(request, "min_scale", '{"min_scale": N} (or null to unpin)')
+    async def put_min_scale(self, request: Request) -> Response:
+        parsed = await self._setting(request, "min_scale", '{"min_scale": N} (or null to unpin)')
         if isinstance(parsed, Response):
             return parsed
         name, _, value = parsed
         try:
-            await platform.set_min_scale(name, value)
+            await self.platform.set_min_scale(name, value)
         except ValueError as exc:
             return _error(400, str(exc))
-        return JSONResponse(_describe(name))
+        return JSONResponse(self._describe(name))
 
-    async def put_scale(request: Request) -> Response:
+    async def put_scale(self, request: Request) -> Response:
         usage = '{"replicas": N} (or null to hand back to the KPA)'
-        parsed = await _count_body(request, "replicas", usage)
+        parsed = await self._setting(request, "replicas", usage)
         if isinstance(parsed, Response):
             return parsed
         name, payload, value = parsed
@@ -156,52 +162,50 @@ def create_gateway(platform: Platform) -> Starlette:
         if lease is not None and (isinstance(lease, bool) or not isinstance(lease, int | float)):
             return _error(400, f"lease_s must be a number of seconds, got {lease!r}")
         try:
-            await platform.set_scale(name, value, owner=owner, lease_s=lease)
+            await self.platform.set_scale(name, value, owner=owner, lease_s=lease)
         except ValueError as exc:
             return _error(400, str(exc))
-        return JSONResponse(_describe(name))
+        return JSONResponse(self._describe(name))
 
-    async def put_cores(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in platform.functions:
-            return _error(404, f"no function named {name!r}")
+    async def put_cores(self, request: Request) -> Response:
+        usage = '{"cores": C} (or null to lift the quota)'
+        parsed = await self._setting(request, "cores", usage, fractional=True)
+        if isinstance(parsed, Response):
+            return parsed
+        name, _, value = parsed
         try:
-            payload = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return _error(400, f"body is not JSON: {exc}")
-        if not isinstance(payload, dict) or "cores" not in payload:
-            return _error(400, 'body must be {"cores": C} (or null to lift the quota)')
-        value = payload["cores"]
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            return _error(400, f"cores must be a number or null, got {value!r}")
-        try:
-            platform.set_cores(name, value)
+            self.platform.set_cores(name, value)
         except ValueError as exc:
             return _error(400, str(exc))
-        return JSONResponse(_describe(name))
+        return JSONResponse(self._describe(name))
 
-    async def events(request: Request) -> Response:
+    async def events(self, request: Request) -> Response:
         raw = request.query_params.get("since", "0")
         try:
             since = int(raw)
         except ValueError:
             return _error(400, f"since must be an integer, got {raw!r}")
-        items = [dataclasses.asdict(e) for e in platform.events(since)]
+        items = [dataclasses.asdict(e) for e in self.platform.events(since)]
         return JSONResponse({"events": items})
 
-    async def healthz(request: Request) -> Response:
+    async def healthz(self, request: Request) -> Response:
         return JSONResponse({"ok": True})
 
+
+def create_gateway(platform: Platform) -> Starlette:
+    """The Starlette app in front of ``platform``."""
+    g = _Gateway(platform)
+    functions = "/platform/functions/{name}"
     routes = [
-        Route("/v1/models/{name}:predict", predict, methods=["POST"]),
-        Route("/v1/models/{name}", model_status, methods=["GET"]),
-        Route("/platform/functions", list_functions, methods=["GET"]),
-        Route("/platform/functions/{name}", get_function, methods=["GET"]),
-        Route("/platform/functions/{name}/min-scale", put_min_scale, methods=["PUT"]),
-        Route("/platform/functions/{name}/scale", put_scale, methods=["PUT"]),
-        Route("/platform/functions/{name}/cores", put_cores, methods=["PUT"]),
-        Route("/platform/events", events, methods=["GET"]),
-        Route("/healthz", healthz, methods=["GET"]),
+        Route("/v1/models/{name}:predict", g.predict, methods=["POST"]),
+        Route("/v1/models/{name}", g.model_status, methods=["GET"]),
+        Route("/platform/functions", g.list_functions, methods=["GET"]),
+        Route(functions, g.get_function, methods=["GET"]),
+        Route(f"{functions}/min-scale", g.put_min_scale, methods=["PUT"]),
+        Route(f"{functions}/scale", g.put_scale, methods=["PUT"]),
+        Route(f"{functions}/cores", g.put_cores, methods=["PUT"]),
+        Route("/platform/events", g.events, methods=["GET"]),
+        Route("/healthz", g.healthz, methods=["GET"]),
     ]
     return Starlette(routes=routes)
 
