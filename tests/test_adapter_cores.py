@@ -14,7 +14,7 @@ from adapter.serving.app import create_app
 from adapter.serving.cores import CoreControl, controlled
 from adapter.serving.platform_view import LocalView, PinUnsupported
 from knative.local.events import ReplicaCounts
-from slackwise_core.clock import MonotonicClock
+from slackwise_core.clock import Clock, MonotonicClock, VirtualClock
 from slackwise_core.config import ConfigError, CoreSettings, parse_config
 
 
@@ -90,13 +90,16 @@ class _Recorded:
         self.set.append((function, cores))
 
 
-def _control(view: _Recorded, queued: dict[str, float | None], **settings: Any) -> CoreControl:
+def _control(
+    view: _Recorded, queued: dict[str, float | None], clock: Clock | None = None, **settings: Any
+) -> CoreControl:
     config = parse_config(_raw({"enabled": True, "node_cores": 2, "gain": 1.0, "zero": 0.0,
                                 **settings}))  # fmt: skip
     return CoreControl(
         settings=config.adapter.cores, functions=config.functions, slos_ms={"a": 100, "b": 200},
         oldest={n: (lambda n=n: queued.get(n)) for n in ("a", "b")},
-        work_s={"a": lambda: 0.01, "b": lambda: 0.02}, view=view, clock=MonotonicClock(),
+        work_s={"a": lambda: 0.01, "b": lambda: 0.02}, view=view,
+        clock=clock or MonotonicClock(),
     )  # fmt: skip
 
 
@@ -123,19 +126,30 @@ def test_feed_forward_floors_the_demand_from_the_arrivals() -> None:
 
 
 def test_the_loop_sets_cores_then_lifts_them_and_stops_on_a_refusal() -> None:
-    async def run(view: _Recorded) -> CoreControl:
-        control = _control(view, {}, period_s=0.05)
-        control.start()
-        await asyncio.sleep(0.2)
-        await control.stop()
+    """On the virtual clock: the node's even split at start, a tick every period (4 in 0.2 s,
+    each setting both functions), the quotas lifted at stop; a platform that refuses is warned
+    about once and never asked again."""
+
+    def run(view: _Recorded) -> CoreControl:
+        clock = VirtualClock()
+        control = _control(view, {}, clock, period_s=0.05)
+
+        async def main() -> None:
+            control.start()
+            await clock.sleep(0.2 + 1e-6)
+            await control.stop()
+
+        clock.run(main())
         return control
 
     view = _Recorded()
-    control = asyncio.run(run(view))
-    assert view.set[:2] == [("a", 1.0), ("b", 1.0)] and len(view.set) >= 6
-    assert view.set[-2:] == [("a", None), ("b", None)] and control.core_seconds > 0
+    control = run(view)
+    assert view.set[:2] == [("a", 1.0), ("b", 1.0)]
+    assert len(view.set) == 2 + 4 * 2 + 2, view.set
+    assert view.set[-2:] == [("a", None), ("b", None)]
+    assert control.core_seconds == pytest.approx(0.2 * 2, rel=0.3)
     refused = _Recorded(refuse=True)
-    asyncio.run(run(refused))
+    run(refused)
     assert refused.set == []  # warned once and stopped, never retried
 
 

@@ -36,7 +36,7 @@ from slackwise_core.config import AdvisorSettings, FunctionConfig
 
 __all__ = ["Autoscaling"]
 
-logger = logging.getLogger("slackwise.advisor")
+logger = logging.getLogger(__name__)
 
 #: the least time between two decisions a missed SLO asks for
 _URGENT_GAP_S = 0.1

@@ -35,7 +35,7 @@ from slackwise_core.config import CoreSettings, FunctionConfig
 
 __all__ = ["CoreControl", "controlled"]
 
-logger = logging.getLogger("slackwise.cores")
+logger = logging.getLogger(__name__)
 
 
 def controlled(settings: CoreSettings, functions: Mapping[str, FunctionConfig]) -> list[str]:

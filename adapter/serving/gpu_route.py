@@ -53,7 +53,7 @@ _PRIOR = (5.0, 0.1)
 #: how long the route leaves the GPU alone after it could not be reached
 _DOWN_S = 5.0
 
-logger = logging.getLogger("adapter.gpu")
+logger = logging.getLogger(__name__)
 
 
 class _OrReplicas:

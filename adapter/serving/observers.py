@@ -18,6 +18,7 @@ from adapter.policies.batching import BatchDecision
 
 __all__ = ["ELSEWHERE", "Observer", "Offload", "log_tuned"]
 
+#: AIMD's limit changes, on a channel of their own (``slackwise.aimd``) to turn up or down apart
 decisions_log = logging.getLogger("slackwise.aimd")
 
 #: the decision a batch taken by another route is sent under

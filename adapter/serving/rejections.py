@@ -39,7 +39,7 @@ __all__ = [
     "send_with_retries",
 ]
 
-logger = logging.getLogger("adapter.dispatcher")
+logger = logging.getLogger(__name__)
 
 #: statuses that say the path to the function failed, not the function's judgement of the input
 RETRYABLE = frozenset({502, 503, 504})

@@ -37,7 +37,7 @@ from slackwise_core.config import AdapterConfig, Config
 
 __all__ = ["latency_prior", "running"]
 
-logger = logging.getLogger("adapter.serving.app")
+logger = logging.getLogger(__name__)
 
 #: the prior when a model has no profile: 5 ms + 1 ms per instance, refined by the first batches
 _FALLBACK_PRIOR = (5.0, 1.0)

@@ -19,7 +19,7 @@ from slackwise_core.platform_errors import PinUnsupported
 
 __all__ = ["KnativeView"]
 
-logger = logging.getLogger("knative.cluster.client")
+logger = logging.getLogger(__name__)
 
 
 class KnativeView:

@@ -23,7 +23,7 @@ from slackwise_core.config import FunctionConfig, PlatformConfig
 
 __all__ = ["Fleet", "FunctionRuntime"]
 
-logger = logging.getLogger("knative.local.platform")
+logger = logging.getLogger(__name__)
 
 
 class FunctionRuntime:
