@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.policies.batching_settings import BatchingSettings
+from adapter.policies.batching_settings import SIMULATOR_P95_EVERY, BatchingSettings
 from slackwise_core.config import Reader
 
 __all__ = ["SearchConfig", "TraceConfig", "read_batching", "read_search", "read_trace"]
@@ -44,6 +44,7 @@ def read_batching(r: Reader, adapter: Mapping[str, Any]) -> BatchingSettings:
             given[key] = value
     return BatchingSettings(
         path_margin_ms=0.0,
+        p95_every=SIMULATOR_P95_EVERY,
         max_wait_s=given.get("max_wait_s"),
         **{k: given[k] for k in ("estimate_alpha", "wait_utilization") if k in given},
     )

@@ -98,7 +98,6 @@ class Simulation:
         seed: int | None = None,
         scaler: Scaler | None = None,
         arrivals: Sequence[float] | None = None,
-        exact_p95: bool = False,
     ) -> None:
         self.config = config
         self.policy = policy
@@ -111,11 +110,8 @@ class Simulation:
         self.scaler = scaler or make_scaler(config)
         self._kpa = self.scaler.tick_s is not None
         self._max_wait_s = config.batching.max_wait_s
-        #: ``exact_p95``: decisions read the latency model's own P95 rather than one a few batches
-        #: old (slower; the parity test with the live dispatcher uses it)
         self.stations: dict[str, Station] = {
-            name: Station(fn, curves[name], policy, config, exact_p95=exact_p95)
-            for name, fn in config.functions.items()
+            name: Station(fn, curves[name], policy, config) for name, fn in config.functions.items()
         }
         slos = app_slos_ms(config, curves)
         self.apps = [

@@ -4,7 +4,6 @@ its stations in order, its SLO and the stage estimates its budgets are split by)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from adapter.policies.controller import Controller
@@ -17,45 +16,7 @@ from simulator.config import SimConfig, SimFunction
 from simulator.request import SimRequest
 from simulator.service import ServiceCurve
 
-__all__ = ["AppRoute", "LaggedP95", "Station"]
-
-
-class LaggedP95:
-    """A function's :class:`LatencyModel` as the scheduler reads it, with the P95 refreshed
-    every ``every`` warm batches or ``max_age_s`` of virtual time rather than after each one.
-
-    The model's P95 where a batch size's window is thin is ``estimate × spread``, and the
-    spread is a nearest-rank percentile over up to 1024 recent ratios, recomputed (a sort)
-    after every observed batch. At millions of batches that sort is most of the run; a P95 a
-    few batches old changes no decision that matters (it only sets the dispatch timeout, and
-    with ``max_wait_ms: 0`` only the timeout's label). ``estimate_ms`` is the model's own.
-    """
-
-    __slots__ = ("_cache", "_filled_at", "_filled_samples", "estimate_ms", "every", "max_age_s",
-                 "model")  # fmt: skip
-
-    def __init__(self, model: LatencyModel, *, every: int = 32, max_age_s: float = 0.25) -> None:
-        self.model = model
-        self.estimate_ms = model.estimate_ms
-        self.every = every
-        self.max_age_s = max_age_s
-        self._cache: dict[int, float] = {}
-        self._filled_at = -math.inf
-        self._filled_samples = -every
-
-    def p95_ms(self, n: int, now: float) -> float:
-        model = self.model
-        if (
-            model.warm_samples - self._filled_samples >= self.every
-            or now - self._filled_at >= self.max_age_s
-        ):
-            self._cache.clear()
-            self._filled_at = now
-            self._filled_samples = model.warm_samples
-        value = self._cache.get(n)
-        if value is None:
-            value = self._cache[n] = model.p95_ms(n, now)
-        return value
+__all__ = ["AppRoute", "Station"]
 
 
 class Station:
@@ -68,8 +29,6 @@ class Station:
         curve: ServiceCurve,
         policy: StagePolicy,
         config: SimConfig,
-        *,
-        exact_p95: bool = False,
     ) -> None:
         self.name = fn.name
         self.max_batch = fn.max_batch
@@ -87,7 +46,6 @@ class Station:
             name=fn.name,
             preset=SLACKWISE,
             model=self.model,
-            reader=None if exact_p95 else LaggedP95(self.model),
             aimd=SLACKWISE.aimd_for(fn.max_batch) if config.aimd else None,
             stage_policy=policy,
             max_batch=fn.max_batch,

@@ -4,13 +4,14 @@ the same batches (function, members, dispatch time) under every stage policy.
 The live side is the real thing in process: the adapter's chain walker and dispatchers, on a
 virtual clock (:class:`slackwise_core.clock.VirtualClock`), in front of an upstream whose batches
 take exactly the profile's median for their size. The simulator runs the same workload with the same
-profiles (deterministic service times), the same fixed fleet and the exact P95 it reads when
-asked to.
+profiles (deterministic service times), the same fixed fleet and the same P95 reader (the
+model's own, or one refreshed every few batches: ``BatchingSettings.p95_every``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import random
 import re
@@ -20,7 +21,7 @@ from typing import Any
 import orjson
 import pytest
 
-from adapter.policies.batching_settings import BatchingSettings
+from adapter.policies.batching_settings import SIMULATOR_P95_EVERY, BatchingSettings
 from adapter.policies.latency import LatencyModel
 from adapter.policies.modes import SLACKWISE
 from adapter.policies.slack import POLICIES, stage_policy
@@ -62,7 +63,9 @@ def curves() -> dict[str, ServiceCurve]:
     return resolve_curves("cpu", PROFILES, base_dir=__import__("pathlib").Path("."))
 
 
-def simulated(policy: str, times: list[float], max_wait_ms: float | None) -> list[Batch]:
+def simulated(
+    policy: str, times: list[float], max_wait_ms: float | None, p95_every: int
+) -> list[Batch]:
     config = parse_sim_config(
         {
             "workload": "parity",
@@ -79,7 +82,10 @@ def simulated(policy: str, times: list[float], max_wait_ms: float | None) -> lis
             "apps": {"chain": {"stages": list(PROFILES), "slo_ms": SLO_MS}},
         }
     )
-    sim = Simulation(config, stage_policy(policy), curves(), arrivals=times, exact_p95=True)
+    config = dataclasses.replace(
+        config, batching=dataclasses.replace(config.batching, p95_every=p95_every)
+    )
+    sim = Simulation(config, stage_policy(policy), curves(), arrivals=times)
     sim.sent = []
     sim.run()
     return sim.sent
@@ -129,7 +135,9 @@ class ProfileUpstream:
         return None
 
 
-def live(policy_name: str, times: list[float], max_wait_ms: float | None) -> list[Batch]:
+def live(
+    policy_name: str, times: list[float], max_wait_ms: float | None, p95_every: int
+) -> list[Batch]:
     config = parse_config(
         {
             "functions": {
@@ -165,6 +173,7 @@ def live(policy_name: str, times: list[float], max_wait_ms: float | None) -> lis
                 settings=BatchingSettings(
                     max_wait_s=None if max_wait_ms is None else max_wait_ms / 1000.0,
                     path_margin_ms=0.0,
+                    p95_every=p95_every,
                 ),
                 stage_policy=policy,
             )
@@ -193,14 +202,17 @@ def live(policy_name: str, times: list[float], max_wait_ms: float | None) -> lis
     return upstream.sent
 
 
+@pytest.mark.parametrize("p95_every", [0, SIMULATOR_P95_EVERY])
 @pytest.mark.parametrize("max_wait_ms", [None, 0.0])
 @pytest.mark.parametrize("policy", list(POLICIES))
 def test_live_and_simulated_loops_send_the_same_batches(
-    policy: str, max_wait_ms: float | None
+    policy: str, max_wait_ms: float | None, p95_every: int
 ) -> None:
+    """Under every stage policy, with and without waiting for company, reading the latency
+    model's own P95 (the live default) or one refreshed every few batches (the simulator's)."""
     times = arrivals()
-    expected = simulated(policy, times, max_wait_ms)
-    got = live(policy, times, max_wait_ms)
+    expected = simulated(policy, times, max_wait_ms, p95_every)
+    got = live(policy, times, max_wait_ms, p95_every)
     assert len(expected) > 20  # enough batches to compare (static ones are large)
     if POLICIES[policy].batching != "none":
         assert sum(len(members) > 1 for _, _, members in expected) > 10  # it batched

@@ -9,13 +9,19 @@ and taken whole by the controller, so every default is written here and only her
 * ``path_margin_ms``: the floor of the path's own latency kept off a batch's dispatch timeout
   (the client's legs, which nobody in the adapter can time).
 * ``estimate_alpha``: how fast the batch sizes in use (a chain's stage estimates) follow change.
+* ``p95_every`` / ``p95_max_age_s``: the P95 the decisions read. 0 (the live adapter's default)
+  reads the latency model's own after every batch; N > 0 reads one refreshed every N warm
+  batches or ``p95_max_age_s``, whichever comes first (:class:`adapter.policies.lagged_p95.
+  LaggedP95`; the simulator's default is 32, since at millions of batches the model's sort after
+  every batch is most of a run). Live and simulated loops given the same value send the same
+  batches (tests/test_parity.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_BATCHING", "BatchingSettings"]
+__all__ = ["DEFAULT_BATCHING", "SIMULATOR_P95_EVERY", "BatchingSettings"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,6 +32,8 @@ class BatchingSettings:
     wait_utilization: float = 0.7
     path_margin_ms: float = 1.0
     estimate_alpha: float = 0.05
+    p95_every: int = 0
+    p95_max_age_s: float = 0.25
 
     def __post_init__(self) -> None:
         if self.max_wait_s is not None and not self.max_wait_s >= 0:
@@ -36,7 +44,12 @@ class BatchingSettings:
             raise ValueError(f"path_margin_ms must be >= 0, got {self.path_margin_ms!r}")
         if not 0.0 < self.estimate_alpha <= 1.0:
             raise ValueError(f"estimate_alpha must be in (0, 1], got {self.estimate_alpha!r}")
+        if self.p95_every < 0 or not self.p95_max_age_s > 0:
+            raise ValueError(f"p95_every must be >= 0 and p95_max_age_s > 0, got "
+                             f"{self.p95_every!r}, {self.p95_max_age_s!r}")  # fmt: skip
 
 
 #: the defaults, for callers that take a single value from them
 DEFAULT_BATCHING = BatchingSettings()
+#: the simulator's refresh of the P95 its decisions read (see ``p95_every``)
+SIMULATOR_P95_EVERY = 32

@@ -33,6 +33,7 @@ from adapter.policies.aimd import AIMD, AIMDDecision
 from adapter.policies.batching import BatchDecision, LatencyEstimator
 from adapter.policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
 from adapter.policies.estimates import BatchSizeTracker
+from adapter.policies.lagged_p95 import LaggedP95
 from adapter.policies.latency import LatencyModel
 from adapter.policies.modes import ModePreset
 from adapter.policies.queue import Queued, RequestQueue
@@ -79,15 +80,18 @@ class Controller(Generic[T]):
         now: float,
         aimd: AIMD | None = None,
         stage_policy: StagePolicy | None = None,
-        reader: LatencyEstimator | None = None,
         late: Late = "serve",
         settings: BatchingSettings = DEFAULT_BATCHING,
     ) -> None:
         self.name = name
         self.preset = preset
         self.model = model
-        #: what the decisions read of the model (the simulator's reads a P95 a few batches old)
-        self.reader: LatencyEstimator = reader or model
+        #: what the decisions read of the model: its own P95, or one a few batches old
+        self.reader: LatencyEstimator = (
+            LaggedP95(model, every=settings.p95_every, max_age_s=settings.p95_max_age_s)
+            if settings.p95_every > 0
+            else model
+        )
         self.max_batch = max_batch
         self.container_concurrency = container_concurrency
         self.aimd = aimd

@@ -9,6 +9,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -168,7 +169,7 @@ def _dispatchers(state: AdapterState, upstream: Upstream) -> None:
 
 def batching_settings(adapter: AdapterConfig) -> BatchingSettings:
     """The batching settings the config gives (the rest: the policy's defaults)."""
-    given = {
+    given: dict[str, Any] = {
         "max_wait_s": None if adapter.max_wait_ms is None else adapter.max_wait_ms / 1000.0,
         "wait_utilization": adapter.wait_utilization,
         "path_margin_ms": adapter.path_margin_ms,
