@@ -33,7 +33,6 @@ from slackwise_core.config.experiment import experiment_config, parse_modes, pol
 from slackwise_core.config.gpu import check_gpu, gpu_settings
 from slackwise_core.config.model import (
     CAPACITY,
-    DEFAULT_MAX_BATCH,
     LATE,
     MODES,
     NAME_PATTERN,
@@ -53,6 +52,7 @@ from slackwise_core.config.reader import (
     ConfigError,
     Reader,
     choice,
+    field_defaults,
     flag,
     fraction,
     optional_string,
@@ -77,7 +77,8 @@ def _platform(r: Reader, raw: Any) -> PlatformConfig:
         "autoscaler",
     }
     r.only(data, "platform", keys)
-    port = r.integer(data, "port", "platform", 0)
+    d = PlatformConfig()
+    port = r.integer(data, "port", "platform", d.port)
     if port > 65535:
         raise r.fail("platform.port", f"must be a TCP port (0 picks a free one), got {port}")
     autoscaler_raw = r.strings(data.get("autoscaler"), "platform.autoscaler")
@@ -86,15 +87,23 @@ def _platform(r: Reader, raw: Any) -> PlatformConfig:
     except ScalingConfigError as exc:
         raise r.fail("platform.autoscaler", str(exc)) from None
     return PlatformConfig(
-        host=r.string(data, "host", "platform", "127.0.0.1"),
+        host=r.string(data, "host", "platform", d.host),
         port=port,
-        queue_depth=r.integer(data, "queue_depth", "platform", 1000, low=1),
-        request_timeout_s=r.number(data, "request_timeout_s", "platform", 60.0, low=0.001),
-        ready_timeout_s=r.number(data, "ready_timeout_s", "platform", 120.0, low=0.001),
-        drain_timeout_s=r.number(data, "drain_timeout_s", "platform", 30.0),
-        cpu_period_ms=r.number(data, "cpu_period_ms", "platform", 100.0, low=1.0, high=1000.0),
+        queue_depth=r.integer(data, "queue_depth", "platform", d.queue_depth, low=1),
+        request_timeout_s=r.number(
+            data, "request_timeout_s", "platform", d.request_timeout_s, low=0.001
+        ),
+        ready_timeout_s=r.number(data, "ready_timeout_s", "platform", d.ready_timeout_s, low=0.001),
+        drain_timeout_s=r.number(data, "drain_timeout_s", "platform", d.drain_timeout_s),
+        cpu_period_ms=r.number(
+            data, "cpu_period_ms", "platform", d.cpu_period_ms, low=1.0, high=1000.0
+        ),
         autoscaler=autoscaler,
     )
+
+
+#: the function model's defaults (written once, in the dataclass)
+_FUNCTION_DEFAULTS = field_defaults(FunctionConfig)
 
 
 def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> FunctionConfig:
@@ -102,22 +111,8 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> F
     if not NAME_PATTERN.match(name):
         raise r.fail(path, "function names must be DNS labels (a-z, 0-9, '-'; at most 63)")
     data = r.mapping(raw, path)
-    keys = {
-        "model",
-        "variant",
-        "device",
-        "threads",
-        "max_batch",
-        "container_concurrency",
-        "timeout_s",
-        "cold_start_extra_s",
-        "annotations",
-        "resources",
-        "image",
-        "slo_ms",
-        "late",
-        "upstream",
-    }
+    # every field of the model but the two made here
+    keys = {f.name for f in fields(FunctionConfig)} - {"name", "scaling"}
     r.only(data, path, keys)
     model = r.string(data, "model", path, None) if "model" in data else ""
     from functions.registry import KINDS
@@ -129,13 +124,14 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> F
                      "InferenceService)")  # fmt: skip
     if model and model not in KINDS:
         raise r.fail(f"{path}.model", f"unknown model {model!r}; known: {', '.join(sorted(KINDS))}")
-    variant = r.string(data, "variant", path, "cpu")
+    d = _FUNCTION_DEFAULTS
+    variant = r.string(data, "variant", path, d["variant"])
     if variant not in VARIANTS:
         raise r.fail(f"{path}.variant", f"must be one of {', '.join(VARIANTS)}, got {variant!r}")
-    concurrency = r.integer(data, "container_concurrency", path, 1)
+    concurrency = r.integer(data, "container_concurrency", path, d["container_concurrency"])
     if concurrency > 1000:
         raise r.fail(f"{path}.container_concurrency", f"must be at most 1000, got {concurrency}")
-    timeout = r.integer(data, "timeout_s", path, 300, low=1)
+    timeout = r.integer(data, "timeout_s", path, d["timeout_s"], low=1)
     if timeout > 600:
         raise r.fail(f"{path}.timeout_s", f"must be at most 600 (Knative's max), got {timeout}")
     annotations = r.strings(data.get("annotations"), f"{path}.annotations")
@@ -162,11 +158,11 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> F
         model=model,
         variant=variant,
         device=device_setting(r, data, path, variant),
-        threads=r.integer(data, "threads", path, 1, low=1),
-        max_batch=r.integer(data, "max_batch", path, DEFAULT_MAX_BATCH, low=1),
+        threads=r.integer(data, "threads", path, d["threads"], low=1),
+        max_batch=r.integer(data, "max_batch", path, d["max_batch"], low=1),
         container_concurrency=concurrency,
         timeout_s=timeout,
-        cold_start_extra_s=r.number(data, "cold_start_extra_s", path, 0.0),
+        cold_start_extra_s=r.number(data, "cold_start_extra_s", path, d["cold_start_extra_s"]),
         annotations=annotations,
         resources=Resources(
             requests=r.strings(res.get("requests"), f"{path}.resources.requests"),
@@ -201,7 +197,9 @@ def _app(r: Reader, name: str, raw: Any, functions: Mapping[str, FunctionConfig]
     slo = r.number(data, "slo_ms", path, 0.0)
     if slo <= 0:
         raise r.fail(f"{path}.slo_ms", f"must be positive, got {slo:g}")
-    percentile = r.number(data, "percentile", path, 95.0)
+    percentile = r.number(
+        data, "percentile", path, AppConfig(name=name, stages=(), slo_ms=slo).percentile
+    )
     if not 0 < percentile <= 100:
         raise r.fail(f"{path}.percentile", f"must be within (0, 100], got {percentile:g}")
     return AppConfig(name=name, stages=tuple(stages), slo_ms=slo, percentile=percentile)

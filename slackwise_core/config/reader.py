@@ -6,7 +6,16 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ConfigError", "Reader", "choice", "flag", "fraction", "name_list", "optional_string"]
+__all__ = [
+    "ConfigError",
+    "Reader",
+    "choice",
+    "field_defaults",
+    "flag",
+    "fraction",
+    "name_list",
+    "optional_string",
+]
 
 
 class ConfigError(ValueError):
@@ -121,3 +130,13 @@ def name_list(r: Reader, data: Mapping[str, Any], key: str, path: str) -> tuple[
     if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
         raise r.fail(f"{path}.{key}", f"must be a list of function names, got {listed!r}")
     return tuple(listed)
+
+
+def field_defaults(cls: type) -> dict[str, Any]:
+    """The default of each field of the dataclass ``cls`` that has one (the config model's
+    defaults, written once there, for readers to fall back on)."""
+    import dataclasses
+
+    return {
+        f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING
+    }
