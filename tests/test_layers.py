@@ -92,13 +92,16 @@ def test_modules_stay_small(package: str) -> None:
     assert too_big == {}
 
 
-def test_the_product_never_imports_the_test_doubles() -> None:
-    """The in-memory Kubernetes API and the other doubles live in tests/ and stay there."""
+def test_the_product_never_imports_the_test_doubles_or_the_benchmarks() -> None:
+    """The in-memory Kubernetes API and the other doubles live in tests/ and stay there; the
+    benchmarks are the floor above everything (they import the product, never the reverse)."""
     importing = [
         str(path.relative_to(ROOT))
         for package in PACKAGES
         for path in sorted((ROOT / package).rglob("*.py"))
-        if re.search(r"^\s*(from|import)\s+tests\b", path.read_text(encoding="utf-8"), re.M)
+        if re.search(
+            r"^\s*(from|import)\s+(tests|benchmarks)\b", path.read_text(encoding="utf-8"), re.M
+        )
     ]
     assert importing == []
 
