@@ -33,7 +33,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from slackwise_core.scaling import ScalingSpec
+from slackwise_core.knative_scaling import ScalingSpec
 
 #: Knative rounds window averages to this many decimal digits
 _PRECISION = 6

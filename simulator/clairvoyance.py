@@ -33,7 +33,7 @@ from adapter.policies.slack import StagePolicy
 from simulator.compliance import compliance_pct
 from simulator.config import SimConfig
 from simulator.engine import Simulation
-from simulator.scaling import FixedScaler
+from simulator.scalers import FixedScaler
 from simulator.service import ServiceCurve
 
 __all__ = ["late_ticks", "simulated_need"]

@@ -28,7 +28,6 @@ import numpy as np
 
 from adapter.policies.percentile import ServiceModel, min_replicas
 from adapter.policies.slack import StagePolicy, stage_policy
-from simulator.autoscalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
 from simulator.clairvoyance import late_ticks, simulated_need
 from simulator.compliance import compliance_pct
 from simulator.config import AutoscalingConfig, SimConfig
@@ -36,8 +35,9 @@ from simulator.engine import Simulation, app_slos_ms
 from simulator.pool import map_jobs
 from simulator.results import SimResult
 from simulator.runner import arrivals_for, curves_for
-from simulator.scaling import KpaScaler, Scaler
+from simulator.scalers import KpaScaler, Scaler
 from simulator.service import ServiceCurve
+from simulator.swayam_scalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
 
 __all__ = ["clairvoyant_service", "compare", "format_fig9", "scaler_run"]
 

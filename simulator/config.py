@@ -74,7 +74,7 @@ from simulator.config_sections import (
 from slackwise_core.config import AdvisorSettings, ConfigError, Reader
 from slackwise_core.config.loader import advisor_settings
 from slackwise_core.config.model import DEFAULT_MAX_BATCH
-from slackwise_core.scaling import AutoscalerConfig, ScalingSpec, require_kpa, resolve_spec
+from slackwise_core.knative_scaling import AutoscalerConfig, ScalingSpec, require_kpa, resolve_spec
 from slackwise_core.scaling_values import ScalingConfigError
 
 __all__ = [
@@ -92,7 +92,7 @@ __all__ = [
 ]
 
 Scaling = Literal["fixed", "kpa"]
-#: the autoscalers a comparison can run (simulator.autoscalers)
+#: the autoscalers a comparison can run (simulator.swayam_scalers)
 SCALERS = ("clair_a1", "clair_a2", "kpa", "advisor", "slackwise")
 Service = Literal["lognormal", "deterministic"]
 

@@ -14,7 +14,7 @@ from the stages' latency estimates at their batch sizes in use
 
 What the engine adds is only the world: Poisson (or trace-driven) arrivals, batch service times
 drawn from the measured profile (:class:`simulator.service.ServiceCurve`), replicas started and
-stopped by a :class:`simulator.scaling.Scaler` with the profile's cold start, and accounting.
+stopped by a :class:`simulator.scalers.Scaler` with the profile's cold start, and accounting.
 A batch sent while no replica is ready waits for one (the activator) and counts as cold.
 Replica-seconds are counted from a replica's creation (cold start included) to its removal or the
 end of the run (the last completion), as ``knative.local``'s ledger counts them.
@@ -38,7 +38,7 @@ from adapter.policies.slack import StagePolicy
 from simulator.config import SimConfig
 from simulator.request import SimRequest
 from simulator.results import AppResult, FunctionResult, SimResult, StageResult, summarize
-from simulator.scaling import FixedScaler, FunctionState, KpaScaler, Scaler, ScalerHooks
+from simulator.scalers import FixedScaler, FunctionState, KpaScaler, Scaler, ScalerHooks
 from simulator.service import ServiceCurve
 from simulator.stations import AppRoute, Station
 

@@ -4,7 +4,7 @@ experiment``, one at a time, each needing both cores)."""
 
 from __future__ import annotations
 
-__all__ = ["GROUPS", "INTERFERENCE", "LIVE", "STALL"]
+__all__ = ["GROUPS", "INTERFERENCE", "INTERFERENCE_MORE", "LIVE", "STALL"]
 
 _GPU_POLICIES = (
     "--policies",
@@ -89,4 +89,11 @@ STALL = (
     ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
      "--disturbance", "pause:20:5", "--repeat", "3"),
 )  # fmt: skip
-GROUPS["live"] = (*LIVE, INTERFERENCE, STALL)
+#: the three other live experiments with the same neighbour, for the middle third of their window
+INTERFERENCE_MORE = tuple(
+    (f"experiments/{name}.yaml", f"experiments/results/interference-{name}.json",
+     ("--modes", "mlproxy,slackwise,slackwise-kpa", "--disturbance", "cpu:40:40:1",
+      "--repeat", "3"))
+    for name in ("embed-twitter", "embed-nasa", "digits-twitter")
+)  # fmt: skip
+GROUPS["live"] = (*LIVE, INTERFERENCE, *INTERFERENCE_MORE, STALL)

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from adapter.policies.slack import stage_policy
-from simulator.autoscalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
 from simulator.compliance import compliance_pct, compliant_windows
 from simulator.config import parse_sim_config
 from simulator.engine import Simulation
-from simulator.scaling import FunctionState, KpaScaler
+from simulator.scalers import FunctionState, KpaScaler
 from simulator.service import ServiceCurve
+from simulator.swayam_scalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
 from slackwise_cli.main import main
 from slackwise_core.config import AdvisorSettings, ConfigError
 
@@ -294,12 +294,12 @@ def test_a_trimmed_clairvoyant_is_minimal_one_replica_fewer_anywhere_breaks_it(
     from dataclasses import replace as copy
 
     from adapter.policies.slack import stage_policy
-    from simulator.autoscalers import Clairvoyant
     from simulator.clairvoyance import late_ticks
     from simulator.comparison import _arrivals, scaler_run
     from simulator.config import load_sim_config
     from simulator.engine import Simulation, app_slos_ms
     from simulator.runner import curves_for
+    from simulator.swayam_scalers import Clairvoyant
 
     trace = tmp_path / "load.rps.txt"
     trace.write_text("\n".join(["10"] * 8 + ["60"] * 8 + ["10"] * 8) + "\n")

@@ -1,4 +1,4 @@
-"""The advisor at work (adapter.serving.autoscaling): fed from the request path, pinning the
+"""The advisor at work (adapter.serving.advisor_loop): fed from the request path, pinning the
 platform.
 
 Time is injected: a manual clock drives the loop's :meth:`Autoscaling.tick` directly.
@@ -15,7 +15,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from adapter.policies.latency import LatencyModel
-from adapter.serving.autoscaling import Autoscaling
+from adapter.serving.advisor_loop import Autoscaling
 from adapter.serving.platform_view import PinUnsupported
 from functions.gossip import FrontendTally, parse_window
 from functions.headers import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS

@@ -126,7 +126,7 @@ def test_the_latency_models_recent_view_sees_a_step_the_window_still_hides() -> 
 
 
 def test_while_the_floor_stands_the_advisor_replays_the_service_times_of_now() -> None:
-    from adapter.policies.autoscaler import function_autoscaler
+    from adapter.policies.function_autoscaler import function_autoscaler
     from adapter.policies.latency import LatencyModel
     from slackwise_core.config import AdvisorSettings
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from knative.kpa import KPA, Decision
-from slackwise_core.scaling import AutoscalerConfig, ScalingSpec, resolve_spec
+from slackwise_core.knative_scaling import AutoscalerConfig, ScalingSpec, resolve_spec
 
 G = "autoscaling.knative.dev/"
 

@@ -10,7 +10,7 @@ import yaml
 
 from knative.cluster.crd_schema import knative_dir
 from slackwise_core.durations import parse_duration
-from slackwise_core.scaling import AutoscalerConfig, resolve_spec
+from slackwise_core.knative_scaling import AutoscalerConfig, resolve_spec
 from slackwise_core.scaling_values import ScalingConfigError
 
 G = "autoscaling.knative.dev/"
@@ -312,7 +312,7 @@ def test_the_hpa_class_has_its_own_rules(extra: dict[str, str], says: str) -> No
 def test_what_emulates_the_kpa_refuses_the_hpa_class_by_name() -> None:
     from knative.local.platform import LocalPlatform
     from slackwise_core.config import parse_config
-    from slackwise_core.scaling import require_kpa
+    from slackwise_core.knative_scaling import require_kpa
 
     config = parse_config({"functions": {"digits": {"model": "digits", "annotations": HPA}}})
     require_kpa(parse_config({"functions": {"digits": {"model": "digits"}}})

@@ -31,7 +31,7 @@ from adapter.policies.modes import ModePreset
 from adapter.policies.queue import RequestQueue
 from adapter.policies.slack import StagePolicy
 from adapter.policies.waiting import PathMargin
-from adapter.serving.autoscaling import Autoscaling
+from adapter.serving.advisor_loop import Autoscaling
 from adapter.serving.door import Door
 from adapter.serving.errors import (
     AdapterError,

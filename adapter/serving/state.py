@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from adapter.policies.modes import ModePreset
 from adapter.policies.slack import StagePolicy
-from adapter.serving.autoscaling import Autoscaling
+from adapter.serving.advisor_loop import Autoscaling
 from adapter.serving.chains import Chain
 from adapter.serving.cores import CoreControl
 from adapter.serving.dispatcher import Dispatcher

@@ -16,7 +16,7 @@ import httpx
 from adapter.policies.batching_settings import BatchingSettings
 from adapter.policies.latency import LatencyModel
 from adapter.serving import routes
-from adapter.serving.autoscaling import Autoscaling
+from adapter.serving.advisor_loop import Autoscaling
 from adapter.serving.cores import CoreControl
 from adapter.serving.dispatcher import Dispatcher
 from adapter.serving.gpu_route import GpuRoute

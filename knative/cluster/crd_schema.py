@@ -10,9 +10,9 @@ schema does not declare is an error wherever unknown fields are not explicitly p
 server would prune it silently).
 
 :func:`validate_service` adds the admission webhook's value rules that the schema cannot express
-(autoscaling annotations through :func:`slackwise_core.scaling.resolve_spec`, containerConcurrency,
-timeoutSeconds, ports) and returns the feature-flag warnings. Every error names the function,
-the JSON path and the value, e.g.
+(autoscaling annotations through :func:`slackwise_core.knative_scaling.resolve_spec`,
+containerConcurrency, timeoutSeconds, ports) and returns the feature-flag warnings. Every error
+names the function, the JSON path and the value, e.g.
 ``digits: spec.template.spec.containerConcurrency: must be within [0, 1000], got 5000``.
 """
 
@@ -28,7 +28,7 @@ from typing import Any, TypeGuard
 
 import yaml
 
-from slackwise_core.scaling import AutoscalerConfig, resolve_spec
+from slackwise_core.knative_scaling import AutoscalerConfig, resolve_spec
 from slackwise_core.scaling_values import GROUP, ScalingConfigError
 
 API_VERSION = "serving.knative.dev/v1"

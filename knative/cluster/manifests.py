@@ -47,7 +47,7 @@ from knative.cluster.kn_commands import kn_create_line
 from knative.cluster.network_policy import function_network_policy
 from knative.cluster.rbac_manifests import ADAPTER_NAME, PART_OF, _metadata, rbac_objects
 from slackwise_core.config import Config, FunctionConfig
-from slackwise_core.scaling import AutoscalerConfig
+from slackwise_core.knative_scaling import AutoscalerConfig
 
 VERSION = "0.1.0"
 FUNCTION_PORT = 8080

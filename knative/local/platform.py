@@ -30,7 +30,7 @@ from knative.local.replica import ReplicaState
 from knative.local.router import Forwarded, PlatformStopping, Router
 from slackwise_core.clock import Clock, MonotonicClock
 from slackwise_core.config import Config
-from slackwise_core.scaling import require_kpa
+from slackwise_core.knative_scaling import require_kpa
 
 __all__ = ["Forwarded", "LocalPlatform", "PlatformStopping", "UnknownFunction"]
 

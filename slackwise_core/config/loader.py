@@ -58,7 +58,7 @@ from slackwise_core.config.reader import (
     optional_string,
 )
 from slackwise_core.config.upstream import upstream_config
-from slackwise_core.scaling import AutoscalerConfig, resolve_spec
+from slackwise_core.knative_scaling import AutoscalerConfig, resolve_spec
 from slackwise_core.scaling_values import ScalingConfigError
 
 __all__ = ["advisor_settings", "load_config", "parse_config", "parse_modes"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from slackwise_core.config.cores import CoreSettings
 from slackwise_core.config.gpu import GpuSettings
-from slackwise_core.scaling import AutoscalerConfig, ScalingSpec
+from slackwise_core.knative_scaling import AutoscalerConfig, ScalingSpec
 
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 VARIANTS = ("cpu", "gpu")

@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 
 from adapter.policies.latency import LatencyModel
 from knative.kpa import KPA
-from slackwise_core.scaling import ScalingSpec
+from slackwise_core.knative_scaling import ScalingSpec
 
 __all__ = ["FixedScaler", "FunctionState", "KpaScaler", "Scaler", "ScalerHooks"]
 

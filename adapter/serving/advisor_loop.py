@@ -27,7 +27,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 
-from adapter.policies.autoscaler import FunctionAutoscaler, function_autoscaler
+from adapter.policies.function_autoscaler import FunctionAutoscaler, function_autoscaler
 from adapter.policies.latency import LatencyModel
 from adapter.serving.platform_view import PinUnsupported, PlatformView
 from functions.headers import COLD_START, FRONTENDS, MODEL_LOAD_MS, PLATFORM_WAIT_MS

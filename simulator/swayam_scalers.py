@@ -19,8 +19,8 @@
   comparison isolates the replica counts. Both keep one replica while the function has work (a
   request always finds a server eventually).
 * :class:`AdvisorScaler` — Knative's KPA with the live adapter's advisor pinning its floor, driven
-  exactly as ``adapter.serving.autoscaling`` drives it: the same
-  :class:`adapter.serving.autoscaling.
+  exactly as ``adapter.serving.advisor_loop`` drives it: the same
+  :class:`adapter.serving.advisor_loop.
   FunctionAutoscaler` (advisor + hybrid keep-alive) is fed every arrival, every measured cold
   start (how long a batch waited for a replica) and the function's own learning latency model;
   each tick it decides with the platform's last desired count as ``kpa_wants`` and the pin is
@@ -30,7 +30,7 @@
   while work is queued or in flight, zero when the advisor and the keep-alive both say so. A
   request that misses its SLO (or is refused as late) triggers a decision at once (Swayam
   Algorithm 1, lines 4–5), at most every ``min_reevaluate_s``.
-* ``kpa`` is :class:`simulator.scaling.KpaScaler` as it is.
+* ``kpa`` is :class:`simulator.scalers.KpaScaler` as it is.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-from adapter.policies.autoscaler import FunctionAutoscaler, function_autoscaler
+from adapter.policies.function_autoscaler import FunctionAutoscaler, function_autoscaler
 from adapter.policies.latency import LatencyModel
-from simulator.scaling import FunctionState, KpaScaler
+from simulator.scalers import FunctionState, KpaScaler
 from slackwise_core.config import AdvisorSettings
 
 __all__ = ["AdvisorScaler", "Clairvoyant", "OwnedScaler", "window_needs"]
@@ -120,7 +120,7 @@ class Clairvoyant:
 
 class _Learning:
     """What both learning scalers share: a live advisor per function, fed from the request
-    path exactly as ``adapter.serving.autoscaling`` feeds it."""
+    path exactly as ``adapter.serving.advisor_loop`` feeds it."""
 
     def __init__(
         self,

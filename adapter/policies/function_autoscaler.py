@@ -1,5 +1,5 @@
 """One function's autoscaling policy: Swayam's advisor, the hybrid keep-alive histogram, and the
-pin they imply (pure; the live loop is :mod:`adapter.serving.autoscaling`, the simulator's advisor
+pin they imply (pure; the live loop is :mod:`adapter.serving.advisor_loop`, the simulator's advisor
 scaler calls the same object)."""
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def function_autoscaler(
     now: float,
 ) -> FunctionAutoscaler:
     """One function's advisor and keep-alive built from the adapter's advisor settings (shared
-    by :class:`adapter.serving.autoscaling.Autoscaling` and the simulator's advisor scaler, so
+    by :class:`adapter.serving.advisor_loop.Autoscaling` and the simulator's advisor scaler, so
     both run the same policy)."""
     chosen = {k: getattr(settings, k) for k in _SETTINGS if getattr(settings, k) is not None}
     config = AdvisorConfig(
