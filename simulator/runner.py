@@ -21,7 +21,7 @@ so nothing but the frozen config crosses the boundary).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from typing import Any
 from adapter.policies.slack import PAPER_SUFFIX, VARIANTS, stage_policy
 from simulator.config import SimConfig
 from simulator.engine import SimResult, Simulation, app_slos_ms
+from simulator.fleet_search import fewest_per_function
 from simulator.pool import map_jobs
 from simulator.profiles import resolve_curves
 from simulator.service import ServiceCurve
@@ -148,10 +149,11 @@ def _instances(config: SimConfig) -> int:
 MAX_FLEET_FACTOR = 16.0
 
 
-def instances_at_load(
+def fleet_at_load(
     config: SimConfig, policy: str, curves: dict[str, ServiceCurve], *, seed: int
-) -> int | None:
-    """The fewest instances that hold the SLA at the config's rate (see the module docstring)."""
+) -> SimConfig | None:
+    """The smallest one-factor fleet that holds the SLA at the config's rate (see the module
+    docstring); None past ``MAX_FLEET_FACTOR``."""
     s = config.search
 
     def holds(factor: float) -> bool:
@@ -168,7 +170,7 @@ def instances_at_load(
             if lo < least:
                 lo = least
                 if holds(lo):
-                    return _instances(scaled_fleet(config, lo))
+                    return scaled_fleet(config, lo)
                 break
             if not holds(lo):
                 break
@@ -182,7 +184,7 @@ def instances_at_load(
     while True:
         small, large = _instances(scaled_fleet(config, lo)), _instances(scaled_fleet(config, hi))
         if large - small <= max(1, round(s.tolerance * large)) or hi / lo < 1.001:
-            return large  # (the last test: rounding up can leave a step no bisection closes)
+            return scaled_fleet(config, hi)  # (rounding up can leave a step no bisection closes)
         mid = math.sqrt(lo * hi)
         if holds(mid):
             hi = mid
@@ -190,8 +192,38 @@ def instances_at_load(
             lo = mid
 
 
+def instances_at_load(
+    config: SimConfig, policy: str, curves: dict[str, ServiceCurve], *, seed: int
+) -> int | None:
+    """The fewest instances that hold the SLA at the config's rate (see the module docstring)."""
+    fleet = fleet_at_load(config, policy, curves, seed=seed)
+    return None if fleet is None else _instances(fleet)
+
+
+def per_function_at_load(
+    fleet: SimConfig, policy: str, curves: dict[str, ServiceCurve], *, seed: int
+) -> dict[str, int]:
+    """From a fleet that holds the SLA at its rate, the fewest nodes of each function that still
+    hold it (:func:`simulator.fleet_search.fewest_per_function`)."""
+
+    def holds(counts: Mapping[str, int]) -> bool:
+        functions = {n: replace(fn, nodes=counts[n]) for n, fn in fleet.functions.items()}
+        trial = replace(fleet, functions=functions)
+        result = run_one(trial, policy, curves, rate_rps=fleet.rate_rps,
+                         requests=fleet.search.requests, seed=seed)  # fmt: skip
+        return result.violation_pct <= fleet.max_violation_pct
+
+    return fewest_per_function({n: fn.nodes for n, fn in fleet.functions.items()}, holds)
+
+
 def _policy_job(
-    config: SimConfig, policy: str, rate_rps: float, requests: int, seed: int, search: bool
+    config: SimConfig,
+    policy: str,
+    rate_rps: float,
+    requests: int,
+    seed: int,
+    search: bool,
+    per_type: bool = False,
 ) -> dict[str, Any]:
     curves = curves_for(config)
     result = run_one(config, policy, curves, rate_rps=rate_rps, requests=requests, seed=seed)
@@ -200,9 +232,12 @@ def _policy_job(
         round(max_rps_at_sla(config, policy, curves, seed=seed), 3) if search else None
     )
     out["instances"] = _instances(config)
-    out["instances_at_load"] = (
-        instances_at_load(config, policy, curves, seed=seed) if search else None
-    )
+    fleet = fleet_at_load(config, policy, curves, seed=seed) if search else None
+    out["instances_at_load"] = None if fleet is None else _instances(fleet)
+    if per_type and fleet is not None:
+        counts = per_function_at_load(fleet, policy, curves, seed=seed)
+        out["nodes_per_function_at_load"] = counts
+        out["instances_at_load_per_type"] = sum(counts.values())
     return out
 
 
@@ -214,15 +249,17 @@ def sweep(
     requests: int | None = None,
     seed: int | None = None,
     search: bool = True,
+    per_type: bool = False,
     jobs: int = 1,
 ) -> dict[str, Any]:
-    """Every policy on the config's workload; the OUT.json document."""
+    """Every policy on the config's workload; the OUT.json document. ``per_type`` adds Fig. 14
+    per function type (the fewest nodes of each function at the config's rate) to the search."""
     names = [stage_policy(p).name for p in (policies or config.policies)]
     rate = config.rate_rps if rate_rps is None else rate_rps
     count = config.requests if requests is None else requests
     seed = config.seed if seed is None else seed
     curves = curves_for(config)  # fail early, in this process, on a bad profile set
-    args = [(config, p, rate, count, seed, search) for p in names]
+    args = [(config, p, rate, count, seed, search, per_type) for p in names]
     results = map_jobs(_policy_job, args, jobs)
     by_name = dict(zip(names, results, strict=True))
     doc: dict[str, Any] = {
@@ -269,6 +306,12 @@ def sweep(
                        ("best_paper_instances_over_gs", True)):  # fmt: skip
         fewest = tops(baselines(paper), "instances_at_load")
         doc[key] = round(min(fewest) / need, 4) if need and fewest else None
+    if per_type:  # the same per function type
+        need = by_name.get("GS", {}).get("instances_at_load_per_type")
+        for key, paper in (("best_prior_per_type_over_gs", False),
+                           ("best_paper_per_type_over_gs", True)):  # fmt: skip
+            fewest = tops(baselines(paper), "instances_at_load_per_type")
+            doc[key] = round(min(fewest) / need, 4) if need and fewest else None
     return doc
 
 

@@ -37,6 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", help="per-second rate trace (file, nasa or twitter)")
     parser.add_argument("--max-rps", type=float, help="with --trace: the trace's peak rate")
     parser.add_argument("--no-search", action="store_true", help="skip the max-rps search")
+    parser.add_argument(
+        "--per-type",
+        action="store_true",
+        help="with the search: also the fewest nodes of each function at the config's rate",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="processes for the policy sweep")
     parser.add_argument(
         "--plots", metavar="DIR", help="draw each app's per-stage latency (Fig. 11) here"
@@ -132,6 +137,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 requests=args.requests,
                 seed=args.seed,
                 search=not args.no_search,
+                per_type=args.per_type,
                 jobs=args.jobs,
             )
             if not autoscaling or policies

@@ -212,3 +212,55 @@ def test_gs_is_compared_with_the_papers_baselines_not_its_own_variants(tmp_path:
     doc = json.loads(out.read_text())
     rps = {n: p["max_rps_at_sla"] for n, p in doc["policies"].items()}
     assert doc["gs_over_best_prior"] == pytest.approx(rps["GS"] / rps["FIFO-NB"], rel=1e-3)
+
+
+def test_the_per_type_search_leaves_a_fleet_from_which_no_node_can_go() -> None:
+    """A pure case: the SLA holds while a has 3, b has 5 and they have 10 between them. From
+    (8, 8) the search takes a down to 3 first (the largest, then by name), then b to the 7 the
+    sum still needs: a fleet that holds, from which no single node can be taken, found by
+    bisection (a few checks, not one per node)."""
+    from simulator.fleet_search import fewest_per_function
+
+    def holds(c: Any) -> bool:
+        return c["a"] >= 3 and c["b"] >= 5 and c["a"] + c["b"] >= 10
+
+    got = fewest_per_function({"a": 8, "b": 8}, holds)
+    assert holds(got) and got == {"a": 3, "b": 7}
+    assert all(not holds({**got, n: got[n] - 1}) for n in got)
+    calls: list[dict[str, int]] = []
+
+    def counted(c: Any) -> bool:
+        calls.append(dict(c))
+        return holds(c)
+
+    fewest_per_function({"a": 64, "b": 64}, counted)
+    assert len(calls) < 25  # bisection, not a walk down one node at a time
+
+
+def test_per_type_fleet_at_load_holds_and_no_node_of_any_function_can_go() -> None:
+    """Fig. 14 per function type on the tiny workload: the per-type fleet holds the SLA at the
+    config's rate, needs no more nodes than the one-factor fleet, and taking one node from any
+    function breaks it (checked by running each)."""
+    from simulator.runner import fleet_at_load, per_function_at_load, run_one, with_overrides
+
+    tiny = load_sim_config(TINY)
+    config = with_overrides(
+        tiny, batching=dataclasses.replace(tiny.batching, max_wait_s=0.0), rate_rps=300.0
+    )
+    curves = curves_for(config)
+    fleet = fleet_at_load(config, "GS", curves, seed=config.seed)
+    assert fleet is not None
+    counts = per_function_at_load(fleet, "GS", curves, seed=config.seed)
+
+    def holds(c: dict[str, int]) -> bool:
+        functions = {n: dataclasses.replace(fn, nodes=c[n]) for n, fn in fleet.functions.items()}
+        result = run_one(dataclasses.replace(fleet, functions=functions), "GS", curves,
+                         rate_rps=config.rate_rps, requests=config.search.requests,
+                         seed=config.seed)  # fmt: skip
+        return result.violation_pct <= config.max_violation_pct
+
+    assert holds(counts)
+    assert sum(counts.values()) <= sum(fn.nodes for fn in fleet.functions.values())
+    for name, n in counts.items():
+        if n > 1:
+            assert not holds({**counts, name: n - 1}), name
