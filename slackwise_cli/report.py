@@ -77,15 +77,18 @@ def _need(instances: int | None, *, searched: bool) -> str:
 
 def _policies(docs: Sequence[dict[str, Any]]) -> str:
     (doc,) = docs
+    # Fig. 14 per function type, when the run searched it (simulate --per-type)
+    typed = any("instances_at_load_per_type" in row for row in doc["policies"].values())
+    more = " per type | nodes per function |" if typed else ""
     lines = [
         "| policy | viol % | p50 ms | p99 ms | mean ms | mean batch | replica-s | "
-        "max rps at SLA | vs GS | instances at load | vs GS |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "max rps at SLA | vs GS | instances at load | vs GS |" + more,
+        "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if typed else ""),
     ]
     for name, row in doc["policies"].items():
         top = row.get("max_rps_at_sla")
         need = row.get("instances_at_load")
-        lines.append(
+        line = (
             f"| {name} | {row['violation_pct']:.2f} | {row['p50_ms']:.0f} | "
             f"{row['p99_ms']:.0f} | {row['mean_ms']:.0f} | {row['mean_batch']:.2f} | "
             f"{row['replica_seconds']:.0f} | {'-' if top is None else f'{top:.0f}'} | "
@@ -93,18 +96,24 @@ def _policies(docs: Sequence[dict[str, Any]]) -> str:
             f"{_need(need, searched=top is not None)} | "
             f"{_ratio(row.get('instances_vs_gs'))} |"
         )
+        if typed:
+            nodes = row.get("nodes_per_function_at_load") or {}
+            line += (f" {_need(row.get('instances_at_load_per_type'), searched=top is not None)}"
+                     f" | {' '.join(f'{n} {c}' for n, c in nodes.items()) or '-'} |")  # fmt: skip
+        lines.append(line)
     both = "gs_over_best_paper" in doc  # both families ran: say which is which
     for suffix, family in (("prior", "strengthened baseline" if both else "prior policy"),
                            ("paper", "baseline as in the paper")):  # fmt: skip
         best = doc.get(f"gs_over_best_{suffix}")
         if best is not None:
             lines += ["", f"GS max rps at SLA / best {family}'s: **{best:.2f}**"]
-        fewest = doc.get(f"best_{suffix}_instances_over_gs")
-        if fewest is not None:
-            lines += [
-                f"Instances the best {family} needs at {doc['rate_rps']:g} rps / GS's "
-                f"(Fig. 14): **{fewest:.2f}**"
-            ]
+        for key, how in (("instances", ""), ("per_type", ", per function type")):
+            fewest = doc.get(f"best_{suffix}_{key}_over_gs")
+            if fewest is not None:
+                lines += [
+                    f"Instances the best {family} needs at {doc['rate_rps']:g} rps / GS's "
+                    f"(Fig. 14{how}): **{fewest:.2f}**"
+                ]
     return "\n".join(lines)
 
 

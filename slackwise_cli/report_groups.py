@@ -20,9 +20,10 @@ GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
          f"experiments/sim/results/autoscale-{name}.json", ())
         for name in ("nasa", "twitter", "big-spike", "steep-tri-phase", "nasa-quiet")
     ),
-    "grandslam": tuple(
+    "grandslam": tuple(  # Fig. 13 and 14; per function type (--per-type) at the paper's scale
         (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json",
-         _GPU_POLICIES if "gpu" in name or "1000" in name else ())
+         (*(_GPU_POLICIES if "gpu" in name or "1000" in name else ()),
+          *(() if "1000" in name else ("--per-type",))))
         for name in ("wl1-cpu", "wl2-cpu", "wl1-gpu", "wl2-gpu", "wl1-cpu-1000", "wl2-cpu-1000")
     ) + tuple(  # the ablation of the paper's Fig. 9: which part of GS buys what
         (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}-ablation.json",
