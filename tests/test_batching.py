@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter.policies.batching import BatchDecision, decide
+from adapter.policies.batching_settings import BatchingSettings
 from adapter.policies.latency import LatencyModel
 from adapter.policies.queue import QueuedRequest
 
@@ -27,6 +28,11 @@ class Linear:
 
     def estimate_ms(self, n: int) -> float:
         return self.a_ms + self.b_ms * n
+
+
+def waiting_at_most(max_wait_s: float | None) -> BatchingSettings:
+    """The default batching settings with ``max_wait_s``."""
+    return BatchingSettings(max_wait_s=max_wait_s)
 
 
 def item(deadline: float, arrival: float = 0.0, size: int = 1) -> QueuedRequest:
@@ -86,12 +92,12 @@ def test_hopeless_requests_ride_along_without_holding_the_batch_back() -> None:
 def test_max_wait_caps_the_wait_for_company() -> None:
     lone = [item(1.0, arrival=0.0)]  # SLO 1 s: MLProxy's rule would wait until 1.0 - P95(2)
     assert decide(0.0, lone, Linear(10, 10), limit=8).wake_at == pytest.approx(0.97)
-    capped = decide(0.0, lone, Linear(10, 10), limit=8, max_wait_s=0.005)
+    capped = decide(0.0, lone, Linear(10, 10), limit=8, settings=waiting_at_most(0.005))
     assert (capped.take, capped.wake_at) == (0, 0.005)
-    due = decide(0.005, lone, Linear(10, 10), limit=8, max_wait_s=0.005)
+    due = decide(0.005, lone, Linear(10, 10), limit=8, settings=waiting_at_most(0.005))
     assert due == BatchDecision(take=1, instances=1, wake_at=None, reason="max_wait")
     assert not due.timeout_dispatch  # not a sign that the limit is too big
-    eager = decide(0.0, lone, Linear(10, 10), limit=8, max_wait_s=0.0)
+    eager = decide(0.0, lone, Linear(10, 10), limit=8, settings=waiting_at_most(0.0))
     assert eager.reason == "max_wait"
 
 
@@ -296,7 +302,7 @@ def test_decision_invariants(
         limit=limit,
         deadline_aware=deadline_aware,
         late_limit=late_limit,
-        max_wait_s=max_wait_s,
+        settings=waiting_at_most(max_wait_s),
     )
     if decision.take == 0 and queue and max_wait_s is not None:
         assert decision.wake_at is not None

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter.policies.batching import BatchDecision, decide
+from adapter.policies.batching_settings import BatchingSettings
 from adapter.policies.queue import QueuedRequest
 from adapter.policies.waiting import PathMargin, RecentRate
 from tests.test_batching import Linear
@@ -46,7 +47,7 @@ def test_no_wait_when_not_one_more_arrival_is_expected_before_the_timeout() -> N
     # busy enough to want company, but the slack left holds 0.5 expected arrivals
     q = lone(deadline=0.0035)
     d = decide(0.0, q, Linear(2.0, 0.5), limit=64, arrival_rate=1000.0 / 6, slots=1,
-               target_utilization=0.1)  # fmt: skip
+               settings=BatchingSettings(wait_utilization=0.1))  # fmt: skip
     assert d.reason == "alone"
 
 

@@ -49,16 +49,16 @@ Rules, in order:
    autoscaler adds for them. With ``slots`` slots and batches of ``n``, the
    slots are busy ``ρ(n) = rate · E(n) / (1000 · n · slots)`` of the time. The batch leaves at
    once (``"alone"``) when fewer than one more instance is expected before ``latest``, or when
-   ``ρ(total) ≤ target_utilization`` (waiting would only add latency). Otherwise it waits for
-   the smallest size ``n*`` with ``ρ(n*) ≤ target_utilization`` (``"enough"`` once reached),
+   ``ρ(total) ≤ settings.wait_utilization`` (waiting would only add latency). Otherwise it waits for
+   the smallest size ``n*`` with ``ρ(n*) ≤ settings.wait_utilization`` (``"enough"`` once reached),
    and no longer than the arrivals expected to bring it take: ``wake_at = min(latest, now +
    (n* − total) / rate)``. ``margin_s`` is taken off ``latest``: the path's own latency outside
    what the latency model sees (the adapter's answer path and the client's legs), so a batch
    held to its dispatch timeout still answers the client within its SLO.
-7. **Optional cap on waiting** (``max_wait_s``, like Triton's ``max_queue_delay``): the oldest
-   member never waits longer than this for company (``"max_wait"``). Without it a lone request at
-   low load waits until its dispatch timeout, which is MLProxy's design (cost first, within the
-   SLO); with 0 the batch leaves as soon as a slot is free.
+7. **Optional cap on waiting** (``settings.max_wait_s``, like Triton's ``max_queue_delay``):
+   the oldest member never waits longer than this for company (``"max_wait"``). Without it a
+   lone request at low load waits until its dispatch timeout, which is MLProxy's design (cost
+   first, within the SLO); with 0 the batch leaves as soon as a slot is free.
 
 Every test is written as "start no later than ``deadline − E/1000``" (never as
 ``now + E/1000 ≤ deadline``): float subtraction is monotone, so a decision taken again at
@@ -74,7 +74,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from adapter.policies.batching_settings import DEFAULT_BATCHING
+from adapter.policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
 from adapter.policies.queue import Queued
 
 __all__ = ["BatchDecision", "LatencyEstimator", "Reason", "decide"]
@@ -135,10 +135,9 @@ def decide(
     limit: int,
     deadline_aware: bool = True,
     late_limit: int | None = None,
-    max_wait_s: float | None = None,
+    settings: BatchingSettings = DEFAULT_BATCHING,
     arrival_rate: float | None = None,
     slots: int = 1,
-    target_utilization: float = DEFAULT_BATCHING.wait_utilization,
     margin_s: float = 0.0,
 ) -> BatchDecision:
     """Decide for an ordered queue at ``now``; ``limit`` caps the batch in instances.
@@ -147,11 +146,10 @@ def decide(
     docstring for the rules. ``late_limit`` (default ``limit``) caps a batch of late requests:
     the adapter passes the function's own maximum, because AIMD's limit keeps batches within the
     slack of requests that still have some, and late ones have none left to keep.
-    ``max_wait_s`` caps how long the oldest member may wait for company (``"max_wait"``; 0 makes
-    batching work-conserving: whatever is queued leaves as soon as a slot is free).
-    ``arrival_rate`` (instances per second), ``slots``, ``target_utilization`` and ``margin_s``
-    decide whether waiting for company pays (rule 6); without ``arrival_rate`` a batch that is
-    not closed waits until its dispatch timeout, as in MLProxy.
+    ``settings`` (taken whole): ``max_wait_s`` caps the oldest member's wait for company (rule
+    7), and with ``arrival_rate`` (instances a second), ``slots`` and ``margin_s``,
+    ``wait_utilization`` decides whether waiting pays (rule 6; without ``arrival_rate`` an open
+    batch waits until its dispatch timeout, as in MLProxy).
     """
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit!r}")
@@ -193,14 +191,16 @@ def decide(
     if latest <= now:
         return BatchDecision(take=take, instances=total, wake_at=None, reason="timeout")
     if arrival_rate is not None:
-        target = _worth_waiting_for(model, total, limit, arrival_rate, slots, target_utilization)
+        target = _worth_waiting_for(
+            model, total, limit, arrival_rate, slots, settings.wait_utilization
+        )
         if target is None:
             return BatchDecision(take=take, instances=total, wake_at=None, reason="no_gain")
         if arrival_rate * (latest - now) < 1.0:
             return BatchDecision(take=take, instances=total, wake_at=None, reason="alone")
         latest = min(latest, now + (target - total) / arrival_rate)
-    if max_wait_s is not None:
-        capped = min(queue[i].arrival for i in range(take)) + max_wait_s
+    if settings.max_wait_s is not None:
+        capped = min(queue[i].arrival for i in range(take)) + settings.max_wait_s
         if capped <= now:
             return BatchDecision(take=take, instances=total, wake_at=None, reason="max_wait")
         if capped < latest:

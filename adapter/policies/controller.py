@@ -222,14 +222,13 @@ class Controller(Generic[T]):
             free_slots=free,
             cold=ready == 0,
             inflight=self.inflight,
-            max_wait_s=self.settings.max_wait_s,
+            settings=self.settings,
             arrival_rate=self.arrivals.rate(now) if self.preset.wait_pays else None,
             # one replica's slots: waiting pays when one replica could not keep up with batches
             # this small. Judged against every ready replica, small batches would keep the
             # fleet busy, the autoscaler would add replicas, and more replicas would make small
             # batches look affordable: cost spirals up
             slots=max(1, self.container_concurrency),
-            target_utilization=self.settings.wait_utilization,
             margin_s=self.path_margin.margin_ms() / 1000.0,
             as_in_paper=self.stage_policy is not None and self.stage_policy.paper,
         )

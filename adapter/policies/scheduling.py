@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from adapter.policies.batching import BatchDecision, LatencyEstimator, decide
-from adapter.policies.batching_settings import DEFAULT_BATCHING
+from adapter.policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
 from adapter.policies.paper_batching import algorithm_1
 from adapter.policies.queue import Queued, RequestQueue
 from adapter.policies.slack import Batching
@@ -46,10 +46,9 @@ def next_batch(
     free_slots: int,
     cold: bool,
     inflight: int,
-    max_wait_s: float | None = None,
+    settings: BatchingSettings = DEFAULT_BATCHING,
     arrival_rate: float | None = None,
     slots: int = 1,
-    target_utilization: float = DEFAULT_BATCHING.wait_utilization,
     margin_s: float = 0.0,
     as_in_paper: bool = False,
 ) -> BatchDecision:
@@ -60,10 +59,11 @@ def next_batch(
     batching waits until that many instances are queued, or until the head's deadline less a
     full batch's expected time, whichever comes first, then sends what it has.
     ``late_limit`` caps a batch of late requests (dynamic, deadline-aware only).
-    ``arrival_rate``, ``slots`` (ready replicas × containerConcurrency), ``target_utilization``
-    and ``margin_s`` go to :func:`adapter.policies.batching.decide` (whether waiting for company
-    pays). ``as_in_paper``: GrandSLAM's baselines as the paper defines them: late requests stay
-    where their deadline puts them, and dynamic batches are Algorithm 1 as written
+    ``settings`` (the function's batching settings, taken whole), ``arrival_rate``, ``slots``
+    (ready replicas × containerConcurrency) and ``margin_s`` go to
+    :func:`adapter.policies.batching.decide` (whether waiting for company pays, and how long).
+    ``as_in_paper``: GrandSLAM's baselines as the paper defines them: late requests stay where
+    their deadline puts them, and dynamic batches are Algorithm 1 as written
     (:func:`adapter.policies.paper_batching.algorithm_1`: no waiting, no timeout).
     """
     if not queue:
@@ -84,10 +84,9 @@ def next_batch(
             limit=limit,
             deadline_aware=deadline_aware,
             late_limit=late_limit,
-            max_wait_s=max_wait_s,
+            settings=settings,
             arrival_rate=arrival_rate,
             slots=slots,
-            target_utilization=target_utilization,
             margin_s=margin_s,
         )
     else:
