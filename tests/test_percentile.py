@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -200,3 +201,24 @@ def test_bad_arguments_name_the_value() -> None:
         response_time_percentile(1.0, -1, EXP10, 95.0)
     with pytest.raises(ValueError, match="max_replicas"):
         min_replicas(1.0, 10.0, 95.0, EXP10, max_replicas=0)
+
+
+def test_the_shared_search_finds_the_first_count_that_meets_from_any_start() -> None:
+    from adapter.policies.fewest import fewest_meeting
+
+    asked: list[int] = []
+
+    def first_at(first: int) -> Callable[[int], bool]:
+        def meets(n: int) -> bool:
+            asked.append(n)
+            return n >= first
+
+        return meets
+
+    for first in (1, 2, 7, 50, 999, 1000):
+        for low in (1, 3):
+            asked.clear()
+            assert fewest_meeting(first_at(first), low, 1000) == max(first, low)
+            assert len(asked) <= 2 * 10 + 2  # gallop and bisect, not a walk
+    assert fewest_meeting(lambda n: False, 1, 40) == 40  # none meets: the cap
+    assert fewest_meeting(lambda n: True, 60, 40) == 40  # the bound is past the cap

@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal, Protocol
 
+from adapter.policies.fewest import fewest_meeting
+
 __all__ = [
     "Distribution",
     "QueueState",
@@ -428,20 +430,4 @@ def min_replicas(
     limit = service.batch_limit
     capacity = limit * service.slots_per_replica * 1000.0 / service.mean_ms(limit)  # per replica
     low = max(1, math.floor(rate / capacity))  # below this the load outruns full batches
-    if low >= max_replicas:
-        return max_replicas
-    if meets(low):
-        return low
-    step, high = 1, low + 1
-    while high < max_replicas and not meets(high):
-        low, step = high, step * 2
-        high = min(max_replicas, low + step)
-    if high >= max_replicas and not meets(max_replicas):
-        return max_replicas
-    while high - low > 1:  # meets(high) and not meets(low)
-        mid = (low + high) // 2
-        if meets(mid):
-            high = mid
-        else:
-            low = mid
-    return high
+    return fewest_meeting(meets, low, max_replicas)

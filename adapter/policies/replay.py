@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Protocol
 
+from adapter.policies.fewest import fewest_meeting
+
 __all__ = ["ObservedService", "quantised_up", "replay_min_replicas", "replay_percentile"]
 
 _Z95 = NormalDist().inv_cdf(0.95)
@@ -232,21 +234,4 @@ def replay_min_replicas(
 
     k = service.batch_limit
     per_replica = k * service.slots * 1000.0 / service.median_ms[k - 1]
-    low = max(1, math.ceil(rate / per_replica))
-    if low >= max_replicas:
-        return max_replicas
-    if meets(low):
-        return low
-    step, high = 1, low + 1
-    while high < max_replicas and not meets(high):
-        low, step = high, step * 2
-        high = min(max_replicas, low + step)
-    if high >= max_replicas and not meets(max_replicas):
-        return max_replicas
-    while high - low > 1:
-        mid = (low + high) // 2
-        if meets(mid):
-            high = mid
-        else:
-            low = mid
-    return high
+    return fewest_meeting(meets, max(1, math.ceil(rate / per_replica)), max_replicas)
