@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 
 from adapter.policies.function_autoscaler import FunctionAutoscaler, function_autoscaler
 from adapter.policies.latency import LatencyModel
+from adapter.serving.background import cancel_and_wait
 from adapter.serving.platform_view import PinUnsupported, PlatformView
 from functions.headers import COLD_START, FRONTENDS, MODEL_LOAD_MS, PLATFORM_WAIT_MS
 from slackwise_core.clock import Clock
@@ -237,10 +238,7 @@ class Autoscaling:
         await asyncio.gather(*self._extra, return_exceptions=True)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
         for task in list(self._extra):
             task.cancel()
         await asyncio.gather(*self._extra, return_exceptions=True)

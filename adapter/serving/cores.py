@@ -29,6 +29,7 @@ import os
 from collections.abc import Callable, Mapping
 
 from adapter.policies.roma import CoreController, NodeCores, load_floor, response_signal
+from adapter.serving.background import cancel_and_wait
 from adapter.serving.platform_view import PinUnsupported, PlatformView
 from slackwise_core.clock import Clock
 from slackwise_core.config import CoreSettings, FunctionConfig
@@ -115,11 +116,8 @@ class CoreControl:
             self._task = asyncio.create_task(self._run(), name="cores")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         with contextlib.suppress(Exception):  # lift the quotas; a platform gone is no quota
             await self.apply(dict.fromkeys(self.names))
 

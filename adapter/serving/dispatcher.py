@@ -17,7 +17,6 @@ is handled as :mod:`adapter.serving.rejections` says (isolate, split, retry).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -32,6 +31,7 @@ from adapter.policies.queue import RequestQueue
 from adapter.policies.slack import StagePolicy
 from adapter.policies.waiting import PathMargin
 from adapter.serving.advisor_loop import Autoscaling
+from adapter.serving.background import cancel_and_wait
 from adapter.serving.door import Door
 from adapter.serving.errors import (
     AdapterError,
@@ -203,10 +203,7 @@ class Dispatcher:
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop taking requests, answer the queued ones, let in-flight batches finish."""
         self.door.closing = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
         for item in self.queue.pop(len(self.queue)):
             self._fail(
                 item,

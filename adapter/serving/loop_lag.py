@@ -12,10 +12,11 @@ soon as one wake-up is on time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import deque
 from typing import Protocol
+
+from adapter.serving.background import cancel_and_wait
 
 __all__ = ["NO_LAG", "LoopLag", "LoopLagReader"]
 
@@ -48,10 +49,7 @@ class LoopLag:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="loop-lag")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
 
     async def _run(self) -> None:
         while True:

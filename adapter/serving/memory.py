@@ -12,11 +12,12 @@ no such call (musl, macOS).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ctypes
 import ctypes.util
 import logging
 from collections.abc import Callable
+
+from adapter.serving.background import cancel_and_wait
 
 __all__ = ["MemoryTrim", "malloc_trim"]
 
@@ -56,10 +57,7 @@ class MemoryTrim:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="memory-trim")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
 
     async def _run(self) -> None:
         assert self.trim is not None

@@ -7,11 +7,12 @@ second (and at shutdown), so the hot path does one ``list.append``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from adapter.serving.background import cancel_and_wait
 
 if TYPE_CHECKING:
     from adapter.serving.pending import Pending
@@ -72,10 +73,7 @@ class RecordWriter:
             self._task = asyncio.create_task(self._loop(), name="records")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
         self.flush()
 
 
