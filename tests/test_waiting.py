@@ -101,3 +101,31 @@ def test_path_margin_is_a_recent_p95_above_its_floor() -> None:
     for _ in range(100):
         margin.observe(0.5)  # the old samples age out
     assert margin.margin_ms() == pytest.approx(1.5)
+
+
+def test_no_wait_where_no_batch_reaches_the_target_and_the_slots_keep_up() -> None:
+    """An image model on the CPU: a batch costs what its members cost alone (10 ms each, plus
+    1 ms of round trip). At 85 req/s one slot is busy 93.5 % of the time with batches of one and
+    never under 85 % with any: no size reaches 0.7, the slot keeps up anyway, so waiting would
+    only add latency (only a replica reaches the target). Before, it waited for the most the
+    deadline allowed: up to 40 ms here."""
+    flat = Linear(1.0, 10.0)
+    d = decide(0.0, lone(), flat, limit=8, arrival_rate=85.0, slots=1)
+    assert d == BatchDecision(take=1, instances=1, wake_at=None, reason="no_gain")
+    # the same model past what one slot can do (110 req/s: 121 %): a batch of 8 relieves it by
+    # 9 % of its busy time, under MIN_RELIEF: still no wait
+    d = decide(0.0, lone(deadline=0.2), flat, limit=8, arrival_rate=110.0, slots=1)
+    assert d.reason == "no_gain"
+
+
+def test_an_overloaded_slot_waits_for_the_batch_that_relieves_it_most() -> None:
+    """A model that batching speeds up (20 ms + 2 ms a member) at 120 req/s on one slot: busy
+    264 % with batches of one, 84 % with batches of 4 (the limit), never 0.7 within it: it
+    waits for the 4 (deadlines permitting). At 40 req/s (88 % with batches of one, 48 % with
+    two) it waits for the size that reaches 0.7: 2."""
+    model = Linear(20.0, 2.0)
+    d = decide(0.0, lone(deadline=0.5), model, limit=4, arrival_rate=120.0, slots=1)
+    assert d.take == 0 and d.reason == "wait"
+    assert d.wake_at == pytest.approx(3 / 120.0)  # three more members, at 120 a second
+    d = decide(0.0, lone(deadline=0.5), model, limit=4, arrival_rate=40.0, slots=1)
+    assert d.take == 0 and d.wake_at == pytest.approx(1 / 40.0)

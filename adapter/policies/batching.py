@@ -49,7 +49,10 @@ Rules, in order:
    autoscaler adds for them. With ``slots`` slots and batches of ``n``, the
    slots are busy ``ρ(n) = rate · E(n) / (1000 · n · slots)`` of the time. The batch leaves at
    once (``"alone"``) when fewer than one more instance is expected before ``latest``, or when
-   ``ρ(total) ≤ settings.wait_utilization`` (waiting would only add latency). Otherwise it waits for
+   ``ρ(total) ≤ settings.wait_utilization`` (waiting would only add latency), or when no size
+   within the limit gets there while ``ρ(total) ≤ 1`` (the slots keep up; only replicas reach
+   the target) or no size cuts ``ρ`` by a tenth (batching does not speed the model up).
+   Otherwise it waits for
    the smallest size ``n*`` with ``ρ(n*) ≤ settings.wait_utilization`` (``"enough"`` once reached),
    and no longer than the arrivals expected to bring it take: ``wake_at = min(latest, now +
    (n* − total) / rate)``. ``margin_s`` is taken off ``latest``: the path's own latency outside
@@ -224,6 +227,11 @@ def _late_batch(
     return BatchDecision(take=take, instances=total, wake_at=None, reason="late")
 
 
+#: the least share of the slots' busy time a bigger batch must save for an overloaded function
+#: to wait for it (rule 6)
+MIN_RELIEF = 0.1
+
+
 def _worth_waiting_for(
     model: LatencyEstimator,
     total: int,
@@ -233,15 +241,27 @@ def _worth_waiting_for(
     utilization: float,
 ) -> int | None:
     """The smallest batch size the slots can sustain at ``rate`` within ``utilization``; None
-    when ``total`` already can (no wait pays), ``limit`` when even that cannot (wait for the
-    most the deadlines allow)."""
+    when ``total`` already can (no wait pays). When no size up to ``limit`` can, waiting pays
+    only if the slots cannot keep up with batches of ``total`` at all (busy more than all the
+    time) and a bigger batch relieves them by at least :data:`MIN_RELIEF`: then the size that
+    relieves them most (wait for the most the deadlines allow). Otherwise None: the slots keep
+    up as they are and only more replicas reach ``utilization``, or batching does not speed the
+    model up (a batch costs what its members cost alone) and waiting would add latency and
+    save nothing."""
 
     def busy(n: int) -> float:
         return rate * model.estimate_ms(n) / (1000.0 * n * max(1, slots))
 
-    if busy(total) <= utilization:
+    now_busy = busy(total)
+    if now_busy <= utilization:
         return None
+    best, best_busy = total, now_busy
     for n in range(total + 1, limit + 1):
-        if busy(n) <= utilization:
+        b = busy(n)
+        if b <= utilization:
             return n
-    return limit
+        if b < best_busy:
+            best, best_busy = n, b
+    if now_busy <= 1.0:
+        return None
+    return best if best_busy <= (1.0 - MIN_RELIEF) * now_busy else None
