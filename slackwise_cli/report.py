@@ -15,6 +15,7 @@ table cannot drift from its JSON); ``--run GROUP`` first re-runs that group's si
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
@@ -357,13 +358,15 @@ def run_group(group: str, root: Path, *, jobs: int = 2) -> int:
     if group == "live":
         return _run_live(root)
     for config, out, extra in GROUPS[group]:
-        argv = ["-c", str(root / config), "--json", str(root / out), "--jobs", str(jobs), *extra]
+        # run from the root with relative paths: the JSON records the config as the docs cite it
+        argv = ["-c", config, "--json", out, "--jobs", str(jobs), *extra]
         parser = argparse.ArgumentParser(prog="slackwise simulate")
         simulate.add_arguments(parser)
         args = parser.parse_args(argv)
         print("slackwise simulate " + " ".join(argv), flush=True)
         text = io.StringIO()
-        status = simulate.run(args, out=text)
+        with contextlib.chdir(root):
+            status = simulate.run(args, out=text)
         if status:
             return status
         summary = text.getvalue().replace(str(root) + "/", "")
