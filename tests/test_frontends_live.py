@@ -38,6 +38,17 @@ adapter:
 """
 
 
+async def warm(platform: LocalPlatform) -> None:
+    """Wait for the initial replica: the test is about the frontends' count, not a cold start
+    (requests that wait out a 500 ms SLO behind a loading model are refused, as they should
+    be, and a loaded machine can make the model load take that long)."""
+    for _ in range(1200):
+        if platform.replicas("digits").ready >= 1:
+            return
+        await asyncio.sleep(0.05)
+    raise RuntimeError("the initial replica did not become ready")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -72,6 +83,7 @@ def test_two_adapters_agree_on_how_many_frontends_there_are(tmp_path: Path) -> N
 
     async def run() -> list[dict[str, object]]:
         async with LocalPlatform(config) as platform:
+            await warm(platform)
             adapters = [await start_adapter(path, platform) for _ in range(2)]
             try:
                 async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
@@ -80,7 +92,9 @@ def test_two_adapters_agree_on_how_many_frontends_there_are(tmp_path: Path) -> N
                             client.post(f"{url}/v1/models/digits:predict", json=body)
                             for _, url in adapters for _ in range(3)
                         ))  # fmt: skip
-                        assert all(a.status_code == 200 for a in answers)
+                        assert all(a.status_code == 200 for a in answers), [
+                            (a.status_code, a.text[:200]) for a in answers if a.status_code != 200
+                        ]
                         await asyncio.sleep(0.1)
                     await asyncio.sleep(0.5)  # a few advisor ticks
                     statuses = [
@@ -129,6 +143,7 @@ def test_each_adapter_owns_its_share_and_a_killed_one_lapses(tmp_path: Path) -> 
     async def run() -> list[int]:
         seen: list[int] = []
         async with LocalPlatform(config) as platform:
+            await warm(platform)
             adapters = [await start_adapter(path, platform) for _ in range(3)]
             try:
                 async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
@@ -137,7 +152,9 @@ def test_each_adapter_owns_its_share_and_a_killed_one_lapses(tmp_path: Path) -> 
                             client.post(f"{url}/v1/models/digits:predict", json=body)
                             for _, url in adapters
                         ))  # fmt: skip
-                        assert all(a.status_code == 200 for a in answers)
+                        assert all(a.status_code == 200 for a in answers), [
+                            (a.status_code, a.text[:200]) for a in answers if a.status_code != 200
+                        ]
                         await asyncio.sleep(0.1)
                     seen.append(await owners_after(platform, 3, 5.0))
                     adapters[0][0].kill()  # SIGKILL: no goodbye, its lease must lapse
