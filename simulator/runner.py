@@ -149,6 +149,15 @@ def _instances(config: SimConfig) -> int:
 MAX_FLEET_FACTOR = 16.0
 
 
+def holds_at_load(
+    fleet: SimConfig, policy: str, curves: dict[str, ServiceCurve], *, seed: int
+) -> bool:
+    """Whether ``fleet`` holds the SLA at its rate (a search-sized run of ``policy``)."""
+    result = run_one(fleet, policy, curves, rate_rps=fleet.rate_rps,
+                     requests=fleet.search.requests, seed=seed)  # fmt: skip
+    return result.violation_pct <= fleet.max_violation_pct
+
+
 def fleet_at_load(
     config: SimConfig, policy: str, curves: dict[str, ServiceCurve], *, seed: int
 ) -> SimConfig | None:
@@ -157,10 +166,7 @@ def fleet_at_load(
     s = config.search
 
     def holds(factor: float) -> bool:
-        fleet = scaled_fleet(config, factor)
-        result = run_one(fleet, policy, curves, rate_rps=config.rate_rps,
-                         requests=s.requests, seed=seed)  # fmt: skip
-        return result.violation_pct <= config.max_violation_pct
+        return holds_at_load(scaled_fleet(config, factor), policy, curves, seed=seed)
 
     least = 1.0 / max(fn.nodes for fn in config.functions.values())  # one node each
     if holds(1.0):
@@ -208,10 +214,7 @@ def per_function_at_load(
 
     def holds(counts: Mapping[str, int]) -> bool:
         functions = {n: replace(fn, nodes=counts[n]) for n, fn in fleet.functions.items()}
-        trial = replace(fleet, functions=functions)
-        result = run_one(trial, policy, curves, rate_rps=fleet.rate_rps,
-                         requests=fleet.search.requests, seed=seed)  # fmt: skip
-        return result.violation_pct <= fleet.max_violation_pct
+        return holds_at_load(replace(fleet, functions=functions), policy, curves, seed=seed)
 
     return fewest_per_function({n: fn.nodes for n, fn in fleet.functions.items()}, holds)
 
