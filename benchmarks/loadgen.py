@@ -78,7 +78,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         else None
     )
     refusals = out.refusal_ms
-    return {
+    result: dict[str, object] = {
         "rate": args.rate,
         "fresh_connections": bool(args.fresh_connections),
         "on_wire_rps": round(len(sent_at) / wire_s, 1) if wire_s > 0 else None,
@@ -100,6 +100,9 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "lag_p99_ms": round(float(np.percentile(out.lags, 99)) * 1000.0, 3) if out.lags else None,
         "wall_s": round(time.time(), 3),
     }
+    if args.timings:
+        result["timings"] = out.timings
+    return result
 
 
 async def closed_loop(args: argparse.Namespace) -> dict[str, object]:
@@ -159,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         "--fresh-connections", action="store_true", help="a new connection for every request"
     )
     parser.add_argument("--slo-ms", type=float, help="count answers within it (goodput_rps)")
+    parser.add_argument(
+        "--timings",
+        action="store_true",
+        help="also print each answer's (batch size, queue, upstream and total ms) as timings",
+    )
     parser.add_argument(
         "--max-in-flight",
         type=int,

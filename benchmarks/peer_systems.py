@@ -148,15 +148,21 @@ def peer_python(system: str, bench_dir: Path) -> Path:
     return python
 
 
-def _slackwise_config(model: str, replicas: int, out_dir: Path) -> Path:
-    """The shipped peer config, or the same with ``replicas`` warm replicas."""
+def _slackwise_config(
+    model: str, replicas: int, out_dir: Path, max_wait_ms: float | None = None
+) -> Path:
+    """The shipped peer config, or the same with ``replicas`` warm replicas (and, given
+    ``max_wait_ms``, that cap on waiting for company: 0 sends whatever is queued at once)."""
     shipped = ROOT / "experiments" / "peers" / f"{model}.yaml"
-    if replicas == 1:
+    if replicas == 1 and max_wait_ms is None:
         return shipped
     text = shipped.read_text(encoding="utf-8")
     for key in ("initial-scale", "min-scale", "max-scale"):
         text = text.replace(f'{key}: "1"', f'{key}: "{replicas}"')
-    path = out_dir / f"{model}-r{replicas}.yaml"
+    if max_wait_ms is not None:
+        text = text.rstrip("\n") + f"\n  max_wait_ms: {max_wait_ms:g}\n"
+    wait = "" if max_wait_ms is None else f"-w{max_wait_ms:g}"
+    path = out_dir / f"{model}-r{replicas}{wait}.yaml"
     path.write_text(text, encoding="utf-8")
     return path
 
@@ -164,7 +170,7 @@ def _slackwise_config(model: str, replicas: int, out_dir: Path) -> Path:
 def _command(setup: Setup, model: str, port: int, out_dir: Path, bench_dir: Path) -> list[str]:
     s = setup.get
     if setup.system == "slackwise":
-        config = _slackwise_config(model, s("replicas"), out_dir)
+        config = _slackwise_config(model, s("replicas"), out_dir, s("max_wait_ms"))
         return [str(Path(sys.executable).parent / "slackwise"), "serve", "-c", str(config)]
     if setup.system == "kserve":
         return [

@@ -32,11 +32,19 @@ class Outcome:
     lags: list[float] = field(default_factory=list)  # how late it left, s
     sent_at: list[float] = field(default_factory=list)
     batches: list[int] = field(default_factory=list)
+    #: (batch size, queue ms, upstream round trip ms, total ms) of each answer that says them
+    #: (``X-Batch-Size`` and the adapter's ``Server-Timing``): the round trip is what its latency
+    #: model learnt from; total is the adapter's time from arrival to answer
+    timings: list[tuple[int, float, float, float]] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
     reasons: dict[str, int] = field(default_factory=dict)
     refusal_ms: list[float] = field(default_factory=list)
     no_retry_after: int = 0
     dropped: int = 0
+
+
+#: the entries of a single function's ``Server-Timing`` (``queue;dur=1.20, upstream;dur=...``)
+_TIMING = re.compile(rb"(?:^|[ ,])([a-z]+);dur=([0-9.]+)")
 
 
 class _Request:
@@ -60,6 +68,7 @@ class _Client(asyncio.Protocol):
         self._first = data
         self._retry_after = False
         self._batch = b""
+        self._timing = b""
         self._body: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -85,6 +94,7 @@ class _Client(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._retry_after = False
         self._batch = b""
+        self._timing = b""
         self._body = []
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -93,6 +103,8 @@ class _Client(asyncio.Protocol):
             self._retry_after = True
         elif name == b"x-batch-size":
             self._batch = value
+        elif name == b"server-timing":
+            self._timing = value
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
@@ -103,6 +115,8 @@ class _Client(asyncio.Protocol):
         if request is not None:
             status = self.parser.get_status_code()
             self.gen.answered(request, status, self._retry_after, self._batch, self._body)
+            if status == 200 and request.counted and self._timing:
+                self.gen.timing(self._batch, self._timing)
         if self.gen.fresh or not self.parser.should_keep_alive():
             self.close()
         else:
@@ -247,6 +261,13 @@ class OpenLoop:
         if status in (429, 503):
             out.refusal_ms.append((done - request.sent) * 1000.0)
             out.no_retry_after += not retry_after
+
+    def timing(self, batch: bytes, timing: bytes) -> None:
+        """Keep the answer's batch size and its adapter's queue, upstream and total times."""
+        found = dict(_TIMING.findall(timing))
+        if batch.isdigit() and all(k in found for k in (b"queue", b"upstream", b"total")):
+            queue, upstream, total = (float(found[k]) for k in (b"queue", b"upstream", b"total"))
+            self.outcome.timings.append((int(batch), queue, upstream, total))
 
     def failed(self, request: _Request, error: str) -> None:
         if request.counted:
