@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 CONFIG ?= experiments/embed-twitter.yaml
 DURATION ?= 60
 
-.PHONY: run demo test install lint unit profile bench bench-peers bench-overload bench-overload-ab clean
+.PHONY: run demo test install lint unit profile bench bench-peers bench-overload bench-overload-ab bench-models clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,12 @@ BASELINE ?= a19949d
 bench-overload-ab: $(STAMP)
 	$(PY) benchmarks/overload_ab.py --baseline $(BASELINE) --repeat 3 \
 		--json docs/results/overload_ab.json --docs docs/reliability.md
+
+# the advisor's models against live runs: the replay and batched models against the adapter in
+# front of a fixed fleet, and Swayam's Eq. 1 / Theorem 2 against a live RAND frontend (~50 minutes)
+bench-models: $(STAMP)
+	$(PY) benchmarks/model_error_live.py --repeat 3 --json docs/results/model_error_live.json --docs docs/advisor.md
+	$(PY) benchmarks/swayam_model_live.py --repeat 3 --json docs/results/swayam_model_live.json --docs docs/advisor.md
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

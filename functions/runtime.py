@@ -190,9 +190,23 @@ async def _run_model(state: _State, instances: list[Any]) -> list[Any]:
 class _Handlers:
     """The runtime's routes over the models it holds, by path name."""
 
-    def __init__(self, states: dict[str, _State]) -> None:
+    def __init__(self, states: dict[str, _State], max_in_flight: int | None = None) -> None:
         self.states = states
         self.here = ", ".join(repr(n) for n in states)
+        #: predicts this process holds at once; one more is bounced with 429 at once (Swayam's
+        #: backends, which the frontend's random dispatch retries elsewhere); None: no limit
+        self.max_in_flight = max_in_flight
+
+    def _busy(self) -> Response | None:
+        held = sum(s.in_flight for s in self.states.values())
+        if self.max_in_flight is None or held < self.max_in_flight:
+            return None
+        return JSONResponse(
+            {"error": f"busy: {held} predict(s) in flight, the most this replica holds "
+                      f"(--max-in-flight {self.max_in_flight})"},
+            status_code=429,
+            headers={"retry-after": "0"},
+        )  # fmt: skip
 
     def _state(self, request: Request) -> _State | Response:
         requested = request.path_params["name"]
@@ -219,6 +233,9 @@ class _Handlers:
         state = self._state(request)
         if isinstance(state, Response):
             return state
+        busy = self._busy()
+        if busy is not None:
+            return busy
         state.in_flight += 1
         try:
             v2 = request.url.path.endswith("/infer")
@@ -295,9 +312,15 @@ def _answer_headers(
     return headers
 
 
-def create_app(models: Model | Sequence[Model], *, name: str | None = None) -> Starlette:
+def create_app(
+    models: Model | Sequence[Model], *, name: str | None = None, max_in_flight: int | None = None
+) -> Starlette:
     """Build the V1 and V2 app for one model or several; ``name`` is the path name of a single
-    model (default: its kind; several models are served under their kinds, which must differ)."""
+    model (default: its kind; several models are served under their kinds, which must differ).
+    ``max_in_flight``: predicts held at once, past which one is answered 429 at once (None: any
+    number wait their turn on the worker thread)."""
+    if max_in_flight is not None and (isinstance(max_in_flight, bool) or max_in_flight < 1):
+        raise ValueError(f"max_in_flight must be an integer >= 1 or None, got {max_in_flight!r}")
     held = [models] if isinstance(models, Model) else list(models)
     if not held:
         raise ValueError("create_app needs at least one model")
@@ -310,7 +333,7 @@ def create_app(models: Model | Sequence[Model], *, name: str | None = None) -> S
         if key in states:
             raise ValueError(f"model {key!r} given twice")
         states[key] = _State(model=model, name=key, process_start=started, worker=worker)
-    h = _Handlers(states)
+    h = _Handlers(states, max_in_flight)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -64,10 +64,18 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("DEVICE", "cpu"),
         help="cpu, cuda or cuda:N; a device that cannot be used stops the start (no CPU fallback)",
     )
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        help="predicts held at once; one more is answered 429 at once (a backend of Swayam's "
+        "random dispatch, which retries another); default: no limit, they wait their turn",
+    )
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)
     if args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
+    if args.max_in_flight is not None and args.max_in_flight < 1:
+        parser.error(f"--max-in-flight must be at least 1, got {args.max_in_flight}")
     if args.name is not None and len(args.model) > 1:
         parser.error("--name applies to a single --model; several are served under their kinds")
     if len(set(args.model)) < len(args.model):
@@ -85,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{parser.prog}: {kind}: {exc}", file=sys.stderr)
             return 2
         models.append(model)
-    app: Any = create_app(models, name=args.name)
+    app: Any = create_app(models, name=args.name, max_in_flight=args.max_in_flight)
     token = os.environ.pop(TOKEN_ENV, None)  # not left for the model code to read
     if token:
         app = BearerRequired(app, token)

@@ -39,7 +39,8 @@ def free_port() -> int:
 
 class ServerProcess:
     """``python -m functions.serve --model KIND`` on a free loopback port; ``also`` adds more
-    models to the same process (each ``--model``), ``device`` is its ``--device``."""
+    models to the same process (each ``--model``), ``device`` is its ``--device``,
+    ``max_in_flight`` its ``--max-in-flight``."""
 
     def __init__(
         self,
@@ -49,8 +50,10 @@ class ServerProcess:
         port: int | None = None,
         also: tuple[str, ...] = (),
         device: str = "cpu",
+        max_in_flight: int | None = None,
     ) -> None:
         self.kind = kind
+        self.max_in_flight = max_in_flight
         self.kinds = (kind, *also)
         self.device = device
         self.threads = threads
@@ -89,6 +92,8 @@ class ServerProcess:
         for kind in self.kinds:
             command += ["--model", kind]
         command += ["--threads", str(self.threads), "--device", self.device]
+        if self.max_in_flight is not None:
+            command += ["--max-in-flight", str(self.max_in_flight)]
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop())
         self.spawned_at = time.perf_counter()
         self._process = subprocess.Popen(

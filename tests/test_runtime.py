@@ -330,3 +330,48 @@ def test_several_models_refuse_a_shared_name_or_a_duplicate() -> None:
         create_app([_Echo(), _Echo()])
     with pytest.raises(ValueError, match="at least one"):
         create_app([])
+
+
+class _Gated(_Echo):
+    """Holds each batch until ``gate`` is set, and says when one is held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.holding = threading.Event()
+
+    def predict(self, batch: list[Any]) -> list[Any]:
+        self.holding.set()
+        if not self.gate.wait(READY_TIMEOUT_S):
+            raise TimeoutError("the gate was never opened")
+        return super().predict(batch)
+
+
+def test_past_max_in_flight_a_predict_is_bounced_at_once_with_429() -> None:
+    model = _Gated()
+    with TestClient(create_app(model, max_in_flight=1)) as client:
+        _wait_ready(client, "echo")
+        first: dict[str, Any] = {}
+
+        def send() -> None:
+            first["answer"] = client.post("/v1/models/echo:predict", json={"instances": [1]})
+
+        held = threading.Thread(target=send)
+        held.start()
+        assert model.holding.wait(READY_TIMEOUT_S)
+        bounced = client.post("/v1/models/echo:predict", json={"instances": [2]})
+        assert bounced.status_code == 429
+        assert "busy: 1 predict(s) in flight" in bounced.json()["error"]
+        assert bounced.headers["retry-after"] == "0"
+        assert client.get("/v1/models/echo").status_code == 200  # status is never bounced
+        model.gate.set()
+        held.join(READY_TIMEOUT_S)
+        assert first["answer"].json() == {"predictions": [2]}
+        again = client.post("/v1/models/echo:predict", json={"instances": [3]})
+        assert again.status_code == 200 and again.json() == {"predictions": [6]}
+
+
+@pytest.mark.parametrize("bad", [0, -1, True])
+def test_max_in_flight_must_be_a_positive_integer(bad: int) -> None:
+    with pytest.raises(ValueError, match="max_in_flight must be an integer >= 1"):
+        create_app(_Echo(), max_in_flight=bad)
