@@ -375,3 +375,15 @@ def test_past_max_in_flight_a_predict_is_bounced_at_once_with_429() -> None:
 def test_max_in_flight_must_be_a_positive_integer(bad: int) -> None:
     with pytest.raises(ValueError, match="max_in_flight must be an integer >= 1"):
         create_app(_Echo(), max_in_flight=bad)
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_serve_refuses_a_max_in_flight_below_one(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from functions.serve import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--model", "digits", "--max-in-flight", value, "--port", "0"])
+    assert exit_.value.code == 2
+    assert f"--max-in-flight must be at least 1, got {value}" in capsys.readouterr().err
