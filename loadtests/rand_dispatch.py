@@ -84,7 +84,8 @@ class RandDispatcher:
             if answer.status_code == 200:
                 return Served(back - start, back - sent, bounces, gaps)
             if answer.status_code != 429:
-                raise DispatchError(f"backend {k} answered {answer.status_code}: {answer.text[:200]}")
+                reason = answer.text[:200]
+                raise DispatchError(f"backend {k} answered {answer.status_code}: {reason}")
             bounces.append(back - sent)
             await asyncio.sleep(self.delta_s)
             gaps.append(loop.time() - back)
