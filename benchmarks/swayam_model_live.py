@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import platform
 import statistics
@@ -43,7 +44,7 @@ from adapter.policies.percentile import ServiceModel
 from adapter.policies.swayam_model import RandDispatch, rand_response_percentile_ms
 from functions.samples import sample_instances
 from functions.server_process import ServerProcess
-from loadtests.rand_dispatch import RandDispatcher, Served
+from loadtests.rand_dispatch import GaveUp, RandDispatcher, Served
 from slackwise_cli.repeats import commit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +53,8 @@ REPLICAS = (1, 2)
 LOADS = (0.2, 0.4, 0.6, 0.8)
 PERCENTILES = (50, 90, 95, 99)
 DELTA_S = 0.002
+#: a request still bounced this long after its first try is given up (a client's timeout)
+GIVE_UP_S = 10.0
 BEGIN = "<!-- swayam live table: benchmarks/swayam_model_live.py -->"
 END = "<!-- end swayam live table -->"
 
@@ -62,8 +65,9 @@ def _bodies(count: int) -> list[bytes]:
 
 async def _open_loop(
     rand: RandDispatcher, rate: float, warmup_s: float, duration_s: float, seed: int
-) -> list[Served]:
-    """Poisson arrivals at ``rate`` for ``warmup_s + duration_s``; those after the warm-up."""
+) -> tuple[list[Served], int]:
+    """Poisson arrivals at ``rate`` for ``warmup_s + duration_s``: those after the warm-up that
+    were served, and how many of them were given up (bounced for ``GIVE_UP_S``)."""
     loop = asyncio.get_running_loop()
     rng = np.random.default_rng(seed)
     bodies = _bodies(32)
@@ -77,8 +81,15 @@ async def _open_loop(
             await asyncio.sleep(delay)
         task = loop.create_task(rand.send(bodies[i % len(bodies)]))
         tasks.append((float(at) >= warmup_s, task))
-    await asyncio.gather(*(t for _, t in tasks))
-    return [t.result() for counted, t in tasks if counted]
+    await asyncio.gather(*(t for _, t in tasks), return_exceptions=True)
+    counted = [t for c, t in tasks if c]
+    for t in counted:
+        error = t.exception()
+        if error is not None and not isinstance(error, GaveUp):
+            raise error
+    return [t.result() for t in counted if t.exception() is None], sum(
+        isinstance(t.exception(), GaveUp) for t in counted
+    )
 
 
 async def _calibrate(rand: RandDispatcher, count: int) -> float:
@@ -114,7 +125,7 @@ def predict(served: list[Served], rate: float, replicas: int) -> dict[str, Any]:
     }
     for p in PERCENTILES:
         value = rand_response_percentile_ms(rate, replicas, service, float(p), rand)
-        out[f"p{p}_model_ms"] = round(value, 2)
+        out[f"p{p}_model_ms"] = round(value, 2) if math.isfinite(value) else None
     return out
 
 
@@ -122,23 +133,27 @@ async def _cell(rand: RandDispatcher, replicas: int, rho: float, mu: float, seed
                 probe: tuple[float, float]) -> dict[str, Any]:  # fmt: skip
     warmup_s, duration_s = probe
     rate = rho * replicas * mu
-    served = await _open_loop(rand, rate, warmup_s, duration_s, seed)
-    measured_rate = len(served) / duration_s
+    served, gave_up = await _open_loop(rand, rate, warmup_s, duration_s, seed)
+    measured_rate = (len(served) + gave_up) / duration_s
     cell: dict[str, Any] = {
         "replicas": replicas,
         "load": rho,
         "offered_rps": round(rate, 2),
         "measured_rps": round(measured_rate, 2),
-        "requests": len(served),
+        "requests": len(served) + gave_up,
+        "gave_up": gave_up,
         "first_try_live": round(sum(s.bounces == 0 for s in served) / len(served), 3),
         "mean_bounces": round(statistics.mean(s.bounces for s in served), 3),
     }
     cell.update(predict(served, measured_rate, replicas))
-    response = [1000.0 * s.response_s for s in served]
+    # a request given up is later than every answer: it sits at the top of the ranks
+    response = sorted(1000.0 * s.response_s for s in served) + [math.inf] * gave_up
     for p in PERCENTILES:
-        live = _quantile(response, p)
-        cell[f"p{p}_live_ms"] = round(live, 2)
-        cell[f"p{p}_err_pct"] = round(100.0 * (cell[f"p{p}_model_ms"] - live) / live, 1)
+        live = response[max(0, math.ceil(p / 100.0 * len(response)) - 1)]
+        model = cell[f"p{p}_model_ms"]
+        cell[f"p{p}_live_ms"] = round(live, 2) if math.isfinite(live) else None
+        both = model is not None and math.isfinite(live)
+        cell[f"p{p}_err_pct"] = round(100.0 * (model - live) / live, 1) if both else None
     return cell
 
 
@@ -162,7 +177,8 @@ async def _fleet_cells(
 ) -> list[dict[str, Any]]:
     """One fleet's loads, in the order of ``repeat`` (0-based), through one RAND frontend."""
     replicas = len(urls)
-    rand = RandDispatcher(urls, delta_s=DELTA_S, seed=1000 * (repeat + 1) + replicas)
+    seed = 1000 * (repeat + 1) + replicas
+    rand = RandDispatcher(urls, delta_s=DELTA_S, seed=seed, give_up_s=GIVE_UP_S)
     cells: list[dict[str, Any]] = []
     try:
         mu = 1.0 / await _calibrate(rand, 60)
@@ -186,12 +202,24 @@ def measure(repeat: int, probe: tuple[float, float]) -> list[dict[str, Any]]:
     return runs
 
 
-SUMMARY_KEYS = ("rho", "measured_rps", "first_try_live", "first_try_model", "d_ms", "delta_ms",
-                "exec_mean_ms", *(f"p{p}_{k}" for p in PERCENTILES
-                                  for k in ("live_ms", "model_ms", "err_pct")))  # fmt: skip
+PERCENTILE_KEYS = tuple(
+    f"p{p}_{k}" for p in PERCENTILES for k in ("live_ms", "model_ms", "err_pct")
+)
+SUMMARY_KEYS = ("rho", "measured_rps", "gave_up", "first_try_live", "first_try_model", "d_ms",
+                "delta_ms", "exec_mean_ms", *PERCENTILE_KEYS)  # fmt: skip
+
+
+def _stat(values: list[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    return {"median": statistics.median(values), "low": min(values), "high": max(values),
+            "runs": len(values)}  # fmt: skip
 
 
 def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per fleet and load, each key's median and range over the repeats. A percentile that was
+    given up (live) or saturated (model) ranks above every number (inf); an error that could
+    not be computed is left out (``runs`` says how many it is over)."""
     rows = []
     for replicas in REPLICAS:
         for load in LOADS:
@@ -200,38 +228,61 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 continue
             row: dict[str, Any] = {"replicas": replicas, "load": load}
             for key in SUMMARY_KEYS:
-                values = [float(c[key]) for c in cells]
-                row[key] = {"median": statistics.median(values), "low": min(values),
-                            "high": max(values)}  # fmt: skip
+                ranked = key.endswith(("_live_ms", "_model_ms"))
+                row[key] = _stat([math.inf if c[key] is None else float(c[key])
+                                  for c in cells if ranked or c[key] is not None])  # fmt: skip
             rows.append(row)
     return rows
 
 
-def _f(stat: dict[str, float], fmt: str = "{:.1f}") -> str:
-    return f"{fmt.format(stat['median'])} ({fmt.format(stat['low'])}..{fmt.format(stat['high'])})"
+def _ms(stat: dict[str, float] | None, saturated: str) -> str:
+    if stat is None or math.isinf(stat["median"]):
+        return saturated
+    return f"{stat['median']:.1f}"
+
+
+def _err(stat: dict[str, float] | None) -> str:
+    if stat is None:
+        return "—"
+    return f"{stat['median']:+.0f} ({stat['low']:+.0f}..{stat['high']:+.0f})"
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ["replicas", "load ρ (set / measured)", "req/s", "first try: live / Eq. 4"]
+    head = ["replicas", "load ρ (set / measured)", "req/s", "given up", "first try: live / Eq. 4"]
     head += [f"P{p} live / model ms (err %)" for p in PERCENTILES]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         first = f"{r['first_try_live']['median']:.2f} / {r['first_try_model']['median']:.2f}"
         cells = [str(r["replicas"]), f"{r['load']:.1f} / {r['rho']['median']:.2f}",
-                 f"{r['measured_rps']['median']:.0f}", first]  # fmt: skip
+                 f"{r['measured_rps']['median']:.0f}", f"{r['gave_up']['median']:.0f}",
+                 first]  # fmt: skip
         for p in PERCENTILES:
-            cells.append(f"{r[f'p{p}_live_ms']['median']:.1f} / {r[f'p{p}_model_ms']['median']:.1f}"
-                         f" ({_f(r[f'p{p}_err_pct'], '{:+.0f}')})")  # fmt: skip
+            live = _ms(r[f"p{p}_live_ms"], f"> {GIVE_UP_S:g} s")
+            model = _ms(r[f"p{p}_model_ms"], "saturated")
+            cells.append(f"{live} / {model} ({_err(r[f'p{p}_err_pct'])})")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
+def _json_safe(value: Any) -> Any:
+    """``value`` with every inf as None (JSON has no infinity)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def write_docs(path: Path, rows: list[dict[str, Any]]) -> None:
     text = path.read_text(encoding="utf-8")
-    errors = {p: statistics.mean(abs(r[f"p{p}_err_pct"]["median"]) for r in rows)
-              for p in PERCENTILES}  # fmt: skip
-    summary = ", ".join(f"P{p} {e:.0f} %" for p, e in errors.items())
-    body = f"{table(rows)}\n\nMean |error| of the medians over the rows: {summary}."
+    parts = []
+    for p in PERCENTILES:
+        errors = [abs(r[f"p{p}_err_pct"]["median"]) for r in rows if r[f"p{p}_err_pct"]]
+        if errors:
+            parts.append(f"P{p} {statistics.mean(errors):.0f} % over {len(errors)} rows")
+    body = f"{table(rows)}\n\nMean |error| of the medians: {', '.join(parts)}."
     head, rest = text.split(BEGIN, 1)
     path.write_text(f"{head}{BEGIN}\n{body}\n{END}{rest.split(END, 1)[1]}", encoding="utf-8")
 
@@ -261,11 +312,13 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version()},
         "setup": f"{MODEL} replicas with --max-in-flight 1 behind loadtests/rand_dispatch.py",
-        "delta_s": DELTA_S, "probe": {"warmup_s": args.warmup_s, "duration_s": args.duration_s},
+        "delta_s": DELTA_S, "give_up_s": GIVE_UP_S,
+        "probe": {"warmup_s": args.warmup_s, "duration_s": args.duration_s},
     }}  # fmt: skip
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        text = json.dumps(_json_safe(result), indent=2, allow_nan=False)
+        args.json.write_text(text + "\n", encoding="utf-8")
     if args.docs:
         write_docs(args.docs, rows)
     return 0

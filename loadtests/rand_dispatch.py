@@ -19,13 +19,17 @@ from dataclasses import dataclass, field
 
 from knative.http1 import Http1Pool, Origin
 
-__all__ = ["DispatchError", "RandDispatcher", "Served"]
+__all__ = ["DispatchError", "GaveUp", "RandDispatcher", "Served"]
 
 _JSON = {"content-type": "application/json"}
 
 
 class DispatchError(RuntimeError):
     """A backend answered neither 200 nor a bounce (429), or ``max_tries`` ran out."""
+
+
+class GaveUp(DispatchError):
+    """Every try until ``give_up_s`` after the first was bounced (the client's timeout)."""
 
 
 @dataclass(slots=True)
@@ -43,7 +47,9 @@ class Served:
 
 
 class RandDispatcher:
-    """RAND over the predict ``urls`` (one a backend), ``delta_s`` between two tries."""
+    """RAND over the predict ``urls`` (one a backend), ``delta_s`` between two tries; with
+    ``give_up_s``, a request still bounced that long after its first try is given up
+    (:class:`GaveUp`), as a client's timeout would."""
 
     def __init__(
         self,
@@ -53,6 +59,7 @@ class RandDispatcher:
         seed: int = 1,
         timeout_s: float = 30.0,
         max_tries: int = 100_000,
+        give_up_s: float | None = None,
     ) -> None:
         if not urls:
             raise ValueError("RAND needs at least one backend url")
@@ -60,12 +67,15 @@ class RandDispatcher:
             raise ValueError(f"delta_s must be >= 0, got {delta_s!r}")
         if max_tries < 1:
             raise ValueError(f"max_tries must be >= 1, got {max_tries!r}")
+        if give_up_s is not None and not give_up_s > 0.0:
+            raise ValueError(f"give_up_s must be > 0 or None, got {give_up_s!r}")
         parsed = [Origin.parse(url) for url in urls]
         self.pools = [Http1Pool(origin, max_idle=256) for origin, _ in parsed]
         self.paths = [path or "/" for _, path in parsed]
         self.delta_s = delta_s
         self.timeout_s = timeout_s
         self.max_tries = max_tries
+        self.give_up_s = give_up_s
         self.rng = random.Random(seed)
 
     async def send(self, body: bytes) -> Served:
@@ -89,6 +99,8 @@ class RandDispatcher:
             bounces.append(back - sent)
             await asyncio.sleep(self.delta_s)
             gaps.append(loop.time() - back)
+            if self.give_up_s is not None and loop.time() - start >= self.give_up_s:
+                raise GaveUp(f"bounced {len(bounces)} times in {self.give_up_s:g} s")
         raise DispatchError(f"no backend served the request in {self.max_tries} tries")
 
     def close(self) -> None:

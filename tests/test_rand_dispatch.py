@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from loadtests.rand_dispatch import DispatchError, RandDispatcher
+from loadtests.rand_dispatch import DispatchError, GaveUp, RandDispatcher
 
 
 @asynccontextmanager
@@ -101,12 +101,26 @@ def test_when_every_backend_bounces_it_gives_up_after_max_tries() -> None:
     _run(test)
 
 
+def test_a_request_bounced_past_give_up_s_is_given_up() -> None:
+    async def test() -> None:
+        hits: list[int] = []
+        async with _backend(429, hits) as bouncer:
+            rand = RandDispatcher([bouncer], delta_s=0.005, give_up_s=0.05)
+            with pytest.raises(GaveUp, match=r"in 0\.05 s"):
+                await rand.send(b"{}")
+            rand.close()
+        assert 2 <= len(hits) <= 11  # tries 5 ms apart for 50 ms, then no more
+
+    _run(test)
+
+
 @pytest.mark.parametrize(
     ("urls", "kwargs", "message"),
     [
         ([], {"delta_s": 0.0}, "at least one backend"),
         (["http://127.0.0.1:1/x"], {"delta_s": -1.0}, "delta_s must be >= 0"),
         (["http://127.0.0.1:1/x"], {"delta_s": 0.0, "max_tries": 0}, "max_tries must be >= 1"),
+        (["http://127.0.0.1:1/x"], {"delta_s": 0.0, "give_up_s": 0.0}, "give_up_s must be > 0"),
     ],
 )
 def test_bad_settings_are_refused(urls: list[str], kwargs: dict[str, float], message: str) -> None:
