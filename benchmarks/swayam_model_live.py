@@ -235,15 +235,17 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _ms(stat: dict[str, float] | None, saturated: str) -> str:
-    if stat is None or math.isinf(stat["median"]):
-        return saturated
+def _ms(stat: dict[str, Any] | None, saturated: str) -> str:
+    if stat is None or stat["median"] is None or math.isinf(stat["median"]):
+        return saturated  # (a saved summary holds None where the run had inf)
     return f"{stat['median']:.1f}"
 
 
-def _err(stat: dict[str, float] | None) -> str:
+def _err(stat: dict[str, Any] | None, runs: int) -> str:
     if stat is None:
         return "—"
+    if stat["runs"] < runs:  # the others had no number on one side
+        return f"{stat['median']:+.0f} in {stat['runs']} of {runs} runs"
     return f"{stat['median']:+.0f} ({stat['low']:+.0f}..{stat['high']:+.0f})"
 
 
@@ -259,7 +261,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         for p in PERCENTILES:
             live = _ms(r[f"p{p}_live_ms"], f"> {GIVE_UP_S:g} s")
             model = _ms(r[f"p{p}_model_ms"], "saturated")
-            cells.append(f"{live} / {model} ({_err(r[f'p{p}_err_pct'])})")
+            cells.append(f"{live} / {model} ({_err(r[f'p{p}_err_pct'], r['rho']['runs'])})")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -279,7 +281,9 @@ def write_docs(path: Path, rows: list[dict[str, Any]]) -> None:
     text = path.read_text(encoding="utf-8")
     parts = []
     for p in PERCENTILES:
-        errors = [abs(r[f"p{p}_err_pct"]["median"]) for r in rows if r[f"p{p}_err_pct"]]
+        key = f"p{p}_err_pct"
+        errors = [abs(r[key]["median"]) for r in rows
+                  if r[key] and r[key]["runs"] == r["rho"]["runs"]]  # fmt: skip
         if errors:
             parts.append(f"P{p} {statistics.mean(errors):.0f} % over {len(errors)} rows")
     body = f"{table(rows)}\n\nMean |error| of the medians: {', '.join(parts)}."
@@ -294,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration-s", type=float, default=30.0)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--docs", type=Path, help="a markdown file with the table's markers")
+    parser.add_argument(
+        "--render", type=Path, help="write the table from this saved JSON instead of measuring"
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f"--repeat must be at least 1, got {args.repeat}")
@@ -303,6 +310,12 @@ def main(argv: list[str] | None = None) -> int:
         args.docs.read_text(encoding="utf-8") if args.docs.is_file() else ""
     ):
         parser.error(f"--docs {args.docs}: no {BEGIN!r} block in it to fill")
+    if args.render is not None:
+        rows = json.loads(args.render.read_text(encoding="utf-8"))["summary"]
+        print(table(rows))
+        if args.docs:
+            write_docs(args.docs, rows)
+        return 0
     runs = measure(args.repeat, (args.warmup_s, args.duration_s))
     rows = summarize(runs)
     print(table(rows))
