@@ -38,11 +38,15 @@ Schema (every key optional unless marked)::
       wait_utilization: 0.7           # wait for company only while one replica is this busy
       latency_model: linear           # linear (GrandSLAM Eq. 2) | curve (the measured per-size
                                       # curve, monotone: LatencyModel.estimate_ms)
+      etc_by_input: false             # price each request's stages for its input size class
+                                      # (GrandSLAM's ETC per input size: simulator.inputs)
     functions:                        # required
       imagenet: {nodes: 10, max_batch: 64, container_concurrency: 1, profile: imagenet,
-                 cold_start_s: null, annotations: {...}}
+                 cold_start_s: null, annotations: {...},
+                 input_cost: {large: 3.0}}    # one instance of a class, against the profile's
     apps:                             # required
-      img_query: {stages: [imagenet, ner, qa], weight: 1, slo_factor: 5}   # or slo_ms
+      img_query: {stages: [imagenet, ner, qa], weight: 1, slo_factor: 5,   # or slo_ms
+                  inputs: {small: 0.6, large: 0.4}}   # its requests' input-size classes
 
 An app's SLO is ``slo_ms``, or ``slo_factor`` × the sum of its stages' batch-1 median latencies in
 the chosen profile set (PowerChief-style, as GrandSLAM §5 takes its SLAs). Every error is a
@@ -68,6 +72,7 @@ from simulator.config_sections import (
 )
 from simulator.config_sections import (
     read_batching,
+    read_classes,
     read_search,
     read_trace,
 )
@@ -106,6 +111,8 @@ class SimFunction:
     container_concurrency: int
     cold_start_s: float | None
     scaling: ScalingSpec
+    #: the service cost of one instance of an input-size class, against the profile's inputs
+    input_cost: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,6 +122,8 @@ class SimApp:
     weight: float
     slo_ms: float | None
     slo_factor: float
+    #: the input-size classes of its requests, by weight (empty: one class, the profile's)
+    inputs: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,6 +173,7 @@ class SimConfig:
     trace: TraceConfig | None = None
     autoscaling: AutoscalingConfig | None = None
     latency_model: str = "linear"
+    etc_by_input: bool = False
     base_dir: Path = field(default_factory=Path.cwd)
 
 
@@ -219,7 +229,7 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> S
     path = f"functions.{name}"
     data = r.mapping(raw, path)
     r.only(data, path, {"profile", "nodes", "max_batch", "container_concurrency",
-                        "cold_start_s", "annotations"})  # fmt: skip
+                        "cold_start_s", "annotations", "input_cost"})  # fmt: skip
     concurrency = r.integer(data, "container_concurrency", path, 1, low=1)
     annotations = r.strings(data.get("annotations"), f"{path}.annotations")
     try:
@@ -238,13 +248,14 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> S
         container_concurrency=concurrency,
         cold_start_s=cold,
         scaling=spec,
+        input_cost=read_classes(r, data, "input_cost", path),
     )
 
 
 def _app(r: Reader, name: str, raw: Any, functions: Mapping[str, SimFunction]) -> SimApp:
     path = f"apps.{name}"
     data = r.mapping(raw, path)
-    r.only(data, path, {"stages", "weight", "slo_ms", "slo_factor"})
+    r.only(data, path, {"stages", "weight", "slo_ms", "slo_factor", "inputs"})
     stages = data.get("stages")
     if not isinstance(stages, list) or not stages:
         raise r.fail(f"{path}.stages", f"must be a non-empty list of functions, got {stages!r}")
@@ -264,7 +275,8 @@ def _app(r: Reader, name: str, raw: Any, functions: Mapping[str, SimFunction]) -
     factor = r.number(data, "slo_factor", path, 5.0)
     if factor <= 0:
         raise r.fail(f"{path}.slo_factor", f"must be positive, got {factor:g}")
-    return SimApp(name=name, stages=tuple(stages), weight=weight, slo_ms=slo_ms, slo_factor=factor)
+    return SimApp(name=name, stages=tuple(stages), weight=weight, slo_ms=slo_ms, slo_factor=factor,
+                  inputs=read_classes(r, data, "inputs", path))  # fmt: skip
 
 
 def _autoscaling(r: Reader, raw: Any, apps: Mapping[str, SimApp]) -> AutoscalingConfig:
@@ -327,11 +339,13 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
     except ScalingConfigError as exc:
         raise r.fail("platform.autoscaler", str(exc)) from None
     adapter = r.mapping(data.get("adapter"), "adapter")
-    keys = {"aimd", "max_wait_ms", "estimate_alpha", "wait_utilization", "latency_model"}
+    keys = {"aimd", "max_wait_ms", "estimate_alpha", "wait_utilization", "latency_model",
+            "etc_by_input"}  # fmt: skip
     r.only(adapter, "adapter", keys)
-    aimd = adapter.get("aimd", False)
-    if not isinstance(aimd, bool):
-        raise r.fail("adapter.aimd", f"must be true or false, got {aimd!r}")
+    aimd, by_input = adapter.get("aimd", False), adapter.get("etc_by_input", False)
+    for key, flag in (("aimd", aimd), ("etc_by_input", by_input)):
+        if not isinstance(flag, bool):
+            raise r.fail(f"adapter.{key}", f"must be true or false, got {flag!r}")
     batching = read_batching(r, adapter)
 
     fn_raw = r.mapping(data.get("functions"), "functions")
@@ -386,6 +400,7 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
         autoscaling=autoscaling,
         latency_model=_choice(r, adapter, "latency_model", "adapter", "linear",
                               ("linear", "curve")),
+        etc_by_input=by_input,
         base_dir=base_dir or Path.cwd(),
     )  # fmt: skip
 

@@ -10,7 +10,8 @@ from typing import Any
 from adapter.policies.batching_settings import SIMULATOR_P95_EVERY, BatchingSettings
 from slackwise_core.config import Reader
 
-__all__ = ["SearchConfig", "TraceConfig", "read_batching", "read_search", "read_trace"]
+__all__ = ["SearchConfig", "TraceConfig", "read_batching", "read_classes", "read_search",
+           "read_trace"]  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,3 +79,10 @@ def read_trace(r: Reader, t: Mapping[str, Any]) -> TraceConfig:
         downsample=r.integer(t, "downsample", "trace", 1, low=1),
         step_s=step,
     )
+
+
+def read_classes(r: Reader, data: Mapping[str, Any], key: str, path: str) -> dict[str, float]:
+    """``key``: a mapping of input-size class to a positive number (an app's mix of input sizes,
+    or a function's cost of one instance of each class); empty when absent."""
+    raw = r.mapping(data.get(key), f"{path}.{key}")
+    return {name: r.number(raw, name, f"{path}.{key}", 1.0, low=1e-9) for name in raw}

@@ -36,6 +36,7 @@ import numpy as np
 from adapter.policies.batching import BatchDecision
 from adapter.policies.slack import StagePolicy
 from simulator.config import SimConfig
+from simulator.inputs import InputSizes
 from simulator.request import SimRequest
 from simulator.results import AppResult, FunctionResult, SimResult, StageResult, summarize
 from simulator.scalers import FixedScaler, FunctionState, KpaScaler, Scaler, ScalerHooks
@@ -110,6 +111,7 @@ class Simulation:
         self.scaler = scaler or make_scaler(config)
         self._kpa = self.scaler.tick_s is not None
         self._max_wait_s = config.batching.max_wait_s
+        self._inputs = InputSizes(config, seed)
         self.stations: dict[str, Station] = {
             name: Station(fn, curves[name], policy, config) for name, fn in config.functions.items()
         }
@@ -216,6 +218,7 @@ class Simulation:
         app_index = min(r, len(self.apps) - 1)
         app = self.apps[app_index]
         req = SimRequest(app_index, self._issued, now, now + app.slo_s)
+        req.input_class = self._inputs.pick(app_index)
         self._issued += 1
         self._outstanding += 1
         st = self._enter(req, app, now)
@@ -239,7 +242,7 @@ class Simulation:
             now=now,
             arrival=req.started,
             deadline=req.due,
-            estimates_ms=app.estimates,
+            estimates_ms=self._inputs.estimates(req, app.estimates),
             gains=app.gains,
         )
         req.cold = req.cold or st.ready == 0
@@ -318,7 +321,7 @@ class Simulation:
         if n > st.max_batch:  # a late batch may be up to the max; never larger
             n = st.max_batch
         sigma = st.sigmas[n]
-        ms = st.medians[n]
+        ms = st.medians[n] * self._inputs.batch_cost(st.name, batch, n)
         if sigma > 0.0:
             ms *= math.exp(sigma * self._service_rng.gauss(0.0, 1.0))
         self._push(now + ms / 1000.0, _DONE, st, (batch, sent, timeout, cold))

@@ -21,6 +21,7 @@ class SimRequest:
         "due",
         "hopeless",
         "index",
+        "input_class",
         "seq",
         "stage",
         "started",
@@ -42,3 +43,5 @@ class SimRequest:
         self.hopeless = False
         #: it waited for a replica to start at some stage (its misses are not evidence)
         self.cold = False
+        #: its input-size class ("": the inputs the profiles were measured with)
+        self.input_class = ""
