@@ -37,6 +37,9 @@ GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
         (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json",
          ("--policies", "GS,GS-Q,GS-M,ED-DYN,EDF-DYN,ED-30,EDF-30,FIFO-NB"))
         for name in ("wl1-mixed", "wl2-mixed")
+    ) + tuple(  # requests of two input sizes; GS priced per input size (ETC per size) or not
+        (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json", ())
+        for name in ("wl1-cpu-inputs", "wl1-cpu-inputs-etc")
     ),
     "roma": tuple(
         (f"experiments/sim/roma-{name}.yaml", f"experiments/sim/results/roma-{name}.json", ())
