@@ -1,0 +1,60 @@
+"""Each GrandSLAM workload's throughput ceiling (:mod:`simulator.bounds`) beside what GS and the
+best baselines reached, from their result JSONs: how much room any policy had to gain.
+
+    .venv/bin/python benchmarks/throughput_ceiling.py \
+        > experiments/sim/results/throughput-ceiling.txt
+
+``slackwise report`` copies the text into docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from simulator.bounds import throughput_ceiling
+from simulator.config import load_sim_config
+from simulator.runner import curves_for
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = ("wl1-cpu", "wl2-cpu", "wl1-gpu", "wl2-gpu", "wl1-cpu-1000", "wl2-cpu-1000",
+             "wl1-mixed", "wl2-mixed", "wl1-cpu-inputs")  # fmt: skip
+
+
+def _best(policies: dict[str, dict[str, float]], paper: bool) -> tuple[str, float]:
+    rows = {n: r["max_rps_at_sla"] for n, r in policies.items()
+            if not n.startswith("GS") and n.endswith("-paper") == paper
+            and r.get("max_rps_at_sla") is not None}  # fmt: skip
+    if not rows:
+        return "-", float("nan")
+    name = max(rows, key=rows.__getitem__)
+    return name, rows[name]
+
+
+def main() -> int:
+    print(
+        "| workload | ceiling rps (set by, at batch) | GS | best strengthened | best as in the "
+        "paper | ceiling / best baseline |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name in WORKLOADS:
+        config = load_sim_config(ROOT / "experiments" / "sim" / f"{name}.yaml")
+        ceiling = throughput_ceiling(config, curves_for(config))
+        doc = json.loads((ROOT / "experiments/sim/results" / f"{name}.json").read_text())
+        policies = doc["policies"]
+        gs = policies["GS"]["max_rps_at_sla"]
+        strong, strong_rps = _best(policies, paper=False)
+        paper, paper_rps = _best(policies, paper=True)
+        best = max(r for r in (strong_rps, paper_rps) if r == r)
+        _, batch = ceiling.functions[ceiling.binding]
+        print(
+            f"| {name} | {ceiling.rate_rps:.0f} ({ceiling.binding}, {batch}) | {gs:.0f} | "
+            f"{strong} {strong_rps:.0f} | {paper} {paper_rps:.0f} | "
+            f"{ceiling.rate_rps / best:.2f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

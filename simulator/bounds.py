@@ -1,0 +1,70 @@
+"""The most any stage policy could serve on a fixed fleet: a ceiling to read the gains under.
+
+Whatever the order, the slack split or the batch sizes, a function's nodes finish at most
+``nodes × n / L(n)`` requests a second with batches of ``n`` (``L`` its median batch latency),
+and no batch that a request is to ride within its SLO can take longer than the SLO less what
+the request's other stages take at the least (each of them alone, batch 1). So each function's
+ceiling is ``nodes × max n / L(n)`` over the batch sizes within the function's ``max_batch`` whose
+``L(n)`` fits that room for every app it serves, and the workload's rate is bounded by the first
+function to reach its ceiling (app requests split by weight; a function serving two apps serves
+both shares; with input sizes, a function's instances cost their mean, :mod:`simulator.inputs`).
+Queueing and the variance of service times are ignored, so the bound is generous: no policy
+sustains more with every request in its SLO, and a baseline already close to it leaves no
+policy room to gain. (The SLA search runs a finite number of requests and lets 1 % miss, and a
+late request may ride a batch larger than any SLO allows, so a search can pass a rate a few
+percent above the ceiling, as a backlog that has not yet grown far does.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from simulator.config import SimConfig
+from simulator.engine import app_slos_ms
+from simulator.inputs import InputSizes
+from simulator.service import ServiceCurve
+
+__all__ = ["Ceiling", "throughput_ceiling"]
+
+
+@dataclass(frozen=True, slots=True)
+class Ceiling:
+    """The workload's ceiling in app requests per second, the function that sets it, and each
+    function's own: (requests a second it can finish, the batch size that does it)."""
+
+    rate_rps: float
+    binding: str
+    functions: Mapping[str, tuple[float, int]]
+
+
+def throughput_ceiling(config: SimConfig, curves: Mapping[str, ServiceCurve]) -> Ceiling:
+    slos = app_slos_ms(config, curves)
+    costs = InputSizes(config, config.seed).mean_costs(config)
+    total_weight = sum(app.weight for app in config.apps.values())
+    per_function: dict[str, tuple[float, int]] = {}
+    share: dict[str, float] = {}  # the share of app requests that visit each function
+    for name, fn in config.functions.items():
+        rooms = []
+        for app_name, app in config.apps.items():
+            if name not in app.stages:
+                continue
+            share[name] = share.get(name, 0.0) + app.weight / total_weight * app.stages.count(name)
+            others = sum(curves[s].median_ms(1) for s in app.stages) - curves[name].median_ms(1)
+            rooms.append(slos[app_name] - others)
+        if not rooms:
+            continue
+        room = min(rooms)
+        curve = curves[name]
+        best, best_n = 0.0, 0
+        for n in range(1, fn.max_batch + 1):
+            latency = curve.median_ms(n)
+            if latency > room:
+                continue
+            rate = fn.nodes * n * 1000.0 / (latency * costs[name])
+            if rate > best:
+                best, best_n = rate, n
+        per_function[name] = (best, best_n)
+    bounds = {n: per_function[n][0] / share[n] for n in per_function}
+    binding = min(bounds, key=bounds.__getitem__)
+    return Ceiling(rate_rps=bounds[binding], binding=binding, functions=per_function)
