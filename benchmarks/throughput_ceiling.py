@@ -48,10 +48,10 @@ def main() -> int:
         paper, paper_rps = _best(policies, paper=True)
         best = max(r for r in (strong_rps, paper_rps) if r == r)
         _, batch = ceiling.functions[ceiling.binding]
+        shown = f"{paper} {paper_rps:.0f}" if paper_rps == paper_rps else "(not run)"
         print(
             f"| {name} | {ceiling.rate_rps:.0f} ({ceiling.binding}, {batch}) | {gs:.0f} | "
-            f"{strong} {strong_rps:.0f} | {paper} {paper_rps:.0f} | "
-            f"{ceiling.rate_rps / best:.2f} |"
+            f"{strong} {strong_rps:.0f} | {shown} | {ceiling.rate_rps / best:.2f} |"
         )
     return 0
 
