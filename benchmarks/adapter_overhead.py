@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -41,6 +39,7 @@ import psutil
 
 from functions.server_process import ServerProcess
 from slackwise_cli.repeats import commit
+from slackwise_cli.results import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "experiments" / "peers" / "digits.yaml"
@@ -371,11 +370,7 @@ def main(argv: list[str] | None = None) -> int:
             "date": time.strftime("%Y-%m-%d"),
             "repeat": args.repeat,
             "config": str(CONFIG.relative_to(ROOT)),
-            "machine": {
-                "cpus": os.cpu_count(),
-                "platform": platform.platform(),
-                "python": platform.python_version(),
-            },
+            "machine": machine(),
         }
     print(table(result))
     if args.json is not None and args.from_json is None:

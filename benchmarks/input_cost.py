@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -30,6 +29,7 @@ from functions import images
 from functions.inputs import b64_encode, b64_field, image_bytes, rgb_image
 from functions.registry import create_model
 from slackwise_cli.repeats import commit
+from slackwise_cli.results import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("imagenet", "face_detect", "face_landmarks", "face_embed", "ner", "qa")
@@ -106,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = {"functions": results, "meta": {
             "command": " ".join(["python", "benchmarks/input_cost.py", *(argv or sys.argv[1:])]),
             "commit": commit(ROOT), "date": time.strftime("%Y-%m-%d"),
-            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                        "python": platform.python_version()},
+            "machine": machine(),
             "large": "images at twice the side (four times the pixels, boxes scaled), "
                      "texts (ner) and questions (qa) four times as long",
         }}  # fmt: skip

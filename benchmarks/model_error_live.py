@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -52,6 +50,7 @@ from adapter.policies.percentile import ServiceModel, response_time_percentile
 from adapter.policies.replay import ObservedService, replay_percentile
 from simulator.profiles import resolve_curves
 from slackwise_cli.repeats import commit
+from slackwise_cli.results import machine
 
 MODEL = "embed"
 SLO_MS = 150.0
@@ -272,8 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"runs": runs, "summary": rows, "meta": {
         "command": " ".join(["python", "benchmarks/model_error_live.py", *(argv or sys.argv[1:])]),
         "commit": commit(ROOT), "date": time.strftime("%Y-%m-%d"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version()},
+        "machine": machine(),
         "setup": f"slackwise serve, experiments/peers/{MODEL}.yaml with min = max = replicas",
         "slo_ms": SLO_MS, "percentile": PERCENTILE,
         "probe": {"warmup_s": args.warmup_s, "duration_s": args.duration_s},

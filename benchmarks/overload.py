@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -38,6 +36,7 @@ import httpx
 import psutil
 
 from slackwise_cli.repeats import commit
+from slackwise_cli.results import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "experiments" / "overload" / "digits.yaml"
@@ -262,11 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     result["meta"] = {
         "command": " ".join([Path(PY).name, "benchmarks/overload.py", *(argv or sys.argv[1:])]),
         "commit": commit(ROOT),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-        },
+        "machine": machine(),
         "config": str(CONFIG.relative_to(ROOT)),
         "slo_ms": SLO_MS,
         "date": time.strftime("%Y-%m-%d"),

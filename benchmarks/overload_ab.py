@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ import httpx
 import psutil
 
 from slackwise_cli.repeats import commit
+from slackwise_cli.results import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -201,11 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([Path(PY).name, "benchmarks/overload_ab.py", *(argv or sys.argv[1:])]),
         "commit": commit(ROOT),
         "baseline": base.stdout.strip(),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-        },
+        "machine": machine(),
         "config": CONFIG,
         "date": time.strftime("%Y-%m-%d"),
     }

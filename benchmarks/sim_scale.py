@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
-import os
-import platform
 import pstats
 import sys
 import time
@@ -27,6 +25,7 @@ from simulator.config import load_sim_config
 from simulator.engine import Simulation
 from simulator.runner import curves_for
 from slackwise_cli.repeats import commit
+from slackwise_cli.results import machine
 
 CONFIG = Path(__file__).resolve().parents[1] / "experiments" / "sim" / "scale-1000.yaml"
 
@@ -83,11 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                 "command": " ".join(["python", "benchmarks/sim_scale.py", *(argv or sys.argv[1:])]),
                 "commit": commit(Path(__file__).resolve().parents[1]),
                 "date": time.strftime("%Y-%m-%d"),
-                "machine": {
-                    "cpus": os.cpu_count(),
-                    "platform": platform.platform(),
-                    "python": platform.python_version(),
-                },
+                "machine": machine(),
             },
         }
         args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -28,8 +28,6 @@ import asyncio
 import contextlib
 import json
 import math
-import os
-import platform
 import statistics
 import sys
 import time
@@ -46,6 +44,7 @@ from functions.samples import sample_instances
 from functions.server_process import ServerProcess
 from loadtests.rand_dispatch import GaveUp, RandDispatcher, Served
 from slackwise_cli.repeats import commit
+from slackwise_cli.results import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "embed"
@@ -322,8 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"runs": runs, "summary": rows, "meta": {
         "command": " ".join(["python", "benchmarks/swayam_model_live.py", *(argv or sys.argv[1:])]),
         "commit": commit(ROOT), "date": time.strftime("%Y-%m-%d"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version()},
+        "machine": machine(),
         "setup": f"{MODEL} replicas with --max-in-flight 1 behind loadtests/rand_dispatch.py",
         "delta_s": DELTA_S, "give_up_s": GIVE_UP_S,
         "probe": {"warmup_s": args.warmup_s, "duration_s": args.duration_s},

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from peer_sweep import Probe, measure
 from peer_systems import ROOT, Setup, start
 
 from slackwise_cli.repeats import commit
+from slackwise_cli.results import machine
 
 RATES = (20.0, 60.0)
 SLO_MS = 200.0
@@ -97,8 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"runs": runs, "summary": summary, "meta": {
         "command": " ".join(["python", "benchmarks/wait_rule_ab.py", *(argv or sys.argv[1:])]),
         "commit": commit(ROOT), "baseline": base.stdout.strip(),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version()},
+        "machine": machine(),
         "setup": "slackwise, 2 replicas, experiments/peers/imagenet.yaml", "slo_ms": SLO_MS,
         "probe": {"warmup_s": 5.0, "duration_s": 20.0}, "date": time.strftime("%Y-%m-%d"),
     }}  # fmt: skip
