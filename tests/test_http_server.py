@@ -7,8 +7,11 @@ timeouts and the dispatch timers cost no wall time."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import json
-from collections.abc import Awaitable, Callable
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -265,3 +268,42 @@ def test_health_and_function_status_are_answered_from_the_callback_as_the_router
         assert fast["/v1/models/echo"].json()["name"] == "echo"
 
     run(scenario)
+
+
+def test_the_port_is_taken_before_the_lifespan_starts_the_platform() -> None:
+    """The lifespan starts the embedded platform, whose replicas listen on ports the kernel
+    picks: the adapter's own port is bound before it, so none of them can take it (a CI run
+    once saw "address already in use" from exactly that)."""
+    clock = VirtualClock()
+    with socket.socket() as picker:
+        picker.bind(("127.0.0.1", 0))
+        port = picker.getsockname()[1]
+    seen: dict[str, int] = {}
+
+    async def main() -> None:
+        app = create_app(config(), view=FakeView(1), transport=httpx.MockTransport(echo),
+                         clock=clock)  # fmt: skip
+        inner = app.router.lifespan_context
+
+        @contextlib.asynccontextmanager
+        async def probing(app: Starlette) -> AsyncIterator[None]:
+            with socket.socket() as other:  # what a replica starting now would try
+                try:
+                    other.bind(("127.0.0.1", port))
+                except OSError as exc:
+                    seen["errno"] = exc.errno or 0
+            async with inner(app):
+                yield
+
+        app.router.lifespan_context = probing
+        stop = asyncio.Event()
+        bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        server = asyncio.create_task(
+            serve(app, "127.0.0.1", port, ready=bound.set_result, stop=stop)
+        )
+        seen["bound"] = await asyncio.wait_for(bound, 10)
+        stop.set()
+        await asyncio.wait_for(server, 10)
+
+    clock.run(main())
+    assert seen == {"errno": errno.EADDRINUSE, "bound": port}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 import threading
 from collections import deque
 from collections.abc import Callable, MutableMapping
@@ -41,6 +42,7 @@ from adapter.serving.http_limits import (
     PREDICTS,
     Refuse,
 )
+from adapter.serving.listen import bind_early
 from adapter.serving.predict_endpoint import PredictEndpoint, Target
 
 if TYPE_CHECKING:
@@ -397,9 +399,25 @@ async def serve(
     ``ready`` is called with the bound port once the server listens."""
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
+    early = bind_early(host, port)  # before the lifespan's replicas take ports of their own
+    try:
+        await _serve(app, loop, stop, ready, early or (host, port))
+    finally:
+        if early is not None:
+            early.close()
+
+
+async def _serve(app: Starlette, loop: asyncio.AbstractEventLoop, stop: asyncio.Event,
+                 ready: Callable[[int], None] | None, where: socket.socket | tuple[str, int],
+                 ) -> None:  # fmt: skip
+    """:func:`serve` on ``where``: a socket bound already, or the host and port to bind."""
     async with app.router.lifespan_context(app):
         server = _Server(app, loop)
-        listener = await loop.create_server(lambda: _Connection(server), host, port, backlog=2048)
+        listener = await (
+            loop.create_server(lambda: _Connection(server), sock=where, backlog=2048)
+            if isinstance(where, socket.socket)
+            else loop.create_server(lambda: _Connection(server), *where, backlog=2048)
+        )
         # signal handlers belong to the main thread; a server run elsewhere stops by ``stop``
         signals = (
             (signal.SIGINT, signal.SIGTERM)
