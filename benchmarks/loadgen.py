@@ -59,6 +59,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         timeout_s=args.timeout_s,
         max_in_flight=args.max_in_flight,
         fresh=args.fresh_connections,
+        timings=args.timings,
     )
     out = await gen.run(schedule.tolist(), lambda: print("measuring", flush=True))
     errors = out.errors

@@ -198,8 +198,10 @@ class _Handlers:
         self.max_in_flight = max_in_flight
 
     def _busy(self) -> Response | None:
+        if self.max_in_flight is None:
+            return None
         held = sum(s.in_flight for s in self.states.values())
-        if self.max_in_flight is None or held < self.max_in_flight:
+        if held < self.max_in_flight:
             return None
         return JSONResponse(
             {"error": f"busy: {held} predict(s) in flight, the most this replica holds "

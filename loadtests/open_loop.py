@@ -103,7 +103,7 @@ class _Client(asyncio.Protocol):
             self._retry_after = True
         elif name == b"x-batch-size":
             self._batch = value
-        elif name == b"server-timing":
+        elif name == b"server-timing" and self.gen.timings:
             self._timing = value
 
     def on_body(self, body: bytes) -> None:
@@ -153,6 +153,7 @@ class OpenLoop:
         timeout_s: float,
         max_in_flight: int,
         fresh: bool,
+        timings: bool = False,
     ) -> None:
         self.host = host
         self.port = port
@@ -162,6 +163,8 @@ class OpenLoop:
         self.timeout_s = timeout_s
         self.max_in_flight = max_in_flight
         self.fresh = fresh
+        #: keep each answer's Server-Timing (only when asked: it is a regex per answer)
+        self.timings = timings
         self.loop = asyncio.get_running_loop()
         self.idle: list[_Client] = []
         self.busy: set[_Client] = set()

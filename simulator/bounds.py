@@ -40,7 +40,7 @@ class Ceiling:
 
 def throughput_ceiling(config: SimConfig, curves: Mapping[str, ServiceCurve]) -> Ceiling:
     slos = app_slos_ms(config, curves)
-    costs = InputSizes(config, config.seed).mean_costs(config)
+    costs = InputSizes(config, config.seed).mean_cost
     total_weight = sum(app.weight for app in config.apps.values())
     per_function: dict[str, tuple[float, int]] = {}
     share: dict[str, float] = {}  # the share of app requests that visit each function

@@ -43,7 +43,9 @@ class InputSizes:
             cumulative = list(itertools.accumulate(w / total for w in app.inputs.values()))
             self._mixes.append((tuple(app.inputs), cumulative))
         self._cost = {n: dict(fn.input_cost) for n, fn in config.functions.items() if fn.input_cost}
-        mean = self.mean_costs(config)
+        #: each function's mean cost of one instance over the requests it serves
+        self.mean_cost = self._mean_costs(config)
+        mean = self.mean_cost
         #: per app, per class: each stage's estimate multiplier (empty: ETC ignores sizes)
         self._scale: list[dict[str, list[float]]] = [
             {c: [self.cost_of(s, c) / mean[s] for s in app.stages] for c in app.inputs}
@@ -55,7 +57,7 @@ class InputSizes:
         costs = self._cost.get(function)
         return 1.0 if costs is None else costs.get(input_class, 1.0)
 
-    def mean_costs(self, config: SimConfig) -> dict[str, float]:
+    def _mean_costs(self, config: SimConfig) -> dict[str, float]:
         """Each function's mean cost of one instance over the requests it serves (every app that
         has it as a stage, by the app's weight and input mix)."""
         out = {}

@@ -71,7 +71,7 @@ def test_a_functions_mean_cost_is_over_the_requests_it_serves() -> None:
         query={"stages": ["img", "txt"], "slo_ms": 200, "inputs": {"small": 3, "large": 1}},
         plain={"stages": ["txt"], "slo_ms": 100, "weight": 2},
     )
-    assert InputSizes(config, seed=1).mean_costs(config) == {"img": 1.5, "txt": 1.0}
+    assert InputSizes(config, seed=1).mean_cost == {"img": 1.5, "txt": 1.0}
 
 
 def test_with_etc_per_input_a_request_is_priced_by_its_own_class() -> None:
