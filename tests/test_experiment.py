@@ -57,6 +57,13 @@ def test_direct_mode_batch_size_comes_from_the_answers() -> None:
     assert summarize(run, 100.0).mean_batch == 1.0
 
 
+def _non_200(records: Path) -> list[str]:
+    """What the requests of a mode that were not answered 200 got (for a failure's message)."""
+    lines = records.read_text().splitlines() if records.exists() else []
+    records_ = [json.loads(line) for line in lines]
+    return [f"{r['status']}: {r.get('error')}" for r in records_ if r["status"] != 200]
+
+
 @pytest.mark.slow
 def test_every_mode_runs_a_short_trace_end_to_end(tmp_path: Path) -> None:
     trace = tmp_path / "trace_t4.txt"  # AutoScale format: one rate per line (synthetic)
@@ -69,7 +76,7 @@ platform:
 functions:
   digits:
     model: digits
-    slo_ms: 2000
+    slo_ms: 10000
     annotations: {{autoscaling.knative.dev/max-scale: "2"}}
 experiment:
   function: digits
@@ -89,9 +96,12 @@ experiment:
     assert result.returncode == 0, result.stdout + result.stderr
     doc = json.loads(out.read_text())
     assert set(doc["modes"]) == {"direct", "mlproxy", "slackwise", "slackwise-kpa"}
-    for summary in doc["modes"].values():
+    for mode, summary in doc["modes"].items():
         assert summary["requests"] > 20
-        assert summary["errors"] == 0
+        # the SLO is far above a cold start (1.5-2.5 s here, more on a loaded machine): the
+        # slackwise modes prune a request whose deadline passed while it waited for the first
+        # replica, which is an answer (503), not a failure to run
+        assert summary["errors"] == 0, (mode, _non_200(plots / f"{mode}.jsonl"))
         assert summary["replica_seconds"] > 0
         assert summary["cold_starts"] >= 1
         assert set(summary) == {
@@ -102,7 +112,7 @@ experiment:
         assert summary["cold_hits"] >= 1  # every mode starts at zero replicas
         assert 0.0 <= summary["warm_violation_pct"] <= 100.0
         assert summary["stages"] == {}
-    assert doc["trace"] == str(trace) and doc["slo_ms"] == 2000.0
+    assert doc["trace"] == str(trace) and doc["slo_ms"] == 10000.0
     assert (plots / "timeseries.png").stat().st_size > 10_000
     assert (plots / "ccdf.png").exists()
     assert "mode" in result.stdout and "slackwise" in result.stdout
