@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import signal
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -14,8 +16,9 @@ import httpx
 import pytest
 from sklearn.datasets import load_digits
 
+from knative.local.fleet import Fleet, FunctionRuntime
 from knative.local.platform import LocalPlatform
-from slackwise_core.config import Config, parse_config
+from slackwise_core.config import Config, FunctionConfig, parse_config
 
 pytestmark = pytest.mark.slow
 
@@ -324,3 +327,32 @@ def test_no_replica_outlives_the_platform() -> None:
     run(make_config(), body)
     assert len(pids) == 2
     assert not [pid for pid in pids if pid_alive(pid)]
+
+
+def test_the_gateway_takes_its_port_before_any_replica_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Adding a function starts its min-scale replicas, which listen on ports the kernel picks:
+    the gateway's configured port is bound first, so none of them can take it."""
+    with socket.socket() as picker:
+        picker.bind(("127.0.0.1", 0))
+        port = picker.getsockname()[1]
+    seen: list[int] = []
+    add = Fleet.add
+
+    def probing(self: Fleet, config: FunctionConfig, now: float) -> FunctionRuntime:
+        with socket.socket() as other:  # what a replica starting now would try
+            try:
+                other.bind(("127.0.0.1", port))
+                seen.append(0)
+            except OSError as exc:
+                seen.append(exc.errno or -1)
+        return add(self, config, now)
+
+    monkeypatch.setattr(Fleet, "add", probing)
+
+    async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
+        assert platform.port == port
+
+    run(make_config(port=port), body)
+    assert seen == [errno.EADDRINUSE]

@@ -98,12 +98,14 @@ class LocalPlatform:
             trust_env=False,
             limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
         )
+        # the gateway's port first: the replicas that adding a function starts listen on ports
+        # the kernel picks, and one of them could take a configured port in that range
+        if self._serve_http:
+            await self._start_gateway()
         now = self.clock.now()
         for fn_config in self.config.functions.values():
             if fn_config.upstream.url is None:  # a fixed endpoint is served elsewhere
                 fleet.add(fn_config, now)
-        if self._serve_http:
-            await self._start_gateway()
         self._loop_task = asyncio.create_task(fleet.autoscale_loop(), name="autoscale")
 
     async def _start_gateway(self) -> None:
