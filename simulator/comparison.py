@@ -39,7 +39,10 @@ from simulator.scalers import KpaScaler, Scaler
 from simulator.service import ServiceCurve
 from simulator.swayam_scalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
 
-__all__ = ["clairvoyant_service", "compare", "format_fig9", "scaler_run"]
+__all__ = [
+    "clairvoyant_service", "compare", "format_fig9", "run_arrivals", "scaler_row", "scaler_run",
+    "scaler_settings",
+]  # fmt: skip
 
 
 def clairvoyant_service(curve: ServiceCurve, *, batch_limit: int, slots: int) -> ServiceModel:
@@ -53,7 +56,7 @@ def clairvoyant_service(curve: ServiceCurve, *, batch_limit: int, slots: int) ->
     )
 
 
-def _arrivals(config: SimConfig, rate_rps: float, seed: int) -> list[float]:
+def run_arrivals(config: SimConfig, rate_rps: float, seed: int) -> list[float]:
     traced = arrivals_for(config, rate_rps, seed)
     if traced is not None:
         return traced
@@ -65,7 +68,7 @@ def _arrivals(config: SimConfig, rate_rps: float, seed: int) -> list[float]:
     return out
 
 
-def _settings(config: SimConfig) -> AutoscalingConfig:
+def scaler_settings(config: SimConfig) -> AutoscalingConfig:
     if config.autoscaling is None:
         raise ValueError(f"{config.source}: no autoscaling section to compare scalers with")
     return config.autoscaling
@@ -73,7 +76,7 @@ def _settings(config: SimConfig) -> AutoscalingConfig:
 
 def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict[str, Any]:
     """One scaler over the config's single-function workload; its row of the comparison."""
-    auto = _settings(config)
+    auto = scaler_settings(config)
     curves = curves_for(config)
     app_name, app = next(iter(config.apps.items()))
     fn_name = app.stages[0]
@@ -85,7 +88,7 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
     policy = stage_policy(auto.policy)
     limit = policy.batch_limit(fn.max_batch)
     cap = fn.scaling.max_scale or 1000
-    arrivals = _arrivals(config, rate_rps, seed)
+    arrivals = run_arrivals(config, rate_rps, seed)
     service = clairvoyant_service(curve, batch_limit=limit, slots=fn.container_concurrency)
 
     model_need: Callable[[float], int] = lambda rate: min_replicas(  # noqa: E731
@@ -143,7 +146,7 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
     )  # fmt: skip
     result = sim.run()
     latencies, _ = sim.latencies_by_arrival()
-    return _row(name, result, latencies, slo_ms, level, auto, setup_s, bootstrap, None)
+    return scaler_row(name, result, latencies, slo_ms, level, auto, setup_s, bootstrap, None)
 
 
 class _Case(NamedTuple):
@@ -210,7 +213,7 @@ def _clair_row(
     if auto.clair_trim and ticks == set():
         trimmed, result, latencies = _trim(row, lambda: run(counts), auto.clair_trim,
                                            (result, latencies))  # fmt: skip
-    out = _row(name, result, latencies, slo_ms, level, auto, setup_s, None, rounds)
+    out = scaler_row(name, result, latencies, slo_ms, level, auto, setup_s, None, rounds)
     if auto.clair_trim:
         out["clair_trimmed"], out["clair_counts"] = trimmed, list(row)
     return out
@@ -244,7 +247,7 @@ def _trim(
     return removed, best[0], best[1]
 
 
-def _row(
+def scaler_row(
     name: str,
     result: SimResult,
     latencies: np.ndarray,
@@ -272,7 +275,7 @@ def _row(
         "peak_replicas": f.peak_replicas,
         "cold_batches": f.cold_batches,
         "duration_s": round(result.duration_s, 3),
-        "bootstrap": bootstrap if name in ("kpa", "advisor", "slackwise") else None,
+        "bootstrap": bootstrap if name in ("kpa", "advisor", "slackwise", "hindsight") else None,
         "setup_s": 0.0 if name == "clair_a1" else round(setup_s, 3),
     }  # fmt: skip
     if rounds is not None:
@@ -294,7 +297,7 @@ def compare(
 ) -> dict[str, Any]:
     """Every scaler of the config's ``autoscaling.compare`` (or ``scalers``): the
     ``autoscalers`` and ``autoscaling`` entries of OUT.json."""
-    auto = _settings(config)
+    auto = scaler_settings(config)
     names = list(scalers or auto.compare)
     rate = config.rate_rps if rate_rps is None else rate_rps
     seed = config.seed if seed is None else seed

@@ -1,0 +1,120 @@
+"""What reacting to the past can reach on each Fig. 9 trace (:mod:`simulator.hindsight`).
+
+For each trace, the past-only scaler with exact needs is run over a grid of holds and headrooms
+(the same seeded hour as the Fig. 9 tables); each cell is its replica-seconds over ClairA2's and
+its window compliance. ClairA1, ClairA2 and slackwise are run beside the grid, from the same
+config and seed and the same code, so every ratio is of one revision.
+The last column is the cheapest point at ≥ 99 % compliance, against the target of 0.75 × ClairA2
+and against what slackwise used.
+
+    .venv/bin/python benchmarks/scaler_frontier.py --jobs 2 \
+        --json experiments/sim/results/scaler-frontier.json \
+        > experiments/sim/results/scaler-frontier.txt
+
+``slackwise report`` copies the text into docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from simulator.comparison import scaler_run
+from simulator.config import SimConfig, load_sim_config
+from simulator.hindsight import hindsight_run
+from simulator.pool import map_jobs
+from slackwise_cli.repeats import commit
+from slackwise_cli.results import machine
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = {"NASA": "nasa", "Twitter": "twitter", "big spike (synthetic)": "big-spike",
+          "steep tri phase (synthetic)": "steep-tri-phase"}  # fmt: skip
+HOLDS_S = (30.0, 60.0, 120.0, 300.0)
+HEADROOMS = (1.0, 1.15, 1.3)
+#: run beside the grid, same config and seed: the ratios' bases and the scaler to compare
+REFERENCES = ("clair_a1", "clair_a2", "slackwise")
+#: Swayam's SLA compliance target and Fig. 9's cost target (a fraction of ClairA2)
+COMPLIANT_PCT, TARGET = 99.0, 0.75
+
+
+def _job(config: SimConfig, scaler: str, hold_s: float, burst_u: float) -> dict[str, Any]:
+    """One run: a Fig. 9 scaler (the references) or the past-only one at a grid point."""
+    if scaler != "hindsight":
+        return scaler_run(config, scaler, config.rate_rps, config.seed)
+    return hindsight_run(config, hold_s=hold_s, burst_u=burst_u, rate_rps=config.rate_rps,
+                         seed=config.seed)  # fmt: skip
+
+
+def _table(traces: dict[str, dict[str, Any]]) -> str:
+    head = " | ".join(f"U {u:g}" for u in HEADROOMS)
+    lines = [
+        f"| trace | hold s | {head} |",
+        "|---|---|" + "---|" * len(HEADROOMS),
+    ]
+    for label, doc in traces.items():
+        cells = {(r["hold_s"], r["burst_u"]): r for r in doc["runs"]}
+        for i, hold in enumerate(HOLDS_S):
+            row = [cells[(hold, u)] for u in HEADROOMS]
+            text = " | ".join(
+                f"{r['vs_clair_a2']:.2f} × at {r['compliance_pct']:.1f} %" for r in row
+            )
+            lines.append(f"| {label if i == 0 else ''} | {hold:g} | {text} |")
+    lines += [
+        "",
+        "| trace | cheapest at ≥ 99 % (hold, U) | / ClairA2 | / ClairA1 | "
+        "slackwise / ClairA2 (compliance) | target |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, doc in traces.items():
+        best = doc["cheapest_compliant"]
+        where = "none" if best is None else f"{best['hold_s']:g} s, {best['burst_u']:g}"
+        a2 = "-" if best is None else f"{best['vs_clair_a2']:.2f}"
+        a1 = "-" if best is None else f"{best['vs_clair_a1']:.2f}"
+        sw = doc["slackwise"]
+        lines.append(f"| {label} | {where} | {a2} | {a1} | {sw['vs_clair_a2']:.2f} "
+                     f"({sw['compliance_pct']:.1f} %) | ≤ {TARGET} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
+    parser.add_argument("--json", type=Path, help="write every run here")
+    parser.add_argument("--traces", default=",".join(TRACES.values()),
+                        help="which Fig. 9 traces (default all four)")  # fmt: skip
+    args = parser.parse_args(argv)
+    chosen = {k: v for k, v in TRACES.items() if v in args.traces.split(",")}
+    out: dict[str, dict[str, Any]] = {}
+    for label, name in chosen.items():
+        config = load_sim_config(ROOT / f"experiments/sim/autoscale-{name}.yaml")
+        grid = [(config, "hindsight", h, u) for h in HOLDS_S for u in HEADROOMS]
+        rows = map_jobs(_job, [*((config, n, 0.0, 0.0) for n in REFERENCES), *grid], args.jobs)
+        refs = dict(zip(REFERENCES, rows, strict=False))
+        runs = rows[len(REFERENCES) :]
+        for run in rows:
+            for ref in ("clair_a1", "clair_a2"):
+                run[f"vs_{ref}"] = round(run["replica_seconds"] / refs[ref]["replica_seconds"], 4)
+        ok = [r for r in runs if r["compliance_pct"] >= COMPLIANT_PCT]
+        out[label] = {
+            "config": f"experiments/sim/autoscale-{name}.yaml",
+            "clair_a1": refs["clair_a1"]["replica_seconds"],
+            "clair_a2": refs["clair_a2"]["replica_seconds"],
+            "references": refs,
+            "slackwise": refs["slackwise"],
+            "runs": runs,
+            "cheapest_compliant": min(ok, key=lambda r: r["replica_seconds"]) if ok else None,
+        }
+        print(f"{label}: {len(runs)} runs", file=sys.stderr)
+    print(_table(out))
+    if args.json:
+        doc = {"traces": out, "holds_s": HOLDS_S, "headrooms": HEADROOMS, "commit": commit(ROOT),
+               "machine": machine(), "command": " ".join(sys.argv)}  # fmt: skip
+        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
