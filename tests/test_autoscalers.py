@@ -295,7 +295,7 @@ def test_a_trimmed_clairvoyant_is_minimal_one_replica_fewer_anywhere_breaks_it(
 
     from adapter.policies.slack import stage_policy
     from simulator.clairvoyance import late_ticks
-    from simulator.comparison import _arrivals, scaler_run
+    from simulator.comparison import run_arrivals, scaler_run
     from simulator.config import load_sim_config
     from simulator.engine import Simulation, app_slos_ms
     from simulator.runner import curves_for
@@ -321,7 +321,7 @@ def test_a_trimmed_clairvoyant_is_minimal_one_replica_fewer_anywhere_breaks_it(
 
     curves = curves_for(loaded)
     slo_ms = app_slos_ms(loaded, curves)["embed"]
-    arrivals = _arrivals(loaded, loaded.rate_rps, loaded.seed)
+    arrivals = run_arrivals(loaded, loaded.rate_rps, loaded.seed)
     setup_s = curves["embed"].cold_start_s
 
     def complies(trial: list[int]) -> bool:
@@ -345,3 +345,47 @@ def test_a_trimmed_clairvoyant_is_minimal_one_replica_fewer_anywhere_breaks_it(
             fewer[t] -= 1
             assert not complies(fewer), f"window {t} holds with {n - 1} replicas"
     assert copy(auto, clair_trim=0).clair_trim == 0
+
+
+# -- the past-only scaler (simulator.hindsight) -------------------------------------------------
+
+
+def test_hindsight_counts_hold_the_peak_of_the_windows_before_only() -> None:
+    from simulator.hindsight import hindsight_counts
+
+    needs = [1, 5, 2, 2, 2, 9, 0, 0, 0, 0]
+    # window k sees windows k-3..k-1 (never its own): the 5 is held 3 windows after it
+    assert hindsight_counts(needs, 3, initial=2) == [2, 2, 5, 5, 5, 2, 9, 9, 9, 0]
+    assert hindsight_counts(needs, 1, initial=0) == [0, *needs[:-1]]
+    assert hindsight_counts([], 5, initial=3) == []
+    with pytest.raises(ValueError, match="hold"):
+        hindsight_counts(needs, 0, initial=0)
+
+
+def test_hindsight_pays_for_what_it_did_not_foresee(tmp_path: Path) -> None:
+    """On a step the clairvoyant meets in every window, the past-only scaler with the same exact
+    needs misses just after the step (its replicas start when the step is seen, and take their
+    setup time), and a longer hold costs more replica-seconds."""
+    from simulator.comparison import compare
+    from simulator.config import load_sim_config
+    from simulator.hindsight import hindsight_run
+
+    trace = tmp_path / "load.rps.txt"
+    trace.write_text("\n".join(["10"] * 20 + ["60"] * 20 + ["10"] * 20) + "\n")
+    config = tmp_path / "as.yaml"
+    config.write_text(
+        "profile: cpu\nwarmup_fraction: 0\nadapter: {max_wait_ms: 0}\n"
+        f"trace: {{name: {trace}}}\nrate_rps: 120\n"
+        "platform: {scaling: kpa}\nfunctions: {embed: {max_batch: 16}}\n"
+        "apps: {embed: {stages: [embed], slo_factor: 3}}\n"
+        "autoscaling: {compare: [clair_a2], collect_s: 10, window: 200, step: 10}\n"
+    )
+    loaded = load_sim_config(config)
+    clair = compare(loaded)["autoscalers"]["clair_a2"]
+    rate, seed = loaded.rate_rps, loaded.seed
+    short = hindsight_run(loaded, hold_s=2.0, burst_u=1.0, rate_rps=rate, seed=seed)
+    long = hindsight_run(loaded, hold_s=30.0, burst_u=1.0, rate_rps=rate, seed=seed)
+    assert clair["compliance_pct"] == 100.0
+    assert short["compliance_pct"] < 100.0 and short["violation_pct"] > 0.0
+    assert long["replica_seconds"] > short["replica_seconds"]
+    assert short["hold_s"] == 2.0 and long["burst_u"] == 1.0
