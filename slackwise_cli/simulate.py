@@ -150,6 +150,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except (ConfigError, ProfileSetError, ProfileFormatError, ValueError) as exc:
         return _fail(str(exc))
     doc["wall_s"] = round(time.perf_counter() - started, 3)
+    doc.update(_provenance())
     if doc["policies"]:
         print(format_table(doc), file=out)
     if "autoscalers" in doc:
@@ -180,6 +181,7 @@ def _run_roma(args: argparse.Namespace, out: TextIO) -> int:
     except (ConfigError, ProfileSetError, ProfileFormatError, ValueError) as exc:
         return _fail(str(exc))
     doc["wall_s"] = round(time.perf_counter() - started, 3)
+    doc.update(_provenance())
     print(format_roma(doc), file=out)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -205,3 +207,13 @@ def plot_stages(doc: dict[str, Any], out_dir: Path) -> list[Path]:
         title = f"{doc['workload']} ({doc['profile']}): {app}, mean latency per stage"
         paths.append(plot_stage_latency(breakdown, out_dir / f"stages-{app}.png", title))
     return paths
+
+
+def _provenance() -> dict[str, Any]:
+    """What a result JSON records of where it came from beside its settings: the code revision
+    (the numbers depend on it) and the machine (its wall time does)."""
+    from slackwise_cli.repeats import commit
+    from slackwise_cli.results import machine
+
+    root = Path(__file__).resolve().parents[1]
+    return {"commit": commit(root), "machine": machine()}

@@ -138,6 +138,7 @@ def test_cli_writes_the_per_policy_json(tmp_path: Path, capsys: pytest.CaptureFi
     ]  # fmt: skip
     doc = json.loads(out.read_text())
     assert {"workload", "profile", "policies", "sla", "gs_over_best_prior"} <= set(doc)
+    assert len(doc["commit"]) >= 7 and doc["machine"]["cores"] >= 1  # where it came from
     assert set(doc["policies"]) == {"FIFO-NB", "GS"}
     for entry in doc["policies"].values():
         assert {"requests", "violation_pct", "p50_ms", "p99_ms", "mean_ms", "mean_batch",
