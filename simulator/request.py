@@ -29,6 +29,8 @@ class SimRequest:
     #: every simulated request is one instance and is never cancelled by its client
     size = 1
     cancelled = False
+    #: priced by its input_class instead (simulator.inputs)
+    input_bytes = 0.0
 
     def __init__(self, app: int, index: int, started: float, due: float) -> None:
         self.app = app

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -286,3 +287,48 @@ def test_a_poisoned_member_of_a_middle_stage_batch_fails_alone() -> None:
         assert r.json()["predictions"][0]["answer"] == f"answer to who wrote {name}"
     tagger = [b for fn, b in upstream.batches if fn == "tagger"]
     assert any(any("poison" in x for x in b) for b in tagger)  # the model did see it
+
+
+class SizedUpstream(Upstream):
+    """The tagger takes time in proportion to its text (a long text costs it ~10x a short one);
+    the answer stage takes the same time whatever the request."""
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.headers["host"] == "tagger":
+            texts = json.loads(request.content)["instances"]
+            time.sleep(0.001 + sum(len(t) for t in texts) / 100_000)
+        else:
+            time.sleep(0.002)
+        return super().__call__(request)
+
+
+def test_etc_by_input_prices_a_large_request_where_its_size_costs() -> None:
+    """With ``etc_by_input``, each function learns from its batches what an input's size costs
+    it; a large request's GS split then gives the stage its size makes dear more of the SLO."""
+    upstream = SizedUpstream()
+    app = create_app(config(etc_by_input=True), view=FakeView(),
+                     transport=httpx.MockTransport(upstream))  # fmt: skip
+    short, long = "who is it", "who is it " + "x" * 900
+    with TestClient(app) as c:
+        for i in range(120):
+            text = long if i % 2 else short
+            r = c.post("/v1/apps/ask:predict", json={"instances": [text]})
+            assert r.status_code == 200, r.text
+        state = app.state.adapter
+        chain, dispatchers = state.chains["ask"], state.dispatchers
+        small = len(json.dumps({"instances": [short]}))
+        large = len(json.dumps({"instances": [long]}))
+        tagger = dispatchers["tagger"].controller.input_cost
+        answer = dispatchers["answer"].controller.input_cost
+        assert tagger is not None and answer is not None
+        assert tagger.cost(large) / tagger.cost(small) > 3.0  # ~10x measured, noisy
+        assert answer.cost(large) / answer.cost(small) < 1.5  # size costs it nothing
+        priced = [chain.estimates(dispatchers, b) for b in (small, large)]
+        tagger_share = [e[0] / sum(e) for e in priced]
+        assert tagger_share[1] > tagger_share[0] + 0.2
+        assert chain.estimates(dispatchers) == chain.estimates(dispatchers, 0.0)
+    # off (the default): nothing is learnt, every request is priced as the mix
+    with client(Upstream()) as c:
+        c.post("/v1/apps/ask:predict", json={"instances": [short]})
+        off = c.app.state.adapter.dispatchers  # type: ignore[attr-defined]
+        assert all(d.controller.input_cost is None for d in off.values())

@@ -33,6 +33,7 @@ from adapter.policies.aimd import AIMD, AIMDDecision
 from adapter.policies.batching import BatchDecision, LatencyEstimator
 from adapter.policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
 from adapter.policies.estimates import BatchSizeTracker
+from adapter.policies.input_cost import InputCost, batch_input_bytes
 from adapter.policies.lagged_p95 import LaggedP95
 from adapter.policies.latency import LatencyModel
 from adapter.policies.modes import ModePreset
@@ -95,6 +96,9 @@ class Controller(Generic[T]):
         self.max_batch = max_batch
         self.container_concurrency = container_concurrency
         self.aimd = aimd
+        #: what an input's size costs the function, learnt from its warm batches (None: not
+        #: learnt; every request is priced as the mix): ``adapter.etc_by_input``
+        self.input_cost: InputCost | None = None
         self.stage_policy = stage_policy
         self.late = late
         self.settings = settings
@@ -261,6 +265,9 @@ class Controller(Generic[T]):
         latency model, and judge each member for AIMD by the mode's signal (the batch's service
         time, or the request's response time under MLProxy). A member whose stage had no budget
         (its chain's deadline had passed when it entered) says nothing about the batch size."""
+        if self.input_cost is not None and not cold:
+            size = batch_input_bytes((item.input_bytes, item.size) for item in batch)
+            self.input_cost.observe(size, round_trip_ms / self.model.estimate_ms(instances))
         self.model.observe(now, instances, compute_ms, round_trip_ms, cold=cold)
         aimd = self.aimd
         if aimd is None:

@@ -33,6 +33,11 @@ class Queued(Protocol):
     def size(self) -> int: ...
 
     @property
+    def input_bytes(self) -> float:
+        """Bytes per instance of the request as it arrived (0: unknown; the simulator's)."""
+        ...
+
+    @property
     def cancelled(self) -> bool: ...
 
     @property

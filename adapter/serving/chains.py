@@ -80,15 +80,23 @@ class Chain:
             for a, b in itertools.pairwise(app.stages)
         ]
 
-    def estimates(self, dispatchers: Mapping[str, Dispatcher]) -> list[float]:
-        """Each stage's estimated batch latency (ms) at the batch sizes its function uses now."""
+    def estimates(
+        self, dispatchers: Mapping[str, Dispatcher], input_bytes: float = 0.0
+    ) -> list[float]:
+        """Each stage's estimated batch latency (ms) at the batch sizes its function uses now,
+        for a request of ``input_bytes`` per instance where its functions learn what an input's
+        size costs them (``adapter.etc_by_input``; 0: priced as the mix)."""
         stages = [dispatchers[fn] for fn in self.app.stages]
         models, sizes = [d.model for d in stages], [d.batch_sizes.mean for d in stages]
         if self.policy.queue_aware:  # ETC with the queueing term, as the simulator prices it
             queued = [len(d.controller.queue) for d in stages]
             slots = [d.controller.slots(d.view.replicas(d.name).ready) for d in stages]
-            return stage_estimates(models, sizes, queued, slots)
-        return stage_estimates(models, sizes)
+            estimates = stage_estimates(models, sizes, queued, slots)
+        else:
+            estimates = stage_estimates(models, sizes)
+        costs = [d.controller.input_cost for d in stages]
+        return [e if c is None else e * c.cost(input_bytes)
+                for e, c in zip(estimates, costs, strict=True)]  # fmt: skip
 
     def gains(self, dispatchers: Mapping[str, Dispatcher]) -> list[float] | None:
         """Each stage's gain from batching, for the marginal division (None otherwise)."""
@@ -124,9 +132,11 @@ class Chain:
         epoch: float,
         trace: str | None = None,
         metrics: AdapterMetrics | None = None,
+        input_bytes: float = 0.0,
     ) -> ChainResult | None:
         """Walk the stages; None if the client went away. Raises AdapterError on a failure.
-        ``trace``: the request's W3C ``traceparent``, forwarded with every stage."""
+        ``trace``: the request's W3C ``traceparent``, forwarded with every stage;
+        ``input_bytes``: its body's bytes per instance (what its stages are priced for)."""
         app = self.app
         arrival = clock.now()
         deadline = arrival + slo_ms / 1000.0
@@ -145,7 +155,8 @@ class Chain:
                     arrival=now,
                     deadline=self.policy.stage_deadline(
                         stage=k, now=now, arrival=arrival, deadline=deadline,
-                        estimates_ms=self.estimates(dispatchers), gains=self.gains(dispatchers),
+                        estimates_ms=self.estimates(dispatchers, input_bytes),
+                        gains=self.gains(dispatchers),
                     ),
                     seq=next(ids),
                     future=asyncio.get_running_loop().create_future(),
@@ -153,6 +164,7 @@ class Chain:
                     stage=k,
                     final_deadline=deadline,
                     traceparent=trace,
+                    input_bytes=input_bytes,
                 )  # fmt: skip
                 dispatchers[fn].submit(item)
                 arrived_cold = arrived_cold or item.arrived_cold

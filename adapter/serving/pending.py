@@ -49,6 +49,9 @@ class Pending:
     v2_id: str | None = None
     #: the W3C ``traceparent`` it came with (valid ones only): forwarded to its function
     traceparent: str | None = None
+    #: bytes per instance of the request's body as it arrived, at every stage of a chain (0:
+    #: unknown): what its input's size costs is priced from it (adapter.policies.input_cost)
+    input_bytes: float = 0.0
 
     @property
     def due(self) -> float:

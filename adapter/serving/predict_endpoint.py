@@ -174,6 +174,7 @@ class PredictEndpoint:
             v2=v2,
             v2_id=request_id,
             traceparent=traceparent(trace),
+            input_bytes=len(body) / max(1, len(instances)),
         )
         dispatcher.submit(item)
         return item

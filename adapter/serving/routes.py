@@ -89,6 +89,7 @@ async def app_predict(request: Request) -> Response:
             epoch=state.epoch,
             trace=traceparent(request.headers.get("traceparent")),
             metrics=state.metrics,
+            input_bytes=len(body) / max(1, len(instances)),
         )
     except AdapterError as exc:
         return _error(exc)

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from adapter.policies.batching_settings import BatchingSettings
+from adapter.policies.input_cost import InputCost
 from adapter.policies.latency import LatencyModel
 from adapter.serving import routes
 from adapter.serving.advisor_loop import Autoscaling
@@ -165,6 +166,8 @@ def _dispatchers(state: AdapterState, upstream: Upstream) -> None:
             stage_policy=state.stage_policy if name in chained else None,
             lag=state.lag,
         )
+        if config.adapter.etc_by_input:
+            state.dispatchers[name].controller.input_cost = InputCost()
 
 
 def batching_settings(adapter: AdapterConfig) -> BatchingSettings:

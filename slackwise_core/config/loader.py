@@ -289,6 +289,7 @@ def _adapter(r: Reader, raw: Any) -> AdapterConfig:
         else r.number(data, "path_margin_ms", path, 0.0),
         stage_policy=_stage_policy(r, data, path, d.stage_policy),
         latency_model=choice(r, data, "latency_model", path, ("linear", "curve"), d.latency_model),
+        etc_by_input=flag(r, data, "etc_by_input", path, d.etc_by_input),
         aimd=_aimd(r, data.get("aimd")),
         advisor=advisor_settings(r, data.get("advisor")),
         cores=core_settings(r, data.get("cores")),

@@ -213,6 +213,9 @@ class AdapterConfig:
     #: how a batch's time is estimated: ``linear`` (GrandSLAM Eq. 2, a + b·n) or ``curve`` (the
     #: measured median per batch size, monotone; adapter.policies.latency)
     latency_model: str = "linear"
+    #: price a request's stages for its input's size (GrandSLAM's ETC per input size), learnt
+    #: per function from its batches (adapter.policies.input_cost); off: every request as the mix
+    etc_by_input: bool = False
     aimd: AIMDConfig = field(default_factory=AIMDConfig)
     advisor: AdvisorSettings = field(default_factory=AdvisorSettings)
     #: ROMA's CT controllers over the CPU functions' cores (slackwise_core.config.cores)
