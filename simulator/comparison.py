@@ -40,8 +40,8 @@ from simulator.service import ServiceCurve
 from simulator.swayam_scalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
 
 __all__ = [
-    "clairvoyant_service", "compare", "format_fig9", "run_arrivals", "scaler_row", "scaler_run",
-    "scaler_settings",
+    "Case", "bootstrap_count", "case_for", "clairvoyant_service", "compare", "format_fig9",
+    "run_arrivals", "scaler_row", "scaler_run", "scaler_settings",
 ]  # fmt: skip
 
 
@@ -74,21 +74,59 @@ def scaler_settings(config: SimConfig) -> AutoscalingConfig:
     return config.autoscaling
 
 
-def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict[str, Any]:
-    """One scaler over the config's single-function workload; its row of the comparison."""
+class Case(NamedTuple):
+    """What every scaler's run of a config shares: the function, policy, curves, load, SLA and
+    limits."""
+
+    fn_name: str
+    policy: StagePolicy
+    curves: dict[str, ServiceCurve]
+    rate_rps: float
+    seed: int
+    arrivals: list[float]
+    auto: AutoscalingConfig
+    slo_ms: float
+    level: float
+    setup_s: float
+    cap: int
+
+
+def case_for(config: SimConfig, rate_rps: float, seed: int) -> Case:
+    """The config's single-function workload at ``rate_rps`` (the same seeded arrivals for every
+    scaler)."""
     auto = scaler_settings(config)
     curves = curves_for(config)
     app_name, app = next(iter(config.apps.items()))
     fn_name = app.stages[0]
     fn = config.functions[fn_name]
     curve = curves[fn_name]
-    slo_ms = app_slos_ms(config, curves)[app_name]
-    level = 100.0 - config.max_violation_pct
-    setup_s = curve.cold_start_s if fn.cold_start_s is None else fn.cold_start_s
-    policy = stage_policy(auto.policy)
+    return Case(
+        fn_name=fn_name, policy=stage_policy(auto.policy), curves=curves, rate_rps=rate_rps,
+        seed=seed, arrivals=run_arrivals(config, rate_rps, seed), auto=auto,
+        slo_ms=app_slos_ms(config, curves)[app_name], level=100.0 - config.max_violation_pct,
+        setup_s=curve.cold_start_s if fn.cold_start_s is None else fn.cold_start_s,
+        cap=fn.scaling.max_scale or 1000,
+    )  # fmt: skip
+
+
+def bootstrap_count(case: Case, model_need: Callable[[float], int]) -> int:
+    """The ready replicas the learning scalers start with: ``autoscaling.bootstrap``, or the
+    analytic ClairA2's initial count (Swayam pre-provisioned; no run starts cold)."""
+    if case.auto.bootstrap is not None:
+        return case.auto.bootstrap
+    needs = window_needs(case.arrivals, tick_s=case.auto.tick_s, need=model_need)
+    return Clairvoyant(
+        {case.fn_name: needs}, tick_s=case.auto.tick_s, lookahead_s={case.fn_name: case.setup_s}
+    ).initial(case.fn_name)
+
+
+def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict[str, Any]:
+    """One scaler over the config's single-function workload; its row of the comparison."""
+    case = case_for(config, rate_rps, seed)
+    fn_name, policy, curves, _, _, arrivals, auto, slo_ms, level, setup_s, cap = case
+    fn = config.functions[fn_name]
+    curve = curves[fn_name]
     limit = policy.batch_limit(fn.max_batch)
-    cap = fn.scaling.max_scale or 1000
-    arrivals = run_arrivals(config, rate_rps, seed)
     service = clairvoyant_service(curve, batch_limit=limit, slots=fn.container_concurrency)
 
     model_need: Callable[[float], int] = lambda rate: min_replicas(  # noqa: E731
@@ -104,16 +142,11 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
     def needs() -> dict[str, list[int]]:
         return {fn_name: window_needs(arrivals, tick_s=auto.tick_s, need=need)}
 
-    bootstrap = auto.bootstrap
-    if bootstrap is None and name in ("kpa", "advisor", "slackwise"):
-        bootstrap = Clairvoyant(
-            {fn_name: window_needs(arrivals, tick_s=auto.tick_s, need=model_need)},
-            tick_s=auto.tick_s, lookahead_s={fn_name: setup_s},
-        ).initial(fn_name)  # fmt: skip
+    bootstrap = (
+        bootstrap_count(case, model_need) if name in ("kpa", "advisor", "slackwise") else None
+    )
     scaler: Scaler
     if name in ("clair_a1", "clair_a2"):
-        case = _Case(fn_name, policy, curves, rate_rps, seed, arrivals, auto, slo_ms, level,
-                     setup_s, cap)  # fmt: skip
         return _clair_row(config, name, case, needs())
     if name == "slackwise":
         scaler = OwnedScaler(
@@ -149,24 +182,8 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
     return scaler_row(name, result, latencies, slo_ms, level, auto, setup_s, bootstrap, None)
 
 
-class _Case(NamedTuple):
-    """What a clairvoyant's runs share: the function, policy, curves, load, SLA and limits."""
-
-    fn_name: str
-    policy: StagePolicy
-    curves: dict[str, ServiceCurve]
-    rate_rps: float
-    seed: int
-    arrivals: list[float]
-    auto: AutoscalingConfig
-    slo_ms: float
-    level: float
-    setup_s: float
-    cap: int
-
-
 def _clair_row(
-    config: SimConfig, name: str, case: _Case, counts: dict[str, list[int]]
+    config: SimConfig, name: str, case: Case, counts: dict[str, list[int]]
 ) -> dict[str, Any]:
     """ClairA1 or ClairA2 over the same seeded run: repaired where windows fail, then (with
     ``clair_trim``) trimmed to the minimal count; its row of the comparison."""

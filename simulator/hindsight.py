@@ -27,12 +27,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from adapter.policies.percentile import min_replicas
-from adapter.policies.slack import stage_policy
 from simulator.clairvoyance import simulated_need
-from simulator.comparison import clairvoyant_service, run_arrivals, scaler_row, scaler_settings
+from simulator.comparison import bootstrap_count, case_for, clairvoyant_service, scaler_row
 from simulator.config import SimConfig
-from simulator.engine import Simulation, app_slos_ms
-from simulator.runner import curves_for
+from simulator.engine import Simulation
 from simulator.swayam_scalers import Clairvoyant, window_needs
 
 __all__ = ["hindsight_counts", "hindsight_run"]
@@ -60,18 +58,10 @@ def hindsight_run(
 ) -> dict[str, Any]:
     """The past-only scaler over the config's single-function workload (Fig. 9's setup, the
     same seeded arrivals and service times as the other scalers); its row, with its settings."""
-    auto = scaler_settings(config)
-    curves = curves_for(config)
-    app_name, app = next(iter(config.apps.items()))
-    fn_name = app.stages[0]
+    case = case_for(config, rate_rps, seed)
+    fn_name, policy, curves, _, _, arrivals, auto, slo_ms, level, setup_s, cap = case
     fn = config.functions[fn_name]
     curve = curves[fn_name]
-    slo_ms = app_slos_ms(config, curves)[app_name]
-    level = 100.0 - config.max_violation_pct
-    setup_s = curve.cold_start_s if fn.cold_start_s is None else fn.cold_start_s
-    policy = stage_policy(auto.policy)
-    cap = fn.scaling.max_scale or 1000
-    arrivals = run_arrivals(config, rate_rps, seed)
     need = simulated_need(
         config, fn_name, curve, policy, slo_ms=slo_ms, level_pct=level, window=auto.window,
         step=auto.step, max_replicas=cap, seed=seed,
@@ -80,14 +70,9 @@ def hindsight_run(
     service = clairvoyant_service(
         curve, batch_limit=policy.batch_limit(fn.max_batch), slots=fn.container_concurrency
     )
-    model_needs = window_needs(  # the initial count the KPA, advisor and slackwise start with
-        arrivals,
-        tick_s=auto.tick_s,
-        need=lambda rate: min_replicas(rate, slo_ms, level, service, max_replicas=cap),
+    initial = bootstrap_count(  # what the KPA, the advisor and slackwise start with
+        case, lambda rate: min_replicas(rate, slo_ms, level, service, max_replicas=cap)
     )
-    initial = Clairvoyant(
-        {fn_name: model_needs}, tick_s=auto.tick_s, lookahead_s={fn_name: setup_s}
-    ).initial(fn_name)
     hold = max(1, round(hold_s / auto.tick_s))
     scaler = Clairvoyant({fn_name: hindsight_counts(needs, hold, initial)}, tick_s=auto.tick_s)
     sim = Simulation(
