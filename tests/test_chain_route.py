@@ -327,8 +327,12 @@ def test_etc_by_input_prices_a_large_request_where_its_size_costs() -> None:
         tagger_share = [e[0] / sum(e) for e in priced]
         assert tagger_share[1] > tagger_share[0] + 0.2
         assert chain.estimates(dispatchers) == chain.estimates(dispatchers, 0.0)
+        shown = c.get("/v1/models/tagger").json()["input_cost"]
+        assert shown["learnt"] and shown["batches"] == 120
+        assert shown["cost_at_twice_the_mean"] > 1.5
     # off (the default): nothing is learnt, every request is priced as the mix
     with client(Upstream()) as c:
         c.post("/v1/apps/ask:predict", json={"instances": [short]})
         off = c.app.state.adapter.dispatchers  # type: ignore[attr-defined]
         assert all(d.controller.input_cost is None for d in off.values())
+        assert c.get("/v1/models/tagger").json()["input_cost"] is None

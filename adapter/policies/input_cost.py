@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 __all__ = ["InputCost", "batch_input_bytes"]
 
@@ -102,3 +103,13 @@ class InputCost:
             return 1.0
         low, high = self.bounds
         return min(high, max(low, (intercept + slope * size_bytes / 1000.0) / at_mean))
+
+    def status(self) -> dict[str, Any]:
+        """What the function's status shows: what has been learnt, and what it says of a
+        request twice the mean size (1.0 while nothing is learnt)."""
+        return {
+            "batches": self.batches,
+            "mean_bytes": round(self.mean_bytes, 1),
+            "learnt": self.line() is not None,
+            "cost_at_twice_the_mean": round(self.cost(2.0 * self.mean_bytes), 3),
+        }

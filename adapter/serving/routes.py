@@ -155,6 +155,8 @@ def function_status(state: AdapterState, name: str) -> tuple[int, dict[str, Any]
         "cores": state.cores.cores.get(name) if state.cores is not None else None,
         # requests served on ROMA's GPU executable (None: it does not serve this function)
         "gpu_served": state.gpu.served.get(name) if state.gpu is not None else None,
+        # what an input's size costs it, learnt (None: adapter.etc_by_input is off)
+        "input_cost": None if (cost := dispatcher.controller.input_cost) is None else cost.status(),
     }
 
 
