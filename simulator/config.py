@@ -40,6 +40,9 @@ Schema (every key optional unless marked)::
                                       # curve, monotone: LatencyModel.estimate_ms)
       etc_by_input: false             # price each request's stages for its input size class
                                       # (GrandSLAM's ETC per input size: simulator.inputs)
+    disturbance: {kind: slow, start_s: 1200, duration_s: 300, factor: 3}
+                                      # every replica slowed (or, pause, stopped) for a window,
+                                      # as the live experiment's (simulator.disturbance)
     functions:                        # required
       imagenet: {nodes: 10, max_batch: 64, container_concurrency: 1, profile: imagenet,
                  cold_start_s: null, annotations: {...},
@@ -73,12 +76,13 @@ from simulator.config_sections import (
 from simulator.config_sections import (
     read_batching,
     read_classes,
+    read_disturbance,
     read_search,
     read_trace,
 )
 from slackwise_core.config import AdvisorSettings, ConfigError, Reader
 from slackwise_core.config.loader import advisor_settings
-from slackwise_core.config.model import DEFAULT_MAX_BATCH
+from slackwise_core.config.model import DEFAULT_MAX_BATCH, Disturbance
 from slackwise_core.knative_scaling import AutoscalerConfig, ScalingSpec, require_kpa, resolve_spec
 from slackwise_core.scaling_values import ScalingConfigError
 
@@ -174,6 +178,8 @@ class SimConfig:
     autoscaling: AutoscalingConfig | None = None
     latency_model: str = "linear"
     etc_by_input: bool = False
+    #: every replica slowed or stopped for a window (simulator.disturbance)
+    disturbance: Disturbance | None = None
     base_dir: Path = field(default_factory=Path.cwd)
 
 
@@ -187,7 +193,7 @@ class _SimReader(Reader):
 _TOP = {
     "workload", "profile", "seed", "requests", "rate_rps", "warmup_fraction", "service",
     "policies", "sla", "search", "trace", "platform", "adapter", "functions", "apps",
-    "autoscaling",
+    "autoscaling", "disturbance",
 }  # fmt: skip
 
 
@@ -370,9 +376,8 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
     seed = data.get("seed", 1)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise r.fail("seed", f"must be an integer, got {seed!r}")
-    autoscaling = None
-    if data.get("autoscaling") is not None:
-        autoscaling = _autoscaling(r, data.get("autoscaling"), apps)
+    auto_raw = data.get("autoscaling")
+    autoscaling = None if auto_raw is None else _autoscaling(r, auto_raw, apps)
     rate = r.number(data, "rate_rps", "", 100.0)
     if rate <= 0:
         raise r.fail("rate_rps", f"must be positive, got {rate:g}")
@@ -401,6 +406,7 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
         latency_model=_choice(r, adapter, "latency_model", "adapter", "linear",
                               ("linear", "curve")),
         etc_by_input=by_input,
+        disturbance=read_disturbance(r, data.get("disturbance"), trace),
         base_dir=base_dir or Path.cwd(),
     )  # fmt: skip
 

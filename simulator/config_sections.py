@@ -9,9 +9,11 @@ from typing import Any
 
 from adapter.policies.batching_settings import SIMULATOR_P95_EVERY, BatchingSettings
 from slackwise_core.config import Reader
+from slackwise_core.config.experiment import disturbance
+from slackwise_core.config.model import Disturbance
 
-__all__ = ["SearchConfig", "TraceConfig", "read_batching", "read_classes", "read_search",
-           "read_trace"]  # fmt: skip
+__all__ = ["SearchConfig", "TraceConfig", "read_batching", "read_classes", "read_disturbance",
+           "read_search", "read_trace"]  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,3 +88,19 @@ def read_classes(r: Reader, data: Mapping[str, Any], key: str, path: str) -> dic
     or a function's cost of one instance of each class); empty when absent."""
     raw = r.mapping(data.get(key), f"{path}.{key}")
     return {name: r.number(raw, name, f"{path}.{key}", 1.0, low=1e-9) for name in raw}
+
+
+def read_disturbance(r: Reader, raw: Any, trace: TraceConfig | None) -> Disturbance | None:
+    """``disturbance``: the live experiment's keys (``slackwise_core.config.experiment``), of
+    the kinds the simulator applies (:mod:`simulator.disturbance`), within the trace's window;
+    None when absent."""
+    from simulator.disturbance import SIMULATED
+
+    if raw is None:
+        return None
+    length = trace.duration_s if trace is not None and trace.duration_s is not None else None
+    d = disturbance(r, raw, "disturbance", float("inf") if length is None else length)
+    if d.kind not in SIMULATED:
+        raise r.fail("disturbance.kind", f"the simulator applies {' or '.join(SIMULATED)} "
+                     f"(it has no cores for busy processes to take), got {d.kind!r}")  # fmt: skip
+    return d

@@ -13,11 +13,11 @@ from the stages' latency estimates at their batch sizes in use
 (:func:`adapter.policies.estimates.stage_estimates`), as :mod:`adapter.serving.chains` does.
 
 What the engine adds is only the world: Poisson (or trace-driven) arrivals, batch service times
-drawn from the measured profile (:class:`simulator.service.ServiceCurve`), replicas started and
-stopped by a :class:`simulator.scalers.Scaler` with the profile's cold start, and accounting.
-A batch sent while no replica is ready waits for one (the activator) and counts as cold.
-Replica-seconds are counted from a replica's creation (cold start included) to its removal or the
-end of the run (the last completion), as ``knative.local``'s ledger counts them.
+drawn from the measured profile (:class:`simulator.service.ServiceCurve`, slowed in a disturbance's
+window: :mod:`simulator.disturbance`), replicas started and stopped by a
+:class:`simulator.scalers.Scaler` with the profile's cold start, and accounting. A batch sent while
+no replica is ready waits for one (the activator) and counts as cold. Replica-seconds run from a
+replica's creation (cold start included) to its removal or the run's last completion.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import numpy as np
 from adapter.policies.batching import BatchDecision
 from adapter.policies.slack import StagePolicy
 from simulator.config import SimConfig
+from simulator.disturbance import finish_s
 from simulator.inputs import InputSizes
 from simulator.request import SimRequest
 from simulator.results import AppResult, FunctionResult, SimResult, StageResult, summarize
@@ -43,16 +44,8 @@ from simulator.scalers import FixedScaler, FunctionState, KpaScaler, Scaler, Sca
 from simulator.service import ServiceCurve
 from simulator.stations import AppRoute, Station
 
-__all__ = [
-    "AppResult",
-    "FunctionResult",
-    "SimRequest",
-    "SimResult",
-    "Simulation",
-    "StageResult",
-    "app_slos_ms",
-    "make_scaler",
-]
+__all__ = ["AppResult", "FunctionResult", "SimRequest", "SimResult", "Simulation", "StageResult",
+           "app_slos_ms", "make_scaler"]  # fmt: skip
 
 _ARRIVAL, _DONE, _WAKE, _READY, _SAMPLE, _TICK = range(6)
 
@@ -144,6 +137,9 @@ class Simulation:
         self._entries = itertools.count()
         #: every batch sent: (function, dispatch time, the members' (index, stage))
         self.sent: list[tuple[str, float, tuple[tuple[int, int], ...]]] | None = None
+        #: every scaling decision, when a list is given: (time, function, desired, ready)
+        self.decisions: list[tuple[float, str, int, int]] | None = None
+        self._disturbance = config.disturbance
 
     # -- events ------------------------------------------------------------------------------
 
@@ -324,7 +320,8 @@ class Simulation:
         ms = st.medians[n] * self._inputs.batch_cost(st.name, batch, n)
         if sigma > 0.0:
             ms *= math.exp(sigma * self._service_rng.gauss(0.0, 1.0))
-        self._push(now + ms / 1000.0, _DONE, st, (batch, sent, timeout, cold))
+        done = finish_s(self._disturbance, now, ms / 1000.0)
+        self._push(done, _DONE, st, (batch, sent, timeout, cold))
 
     def _done(
         self, now: float, st: Station, info: tuple[Sequence[SimRequest], float, bool, bool]
@@ -399,6 +396,8 @@ class Simulation:
         )
         desired = self.scaler.decide(now, st.name, state)
         st.desired = desired
+        if self.decisions is not None:
+            self.decisions.append((now, st.name, desired, st.ready))
         active = st.ready + len(st.starting)
         if desired > active:
             for _ in range(desired - active):

@@ -4,7 +4,11 @@
 ``cpu``: ``cores`` busy processes run beside the platform, the adapter and the replayer for the
 window (a noisy neighbour on a shared node). ``pause``: the function's ready replicas are
 stopped (SIGSTOP) for the window and continued after (a stalled node or a long collection pause).
-Times count from when the replayer starts.
+``slow``: every replica of the function, also one started during the window, is throttled to
+``1 / factor`` of its CPU time, the way a container's CPU limit is enforced (CFS bandwidth control
+stops a cgroup for the rest of each period once its quota is used): in each 100 ms period it runs
+``100 / factor`` ms and is stopped for the rest, by a thread that does nothing else (so the event
+loop's load does not stretch the periods). Times count from when the replayer starts.
 """
 
 from __future__ import annotations
@@ -14,14 +18,60 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from slackwise_core.config.model import Disturbance
 
-__all__ = ["disturb", "window_split"]
+__all__ = ["PERIOD_S", "Throttle", "disturb", "window_split"]
 
 _BURNER = "while True:\n    pass\n"
+#: a throttled replica's period: CFS bandwidth control's default cfs_period_us
+PERIOD_S = 0.1
+#: how often the throttle learns of replicas started or removed
+_REFRESH_S = 0.5
+
+
+def _signal(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+class Throttle:
+    """Replicas run ``1 / factor`` of each period and are stopped for the rest (see the module
+    docstring), until :meth:`close`, which continues every one it stopped."""
+
+    def __init__(self, factor: float, period_s: float = PERIOD_S) -> None:
+        if not factor > 1.0:
+            raise ValueError(f"a throttle needs a factor above 1, got {factor:g}")
+        self.run_s = period_s / factor
+        self.stop_s = period_s - self.run_s
+        #: the replicas to throttle, replaced whole (an atomic swap) by the event loop
+        self.pids: list[int] = []
+        self._done = threading.Event()
+        self._seen: set[int] = set()
+        self._thread = threading.Thread(target=self._loop, name="throttle", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._done.is_set():
+            pids = self.pids
+            self._seen.update(pids)
+            _signal(pids, signal.SIGCONT)
+            if self._done.wait(self.run_s):
+                break
+            _signal(pids, signal.SIGSTOP)
+            self._done.wait(self.stop_s)
+
+    def close(self) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        _signal(sorted(self._seen | set(self.pids)), signal.SIGCONT)
 
 
 async def disturb(d: Disturbance, replica_pids: Callable[[], list[int]]) -> None:
@@ -29,17 +79,29 @@ async def disturb(d: Disturbance, replica_pids: Callable[[], list[int]]) -> None
     await asyncio.sleep(d.start_s)
     burners: list[asyncio.subprocess.Process] = []
     paused: list[int] = []
+    throttle = Throttle(d.factor) if d.kind == "slow" else None
     try:
         if d.kind == "cpu":
             for _ in range(d.cores):
                 burners.append(await asyncio.create_subprocess_exec(sys.executable, "-c", _BURNER))
+        elif throttle is not None:
+            loop = asyncio.get_running_loop()
+            end = loop.time() + d.duration_s
+            throttle.pids = replica_pids()
+            throttle.start()
+            while (left := end - loop.time()) > 0:
+                await asyncio.sleep(min(_REFRESH_S, left))
+                throttle.pids = replica_pids()
         else:
             for pid in replica_pids():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGSTOP)
                     paused.append(pid)
-        await asyncio.sleep(d.duration_s)
+        if throttle is None:
+            await asyncio.sleep(d.duration_s)
     finally:
+        if throttle is not None:
+            throttle.close()
         for proc in burners:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()

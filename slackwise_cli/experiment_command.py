@@ -34,9 +34,10 @@ def add_arguments(exp: argparse.ArgumentParser) -> None:
         "repeat); the table and JSON give medians and ranges",
     )  # fmt: skip
     exp.add_argument(
-        "--disturbance", metavar="KIND:START_S:DURATION_S[:CORES]",
-        help="the same disturbance in every mode: cpu (CORES busy processes) or pause (the "
-        "function's replicas stopped), e.g. cpu:20:20:1",
+        "--disturbance", metavar="KIND:START_S:DURATION_S[:N]",
+        help="the same disturbance in every mode: cpu (N busy processes, default 1), pause "
+        "(the function's replicas stopped) or slow (its replicas throttled to 1/N of their CPU "
+        "time, default 2), e.g. cpu:20:20:1 or slow:20:20:4",
     )  # fmt: skip
 
 
@@ -119,24 +120,30 @@ def run(args: argparse.Namespace) -> int:
 
 
 def parse_disturbance(text: str, duration_s: float) -> Disturbance:
-    """``KIND:START_S:DURATION_S[:CORES]`` (``--disturbance``), or exit with the reason."""
+    """``KIND:START_S:DURATION_S[:N]`` (``--disturbance``; N: cores for cpu, the factor for
+    slow), or exit with the reason."""
     parts = text.split(":")
     kinds = ", ".join(DISTURBANCES)
     if len(parts) not in (3, 4) or parts[0] not in DISTURBANCES:
         raise SystemExit(
-            f"slackwise: --disturbance {text!r}: expected KIND:START_S:DURATION_S[:CORES] "
+            f"slackwise: --disturbance {text!r}: expected KIND:START_S:DURATION_S[:N] "
             f"with KIND one of {kinds}"
         )
+    kind = parts[0]
     try:
         start, length = float(parts[1]), float(parts[2])
-        cores = int(parts[3]) if len(parts) == 4 else 1
+        n = float(parts[3]) if len(parts) == 4 else (2.0 if kind == "slow" else 1.0)
     except ValueError:
         raise SystemExit(f"slackwise: --disturbance {text!r}: numbers expected") from None
-    if start < 0 or length <= 0 or cores < 1:
-        raise SystemExit(
-            f"slackwise: --disturbance {text!r}: START_S >= 0, DURATION_S > 0, CORES >= 1"
-        )
-    return Disturbance(kind=parts[0], start_s=start, duration_s=length, cores=cores)
+    if start < 0 or length <= 0:
+        raise SystemExit(f"slackwise: --disturbance {text!r}: START_S >= 0, DURATION_S > 0")
+    if kind == "slow":
+        if not n > 1.0:
+            raise SystemExit(f"slackwise: --disturbance {text!r}: a slow factor N must be above 1")
+        return Disturbance(kind=kind, start_s=start, duration_s=length, factor=n)
+    if n < 1 or n != int(n):
+        raise SystemExit(f"slackwise: --disturbance {text!r}: CORES N must be a whole number >= 1")
+    return Disturbance(kind=kind, start_s=start, duration_s=length, cores=int(n))
 
 
 def print_medians(doc: dict[str, Any], out: TextIO) -> None:

@@ -197,13 +197,20 @@ def _interference(docs: Sequence[dict[str, Any]]) -> str:
     d = doc.get("disturbance")
     what = ""
     if d:
-        what = (
-            f" The disturbance: {d['cores']} busy process(es) beside everything"
-            if d["kind"] == "cpu"
-            else " The disturbance: the function's ready replicas stopped (SIGSTOP)"
-        ) + f" from second {d['start_s']:g} for {d['duration_s']:g} s of the replay."
+        what = _disturbance_text(d)
     lines += ["", _ran(doc) + what + " The window's columns are medians of each run's split."]
     return "\n".join(lines)
+
+
+def _disturbance_text(d: dict[str, Any]) -> str:
+    kind = {
+        "cpu": f"{d['cores']} busy process(es) beside everything",
+        "pause": "the function's ready replicas stopped (SIGSTOP)",
+        "slow": f"every replica of the function throttled to 1/{d.get('factor', 1):g} of its CPU "
+        "time (stopped for the rest of each 100 ms)",
+    }[d["kind"]]
+    when = f"from second {d['start_s']:g} for {d['duration_s']:g} s of the replay"
+    return f" The disturbance: {kind} {when}."
 
 
 def _queue_ms(row: dict[str, Any], *, stage: str) -> float:

@@ -34,12 +34,28 @@ def test_a_step_change_in_service_time_doubles_the_count_at_once_then_after_each
     assert "missed" in (ev.reason or "")
     t = feed(ev, t, 1.0, 20, 2)
     assert ev.floor(t, model=1, current=2, setup_s=2.0, most=10) == 2  # new replicas still starting
-    t = feed(ev, t, 1.5, 20, 2)
-    assert (
-        ev.floor(t, model=1, current=2, setup_s=2.0, most=10) == 4
-    )  # a setup later, still missing
-    t = feed(ev, t, 2.5, 20, 2)
+    t = feed(ev, t, 3.0, 20, 4)  # the raise helped (a quarter miss now), not enough
+    # the window still holds answers from before the new replicas were up: not yet
+    assert ev.floor(t, model=1, current=2, setup_s=2.0, most=10) == 2
+    t = feed(ev, t, 1.0, 20, 4)  # a setup and a whole window after the raise
+    assert ev.floor(t, model=1, current=2, setup_s=2.0, most=10) == 4
+    t = feed(ev, t, 5.0, 20, 8)
     assert ev.floor(t, model=1, current=4, setup_s=2.0, most=5) == 5  # max-scale caps it
+
+
+def test_a_raise_that_did_not_help_is_not_repeated_unless_requests_queue() -> None:
+    # late in service itself (a service time over the SLO): more replicas do not help, and
+    # doubling on would run to max-scale (or without end, when it is unbounded)
+    ev = Evidence()
+    t = feed(ev, 0.0, 3.0, 20, 1)
+    assert ev.floor(t, model=1, current=1, setup_s=2.0, most=0) == 2
+    t = feed(ev, t, 5.0, 20, 1)  # a setup and a window later: every answer late, none queued
+    assert ev.floor(t, model=1, current=2, setup_s=2.0, most=0) == 2
+    assert "did not help" in (ev.reason or "")
+    t = feed(ev, t, 5.0, 20, 1)
+    assert ev.floor(t, model=1, current=2, setup_s=2.0, most=0) == 2
+    # requests waiting in the queue past their deadline: capacity is short after all
+    assert ev.floor(t, model=1, current=2, setup_s=2.0, most=0, overdue=5) == 4
 
 
 def test_a_stall_where_everything_misses_raises_it_too_and_never_lowers_the_model() -> None:

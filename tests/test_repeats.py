@@ -71,6 +71,16 @@ def test_the_disturbance_flag_names_what_is_wrong() -> None:
         kind="cpu", start_s=20.0, duration_s=20.0, cores=1
     )
     assert parse_disturbance("pause:5:3", 60.0).cores == 1
-    for bad, says in (("gpu:1:2", "KIND"), ("cpu:a:2", "numbers"), ("cpu:1:0", "DURATION_S")):
+    assert parse_disturbance("slow:20:10:4", 60.0) == Disturbance(
+        kind="slow", start_s=20.0, duration_s=10.0, factor=4.0
+    )
+    assert parse_disturbance("slow:20:10", 60.0).factor == 2.0
+    for bad, says in (
+        ("gpu:1:2", "KIND"),
+        ("cpu:a:2", "numbers"),
+        ("cpu:1:0", "DURATION_S"),
+        ("slow:1:2:1", "above 1"),
+        ("cpu:1:2:1.5", "whole number"),
+    ):
         with pytest.raises(SystemExit, match=says):
             parse_disturbance(bad, 60.0)

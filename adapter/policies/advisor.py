@@ -28,8 +28,10 @@ Rules chosen where the paper leaves room:
   the model asked for within the last gap was lower; the pin then drops to the largest of them
   (so a rate oscillating faster than the gap holds the pin at its peak: no flapping), by at most
   ``scale_in_step`` replicas when that is set (0: all the way, as Swayam).
-* When even ``max_replicas`` cannot meet the SLO, the pin is ``max_replicas`` and the decision
-  says ``feasible=False``.
+* When even ``max_replicas`` cannot meet the SLO (the service itself is too slow for it: a
+  slowed node, a stall's batches), more replicas stop helping long before ``max_replicas``: the
+  pin is the fewest that come within ``_KNEE`` (5 %) of the percentile ``max_replicas`` would
+  reach, and the decision says ``feasible=False``.
 
 Pure: the time is an argument; nothing here reads a clock or does I/O.
 """
@@ -38,9 +40,11 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from adapter.policies.fewest import fewest_meeting
 from adapter.policies.percentile import ServiceModel, min_replicas, response_time_percentile
 from adapter.policies.rate import RatePredictor
 from adapter.policies.replay import (
@@ -67,6 +71,8 @@ ResourceModel = Literal["replay", "batched", "swayam"]
 RESOURCE_MODELS: tuple[ResourceModel, ...] = ("replay", "batched", "swayam")
 #: answers of the replay model kept per advisor (quantised rate × observed service)
 _REPLAY_CACHE = 512
+#: where no count meets the SLO: the fewest replicas within this share of the best percentile
+_KNEE = 0.05
 #: RAND's delays for the paper's model: sub-millisecond hops, a 1 ms gap between retries
 _RAND = RandDispatch()
 
@@ -268,7 +274,7 @@ class Advisor:
 
     def _fewest(self, rate: float) -> tuple[int, float]:
         """The fewest replicas for the SLO at ``rate`` and their percentile, by the configured
-        resource model."""
+        resource model (where none meets it, the knee: :meth:`_knee`)."""
         cfg = self.config
         if cfg.model == "replay" and self.observed is not None:
             return self._replay(rate, self.observed)
@@ -277,30 +283,35 @@ class Advisor:
                 rate, cfg.slo_ms, cfg.percentile, self.service, _RAND,
                 max_replicas=cfg.max_replicas,
             )  # fmt: skip
-            if needed == 0:
-                return 0, 0.0
-            return needed, rand_response_percentile_ms(
-                rate, needed, self.service, cfg.percentile, _RAND
-            )
-        needed = min_replicas(
-            rate,
-            cfg.slo_ms,
-            cfg.percentile,
-            self.service,
-            max_replicas=cfg.max_replicas,
-            collect_ms=cfg.collect_ms,
-            overhead_ms=cfg.overhead_ms,
-        )
+        else:
+            needed = min_replicas(
+                rate, cfg.slo_ms, cfg.percentile, self.service, max_replicas=cfg.max_replicas,
+                collect_ms=cfg.collect_ms, overhead_ms=cfg.overhead_ms,
+            )  # fmt: skip
         if needed == 0:
             return 0, 0.0
-        return needed, response_time_percentile(
-            rate,
-            needed,
-            self.service,
-            cfg.percentile,
-            collect_ms=cfg.collect_ms,
-            overhead_ms=cfg.overhead_ms,
-        )
+        service = self.service
+
+        def at(n: int) -> float:
+            if cfg.model == "swayam":
+                return rand_response_percentile_ms(rate, n, service, cfg.percentile, _RAND)
+            return response_time_percentile(
+                rate, n, service, cfg.percentile, collect_ms=cfg.collect_ms,
+                overhead_ms=cfg.overhead_ms,
+            )  # fmt: skip
+
+        return self._knee(needed, at(needed), at)
+
+    def _knee(self, needed: int, value: float, at: Callable[[int], float]) -> tuple[int, float]:
+        """``(needed, value)`` when it meets the SLO; else the fewest replicas whose percentile
+        (``at``) comes within ``_KNEE`` of ``value``, what ``max_replicas`` reach: beyond them
+        replicas cost and do not help."""
+        cfg = self.config
+        if value <= cfg.slo_ms or needed < cfg.max_replicas:
+            return needed, value
+        good_enough = value * (1.0 + _KNEE)
+        knee = fewest_meeting(lambda n: at(n) <= good_enough, 1, cfg.max_replicas)
+        return knee, at(knee)
 
     def rates_at(self, now: float) -> tuple[float, float, float]:
         """The local forecast ``t_setup`` ahead, the current local rate and the rate the model
@@ -331,7 +342,11 @@ class Advisor:
         needed = replay_min_replicas(
             key[0], cfg.slo_ms, cfg.percentile, observed, max_replicas=cfg.max_replicas
         )
-        value = replay_percentile(key[0], needed, observed, cfg.slo_ms, cfg.percentile)
+
+        def at(n: int) -> float:
+            return replay_percentile(key[0], n, observed, cfg.slo_ms, cfg.percentile)
+
+        needed, value = self._knee(needed, at(needed), at)
         if len(self._replayed) >= _REPLAY_CACHE:
             self._replayed = {}  # replaced, not cleared: a reader in another thread keeps its own
         self._replayed[key] = (needed, value)

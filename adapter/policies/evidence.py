@@ -13,10 +13,13 @@ too, at the moment of the decision: a stalled replica answers nothing, so outcom
 nothing until the stall ends. The model and the evidence *disagree* when more than ``miss_fraction``
 of at least ``min_samples`` outcomes missed. Then :meth:`Evidence.floor` raises a floor under the
 model's count at once, multiplicatively (``factor``, as the KPA's panic mode doubles), and again
-after each setup time while the disagreement lasts (new replicas need that long before they can
-help; raising faster only overshoots). When the evidence agrees again for ``clear_s``, the floor
-steps down one replica per ``clear_s`` (passive scale-in) until the model's own count is above it,
-and it is gone. While the floor stands, the model's inputs (the service times the advisor replays)
+while the disagreement lasts once a setup time and a whole window have passed since the last raise
+(new replicas need the setup before they can help, and until a window later it still holds answers
+from before they were up: raising sooner only overshoots), but only when the last raise helped (the
+share missing fell by a tenth) or requests wait in the queue past their deadline: requests late in
+service itself (a service time over the SLO) are not helped by more replicas, and doubling on would
+run to max-scale. When the evidence agrees again for ``clear_s``, the floor steps down one replica
+per ``clear_s`` (passive scale-in) until the model's own count is above it, and it is gone. While the floor stands, the model's inputs (the service times the advisor replays)
 come from the seconds since it was raised, at most the last two evidence windows
 (:meth:`Evidence.recent_s`), not its long window, so the model itself catches up with the change
 (and a stall's long batches leave it as soon as the stall is over). It never stands under another
@@ -67,6 +70,8 @@ class Evidence:
         #: when the standing floor was first raised (the disagreement's start, as seen)
         self._episode: float | None = None
         self.reason: str | None = None
+        #: the share missing when the floor was last raised (did the raise help?)
+        self._fraction = 1.0
 
     def outcome(self, now: float, missed: bool) -> None:
         """A request finished at ``now``: answered in time, or ``missed`` (late or refused)."""
@@ -119,17 +124,26 @@ class Evidence:
         cap = most if most > 0 else 10**6
         if self.disagrees(now, overdue):
             self._agree_since = None
-            if now - self._raised_at >= max(setup_s, 1.0):
+            total, misses = self.counts(now)
+            fraction = (misses + overdue) / (total + overdue)
+            said = f"evidence: {misses} of {total} missed in {cfg.window_s:g} s" + (
+                f", {overdue} queued past their deadline" if overdue else ""
+            )
+            if now - self._raised_at < max(setup_s, 1.0) + cfg.window_s:
+                pass  # the raised replicas' answers are not all the window holds yet
+            elif self.level is not None and not overdue and fraction > 0.9 * self._fraction:
+                # the last raise has had its setup time and the share missing did not fall, with
+                # nothing waiting in the queue: the requests are late in service, not for want of
+                # replicas, so more would not help (until they do, or something queues)
+                self.reason = f"{said}; holding {self.level}: the last raise did not help"
+            else:
                 base = max(current, self.level or 0, 1)
                 raised = min(cap, max(math.ceil(base * cfg.factor), base + 1))
                 if raised > (self.level or 0):
                     if self.level is None:
                         self._episode = now
-                    self.level, self._raised_at = raised, now
-                    total, misses = self.counts(now)
-                    self.reason = f"evidence: {misses} of {total} missed in {cfg.window_s:g} s" + (
-                        f", {overdue} queued past their deadline" if overdue else ""
-                    )
+                    self.level, self._raised_at, self._fraction = raised, now, fraction
+                    self.reason = said
         elif self.level is not None:
             if self._agree_since is None:
                 self._agree_since = self._stepped_at = now

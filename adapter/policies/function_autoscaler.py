@@ -46,6 +46,9 @@ class AdvisorSettingsLike(Protocol):
     @property
     def model(self) -> str | None: ...
 
+    @property
+    def evidence(self) -> bool: ...
+
 
 @dataclass
 class FunctionAutoscaler:
@@ -63,12 +66,14 @@ class FunctionAutoscaler:
     last: AdvisorDecision | None = None
     keep_warm: bool = False
     #: what the requests measured: a floor above the model's count while they disagree with it
-    evidence: Evidence = field(default_factory=Evidence)
+    #: (None: the model's count alone, ``advisor.evidence: false``, an ablation)
+    evidence: Evidence | None = field(default_factory=Evidence)
     _prepared: tuple[float, ObservedService] | None = None
 
     def outcome(self, now: float, missed: bool) -> None:
         """A request finished at ``now``, in time or ``missed`` (late, pruned, refused)."""
-        self.evidence.outcome(now, missed)
+        if self.evidence is not None:
+            self.evidence.outcome(now, missed)
 
     def service(self, now: float) -> ServiceModel:
         return ServiceModel.from_latency_model(
@@ -105,7 +110,7 @@ class FunctionAutoscaler:
             now,
             batch_limit=max(1, self.limit()),
             container_concurrency=self.container_concurrency,
-            recent_s=self.evidence.recent_s(now),
+            recent_s=None if self.evidence is None else self.evidence.recent_s(now),
         )
         self._prepared = (now, observed)
         return observed
@@ -134,6 +139,8 @@ class FunctionAutoscaler:
         )
         self.last = decision
         pin = self.pin_for(decision, now)
+        if self.evidence is None:
+            return pin
         return self.evidence.floor(
             now,
             model=pin,
@@ -158,8 +165,10 @@ class FunctionAutoscaler:
     def status(self) -> dict[str, Any]:
         d = self.last
         out: dict[str, Any] = {"pinned": self.pinned, "keep_warm": self.keep_warm,
-                               "evidence_floor": self.evidence.level,
-                               "evidence": self.evidence.reason}  # fmt: skip
+                               "evidence_floor": None if self.evidence is None
+                               else self.evidence.level,
+                               "evidence": "off" if self.evidence is None
+                               else self.evidence.reason}  # fmt: skip
         if d is not None:
             out.update(
                 reason=d.reason,
@@ -203,4 +212,5 @@ def function_autoscaler(
         limit=limit,
         container_concurrency=container_concurrency,
         max_scale=max_scale,
+        evidence=Evidence() if settings.evidence else None,
     )

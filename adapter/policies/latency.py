@@ -90,13 +90,16 @@ class _Window:
         return self.quantile(0.95)
 
     def recent(self, now: float, seconds: float) -> list[float]:
-        """The values of the last ``seconds`` before ``now``, sorted."""
+        """The round trips (ms) of the batches that ran entirely within the last ``seconds``
+        before ``now`` (sent and answered in them), sorted: one sent before, to a replica that
+        then stalled, measures the stall and not the service as it is now."""
         horizon = now - seconds
         values = []
         for t, value in reversed(self._items):
             if t < horizon:
                 break
-            values.append(value)
+            if t - value / 1000.0 >= horizon:
+                values.append(value)
         return sorted(values)
 
     def quantile(self, q: float) -> float:
@@ -321,8 +324,9 @@ class LatencyModel:
         """The observed median and P95 round trip of batches of ``n`` in the window at ``now``,
         or ``None`` with fewer than ``min_samples`` of them (what the replay model is fed).
 
-        ``recent_s``: the last seconds only, when they hold at least two batches of ``n`` (what
-        the service time is *now*, when measured outcomes say the window's no longer holds:
+        ``recent_s``: the batches sent and answered within the last seconds only, when they
+        hold at least two of ``n`` (what the service time is *now*, when measured outcomes say the
+        window's no longer holds:
         :class:`adapter.policies.evidence.Evidence`); else the whole window, as without it."""
         window = self._by_size.get(n)
         if window is None:

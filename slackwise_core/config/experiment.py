@@ -112,7 +112,8 @@ def experiment_config(
 
 
 def disturbance(r: Reader, raw: Any, path: str, duration_s: float) -> Disturbance:
-    """``experiment.disturbance``: ``{kind: cpu|pause, start_s, duration_s, cores}``."""
+    """``experiment.disturbance``: ``{kind: cpu|pause|slow, start_s, duration_s, cores, factor}``
+    (``cores`` for cpu, ``factor`` > 1 for slow)."""
     data = r.mapping(raw, path)
     r.only(data, path, {f.name for f in fields(Disturbance)})
     kind = choice(r, data, "kind", path, DISTURBANCES, "cpu")
@@ -124,4 +125,8 @@ def disturbance(r: Reader, raw: Any, path: str, duration_s: float) -> Disturbanc
         raise r.fail(f"{path}.duration_s", f"must be positive and end within the replay's "
                      f"{duration_s:g} s, got {length:g} from {start:g}")  # fmt: skip
     cores = r.integer(data, "cores", path, 1, low=1)
-    return Disturbance(kind=kind, start_s=start, duration_s=length, cores=cores)
+    factor = r.number(data, "factor", path, 2.0 if kind == "slow" else 1.0)
+    if kind == "slow" and not factor > 1.0:
+        raise r.fail(f"{path}.factor", f"must be above 1 (service times this many times as "
+                     f"long), got {factor:g}")  # fmt: skip
+    return Disturbance(kind=kind, start_s=start, duration_s=length, cores=cores, factor=factor)

@@ -331,6 +331,7 @@ def advisor_settings(
         keep_alive=flag(r, data, "keep_alive", path, d.keep_alive),
         floor_at_current=optional_flag("floor_at_current"),
         model=None if "model" not in data else choice(r, data, "model", path, MODELS, "replay"),
+        evidence=flag(r, data, "evidence", path, d.evidence),
     )
 
 

@@ -171,6 +171,8 @@ class AdvisorSettings:
     #: the resource model: replay (the controller's batching replayed on what it observed),
     #: batched (the analytic model of how the adapter serves) or swayam (the paper's RAND model)
     model: str | None = None
+    #: the count answers to measured outcomes (adapter.policies.evidence); false is an ablation
+    evidence: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -241,19 +243,26 @@ APP_EXPERIMENT_MODES = ("FIFO-NB", "ED-DYN", "EDF-DYN", "GS")
 
 
 #: what an experiment can do to the machine, identically in every mode (docs/advisor.md)
-DISTURBANCES = ("cpu", "pause")
+DISTURBANCES = ("cpu", "pause", "slow")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Disturbance:
     """A named disturbance during a window of the replay, from ``start_s`` for ``duration_s``:
     ``cpu`` runs ``cores`` busy processes beside everything (a noisy neighbour), ``pause``
-    stops the function's ready replicas (SIGSTOP, then SIGCONT: a stalled node)."""
+    stops the function's ready replicas (SIGSTOP, then SIGCONT: a stalled node), ``slow``
+    throttles every replica of the function to ``1 / factor`` of the CPU time it would take (a
+    container's CPU limit, a slower node: its service times ``factor`` times as long)."""
 
     kind: str
     start_s: float
     duration_s: float
     cores: int = 1
+    factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind == "slow" and not self.factor > 1.0:
+            raise ValueError(f"a slow disturbance needs a factor above 1, got {self.factor:g}")
 
     @property
     def end_s(self) -> float:
