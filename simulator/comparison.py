@@ -41,7 +41,7 @@ from simulator.swayam_scalers import AdvisorScaler, Clairvoyant, OwnedScaler, wi
 
 __all__ = [
     "Case", "bootstrap_count", "case_for", "clairvoyant_service", "compare", "format_fig9",
-    "run_arrivals", "scaler_row", "scaler_run", "scaler_settings",
+    "learning_scaler", "run_arrivals", "scaler_row", "scaler_run", "scaler_settings",
 ]  # fmt: skip
 
 
@@ -123,63 +123,61 @@ def bootstrap_count(case: Case, model_need: Callable[[float], int]) -> int:
 def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict[str, Any]:
     """One scaler over the config's single-function workload; its row of the comparison."""
     case = case_for(config, rate_rps, seed)
-    fn_name, policy, curves, _, _, arrivals, auto, slo_ms, level, setup_s, cap = case
-    fn = config.functions[fn_name]
-    curve = curves[fn_name]
-    limit = policy.batch_limit(fn.max_batch)
-    service = clairvoyant_service(curve, batch_limit=limit, slots=fn.container_concurrency)
-
-    model_need: Callable[[float], int] = lambda rate: min_replicas(  # noqa: E731
-        rate, slo_ms, level, service, max_replicas=cap
-    )
-    need = model_need
-    if auto.clair_needs == "simulated" and name in ("clair_a1", "clair_a2"):
-        need = simulated_need(
-            config, fn_name, curve, policy, slo_ms=slo_ms, level_pct=level,
-            window=auto.window, step=auto.step, max_replicas=cap, seed=seed,
-        )  # fmt: skip
-
-    def needs() -> dict[str, list[int]]:
-        return {fn_name: window_needs(arrivals, tick_s=auto.tick_s, need=need)}
-
-    bootstrap = (
-        bootstrap_count(case, model_need) if name in ("kpa", "advisor", "slackwise") else None
-    )
-    scaler: Scaler
     if name in ("clair_a1", "clair_a2"):
-        return _clair_row(config, name, case, needs())
-    if name == "slackwise":
-        scaler = OwnedScaler(
-            auto.advisor,
-            slos_ms={fn_name: slo_ms},
-            percentiles={fn_name: level},
-            container_concurrency={fn_name: fn.container_concurrency},
-            max_scale={fn_name: fn.scaling.max_scale},
-            initial={fn_name: bootstrap or 0},
-        )
-    else:
-        kpa = KpaScaler(
-            {fn_name: fn.scaling},
-            tick_s=config.autoscaler.tick_interval_s,
-            initial={fn_name: bootstrap or 0},
-        )
-        scaler = kpa
-        if name == "advisor":
-            scaler = AdvisorScaler(
-                kpa,
-                auto.advisor,
-                slos_ms={fn_name: slo_ms},
-                percentiles={fn_name: level},
-                container_concurrency={fn_name: fn.container_concurrency},
-                max_scale={fn_name: fn.scaling.max_scale},
-            )
+        return _clair_row(config, name, case, _clair_needs(config, case))
+    scaler, bootstrap = learning_scaler(config, name, case)
     sim = Simulation(
-        config, policy, curves, rate_rps=rate_rps, requests=len(arrivals), seed=seed,
-        scaler=scaler, arrivals=arrivals,
+        config, case.policy, case.curves, rate_rps=rate_rps, requests=len(case.arrivals),
+        seed=seed, scaler=scaler, arrivals=case.arrivals,
     )  # fmt: skip
     result = sim.run()
     latencies, _ = sim.latencies_by_arrival()
-    return scaler_row(name, result, latencies, slo_ms, level, auto, setup_s, bootstrap, None)
+    return scaler_row(name, result, latencies, case.slo_ms, case.level, case.auto, case.setup_s,
+                      bootstrap, None)  # fmt: skip
+
+
+def _model_need(config: SimConfig, case: Case) -> Callable[[float], int]:
+    fn = config.functions[case.fn_name]
+    service = clairvoyant_service(
+        case.curves[case.fn_name], batch_limit=case.policy.batch_limit(fn.max_batch),
+        slots=fn.container_concurrency,
+    )  # fmt: skip
+    return lambda rate: min_replicas(rate, case.slo_ms, case.level, service, max_replicas=case.cap)
+
+
+def _clair_needs(config: SimConfig, case: Case) -> dict[str, list[int]]:
+    need = _model_need(config, case)
+    if case.auto.clair_needs == "simulated":
+        need = simulated_need(
+            config, case.fn_name, case.curves[case.fn_name], case.policy, slo_ms=case.slo_ms,
+            level_pct=case.level, window=case.auto.window, step=case.auto.step,
+            max_replicas=case.cap, seed=case.seed,
+        )  # fmt: skip
+    return {case.fn_name: window_needs(case.arrivals, tick_s=case.auto.tick_s, need=need)}
+
+
+def learning_scaler(config: SimConfig, name: str, case: Case) -> tuple[Scaler, int]:
+    """``kpa``, ``advisor`` (the KPA with the advisor's floor) or ``slackwise`` (the owned
+    count) for ``case``, and the ready replicas it starts with."""
+    fn_name, auto, fn = case.fn_name, case.auto, config.functions[case.fn_name]
+    bootstrap = bootstrap_count(case, _model_need(config, case))
+    if name == "slackwise":
+        owned = OwnedScaler(
+            auto.advisor, slos_ms={fn_name: case.slo_ms}, percentiles={fn_name: case.level},
+            container_concurrency={fn_name: fn.container_concurrency},
+            max_scale={fn_name: fn.scaling.max_scale}, initial={fn_name: bootstrap},
+        )  # fmt: skip
+        return owned, bootstrap
+    kpa = KpaScaler({fn_name: fn.scaling}, tick_s=config.autoscaler.tick_interval_s,
+                    initial={fn_name: bootstrap})  # fmt: skip
+    if name != "advisor":
+        return kpa, bootstrap
+    advisor = AdvisorScaler(
+        kpa, auto.advisor, slos_ms={fn_name: case.slo_ms}, percentiles={fn_name: case.level},
+        container_concurrency={fn_name: fn.container_concurrency},
+        max_scale={fn_name: fn.scaling.max_scale},
+    )  # fmt: skip
+    return advisor, bootstrap
 
 
 def _clair_row(

@@ -4,7 +4,8 @@
 ``cpu``: ``cores`` busy processes run beside the platform, the adapter and the replayer for the
 window (a noisy neighbour on a shared node). ``pause``: the function's ready replicas are
 stopped (SIGSTOP) for the window and continued after (a stalled node or a long collection pause).
-``slow``: every replica of the function, also one started during the window, is throttled to
+``slow``: every ready replica of the function, also one that becomes ready during the window (not
+while it starts: its service is what is slowed, as the simulator slows it), is throttled to
 ``1 / factor`` of its CPU time, the way a container's CPU limit is enforced (CFS bandwidth control
 stops a cgroup for the rest of each period once its quota is used): in each 100 ms period it runs
 ``100 / factor`` ms and is stopped for the rest, by a thread that does nothing else (so the event
@@ -60,7 +61,9 @@ class Throttle:
     def _loop(self) -> None:
         while not self._done.is_set():
             pids = self.pids
-            self._seen.update(pids)
+            # one that left the list (draining, removed) runs on, not left stopped
+            _signal(sorted(self._seen - set(pids)), signal.SIGCONT)
+            self._seen = set(pids)
             _signal(pids, signal.SIGCONT)
             if self._done.wait(self.run_s):
                 break

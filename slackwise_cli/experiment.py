@@ -223,11 +223,9 @@ async def run_mode(config: Config, exp: ExperimentConfig, mode: str, workdir: Pa
         per_stage: dict[str, tuple[int, int]] = {}
         try:
             if exp.disturbance is not None:  # the same window in every mode, from now
-                disturbing = asyncio.create_task(
-                    disturb(
-                        exp.disturbance, lambda: list(platform.replica_pids(functions[0]).values())
-                    )
-                )
+                fn = functions[0]
+                pids = lambda: list(platform.replica_pids(fn, ready=True).values())  # noqa: E731
+                disturbing = asyncio.create_task(disturb(exp.disturbance, pids))
             proc = await asyncio.create_subprocess_exec(
                 *_replay_command(exp, body, target, records_path, direct=mode == "direct"),
                 env=_with_token(platform.token),

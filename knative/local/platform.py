@@ -200,9 +200,15 @@ class LocalPlatform:
             min_scale=fn.config.scaling.min_scale if fn.pinned_min is None else fn.pinned_min,
         )
 
-    def replica_pids(self, name: str) -> dict[str, int]:
+    def replica_pids(self, name: str, *, ready: bool = False) -> dict[str, int]:
+        """The processes of ``name``'s replicas by replica name (``ready``: only those serving,
+        not those still starting)."""
         fn = self._fn(name)
-        return {r.name: r.pid for r in fn.replicas.values() if r.pid is not None}
+        return {
+            r.name: r.pid
+            for r in fn.replicas.values()
+            if r.pid is not None and (not ready or r.state is ReplicaState.READY)
+        }
 
     async def set_min_scale(self, name: str, replicas: int | None) -> None:
         """Pin the minimum replicas (None returns to the configured min-scale)."""

@@ -1,0 +1,155 @@
+"""Simulated disturbances on a Fig. 9 hour: how each scaler answers a slowdown and a stall.
+
+The Fig. 9 config (embed on its CPU profile, the hour of a real trace scaled to its peak) with a
+disturbance of :mod:`simulator.disturbance` at the same second for every scaler: Knative's KPA,
+slackwise's owned count, and the owned count without its evidence rule (``advisor.evidence:
+false``, the ablation). Each over several seeds; the table gives medians and ranges of:
+
+* misses (% of requests over the SLO) among those that arrived inside the window, and in the
+  ``AFTER_S`` seconds after it (the backlog's aftermath);
+* the hour's SLA compliance (Swayam's windows) and replica-seconds;
+* how long after the window opened the count first rose above what it was (``rise s``: within
+  one setup time is the issue's bar), and its peak inside the window and after.
+
+    .venv/bin/python benchmarks/disturbance_sim.py --jobs 2 \\
+        --json experiments/sim/results/disturbance.json \\
+        > experiments/sim/results/disturbance.txt
+
+``slackwise report`` copies the text into docs/advisor.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulator.comparison import case_for, learning_scaler, scaler_row
+from simulator.config import SimConfig, load_sim_config
+from simulator.engine import Simulation
+from simulator.pool import map_jobs
+from slackwise_cli.repeats import commit
+from slackwise_cli.results import machine
+from slackwise_core.config.model import Disturbance
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = "experiments/sim/autoscale-twitter.yaml"
+DISTURBANCES = {
+    "every replica 3x slower for 300 s": Disturbance(
+        kind="slow", start_s=1200.0, duration_s=300.0, factor=3.0
+    ),
+    "every replica stopped for 10 s": Disturbance(kind="pause", start_s=1200.0, duration_s=10.0),
+}
+#: label: (scaler, evidence rule on)
+SCALERS = {"kpa": ("kpa", True), "slackwise": ("slackwise", True),
+           "slackwise, no evidence rule": ("slackwise", False)}  # fmt: skip
+AFTER_S = 120.0
+
+
+def _run(config: SimConfig, label: str, seed: int) -> dict[str, Any]:
+    name, evidence = SCALERS[label]
+    auto, d = config.autoscaling, config.disturbance
+    assert auto is not None and d is not None
+    advisor = replace(auto.advisor, evidence=evidence)
+    config = replace(config, autoscaling=replace(auto, advisor=advisor))
+    case = case_for(config, config.rate_rps, seed)
+    scaler, bootstrap = learning_scaler(config, name, case)
+    sim = Simulation(
+        config, case.policy, case.curves, rate_rps=config.rate_rps, requests=len(case.arrivals),
+        seed=seed, scaler=scaler, arrivals=case.arrivals,
+    )  # fmt: skip
+    sim.decisions = []
+    result = sim.run()
+    latencies, _ = sim.latencies_by_arrival()
+    row = scaler_row(name, result, latencies, case.slo_ms, case.level, case.auto, case.setup_s,
+                     bootstrap, None)  # fmt: skip
+    times = np.asarray(case.arrivals[: len(latencies)])
+    late = latencies > case.slo_ms
+    inside = (times >= d.start_s) & (times < d.end_s)
+    after = (times >= d.end_s) & (times < d.end_s + AFTER_S)
+    counts = [(t, desired) for t, _, desired, _ in sim.decisions]
+    before = max((n for t, n in counts if d.start_s - 10.0 <= t < d.start_s), default=0)
+    risen = [t for t, n in counts if t >= d.start_s and n > before]
+    row.update(
+        seed=seed,
+        scaler=label,
+        misses_inside_pct=round(100.0 * float(np.mean(late[inside])), 3),
+        misses_after_pct=round(100.0 * float(np.mean(late[after])), 3),
+        count_before=before,
+        rise_s=round(risen[0] - d.start_s, 3) if risen else None,
+        peak_inside=max((n for t, n in counts if d.start_s <= t < d.end_s), default=0),
+        peak_after=max((n for t, n in counts if d.end_s <= t < d.end_s + AFTER_S), default=0),
+    )
+    return row
+
+
+def _cell(values: list[float], digits: int = 1) -> str:
+    med = statistics.median(values)
+    if len(values) == 1 or min(values) == max(values):
+        return f"{med:.{digits}f}"
+    return f"{med:.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
+def _table(out: dict[str, Any]) -> str:
+    lines = []
+    for what, doc in out.items():
+        lines += [
+            f"**{what}** (from second {doc['disturbance']['start_s']:g}):",
+            "",
+            "| scaler | misses in the window % | misses after it % | compliance % | replica-s "
+            "| count before | rise s | peak in / after |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for label in SCALERS:
+            runs = [r for r in doc["runs"] if r["scaler"] == label]
+            rises = [r["rise_s"] for r in runs if r["rise_s"] is not None]
+            missing = len(runs) - len(rises)
+            rise = _cell(rises) + (f", none in {missing}" if missing else "")
+            lines.append(
+                f"| {label} | {_cell([r['misses_inside_pct'] for r in runs])} "
+                f"| {_cell([r['misses_after_pct'] for r in runs], 2)} "
+                f"| {_cell([r['compliance_pct'] for r in runs])} "
+                f"| {_cell([r['replica_seconds'] for r in runs], 0)} "
+                f"| {_cell([r['count_before'] for r in runs], 0)} | {rise if rises else 'none'} "
+                f"| {_cell([r['peak_inside'] for r in runs], 0)} / "
+                f"{_cell([r['peak_after'] for r in runs], 0)} |"
+            )
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
+    parser.add_argument("--seeds", default="1,2,3", help="comma-separated (default 1,2,3)")
+    parser.add_argument("--config", default=CONFIG, help=f"a Fig. 9 config (default {CONFIG})")
+    parser.add_argument("--json", type=Path, help="write every run here")
+    args = parser.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    base = load_sim_config(ROOT / args.config)
+    jobs = [(replace(base, disturbance=d), label, seed)
+            for d in DISTURBANCES.values() for label in SCALERS for seed in seeds]  # fmt: skip
+    rows = map_jobs(_run, jobs, args.jobs)
+    out: dict[str, Any] = {}
+    per = len(SCALERS) * len(seeds)
+    for i, (what, d) in enumerate(DISTURBANCES.items()):
+        out[what] = {"disturbance": asdict(d), "runs": rows[i * per : (i + 1) * per]}
+    print(_table(out), end="")
+    print(f"\nMedians of seeds {args.seeds} (range); {args.config}; commit {commit(ROOT)}.")
+    if args.json:
+        doc = {
+            "config": args.config, "seeds": seeds, "after_s": AFTER_S, "disturbances": out,
+            "commit": commit(ROOT), "machine": machine(), "command": " ".join(sys.argv),
+        }  # fmt: skip
+        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
