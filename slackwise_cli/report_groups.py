@@ -93,6 +93,13 @@ STALL = (
     ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
      "--disturbance", "pause:20:5", "--repeat", "3"),
 )  # fmt: skip
+#: the function's ready replicas throttled to a quarter of their CPU for the middle third
+SLOW = (
+    "experiments/embed-twitter.yaml",
+    "experiments/results/slow.json",
+    ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
+     "--disturbance", "slow:20:20:4", "--repeat", "3"),
+)  # fmt: skip
 #: the three other live experiments with the same neighbour, for the middle third of their window
 INTERFERENCE_MORE = tuple(
     (f"experiments/{name}.yaml", f"experiments/results/interference-{name}.json",
@@ -100,4 +107,4 @@ INTERFERENCE_MORE = tuple(
       "--repeat", "3"))
     for name in ("embed-twitter", "embed-nasa", "digits-twitter")
 )  # fmt: skip
-GROUPS["live"] = (*LIVE, INTERFERENCE, *INTERFERENCE_MORE, STALL)
+GROUPS["live"] = (*LIVE, INTERFERENCE, *INTERFERENCE_MORE, STALL, SLOW)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter.policies.advisor import Advisor, AdvisorConfig, AdvisorConfigError, AdvisorDecision
-from adapter.policies.percentile import ServiceModel, min_replicas
+from adapter.policies.percentile import ServiceModel, min_replicas, response_time_percentile
 
 #: one request per batch, 20 ms each: 50 requests/s per replica at most
 SERVICE = ServiceModel(a_ms=20.0, distribution="deterministic")
@@ -174,6 +174,20 @@ def test_infeasible_slo_pins_the_maximum_and_says_so() -> None:
     decision = drive(advisor, lambda s: 5.0, 0, 30)[-1]
     assert decision.min_scale == 4 and not decision.feasible
     assert decision.percentile_ms > 100.0
+
+
+def test_where_no_count_meets_the_slo_it_pins_the_knee_not_the_maximum() -> None:
+    # a service slower than the SLO: from some count on, more replicas do not help; pinning
+    # max_replicas (100 where max-scale is unset) would pay for all of them
+    slow = ServiceModel(a_ms=150.0, spread=1.2)
+    advisor = Advisor(AdvisorConfig(slo_ms=100.0, max_replicas=100, burst_u=1.0), slow)
+    decision = drive(advisor, lambda s: 20.0, 0, 30)[-1]
+    assert not decision.feasible and decision.percentile_ms > 100.0
+    assert 3 <= decision.min_scale < 20  # enough to keep up with 20 req/s of 150 ms, not 100
+    best = response_time_percentile(20.0, 100, slow, advisor.config.percentile)
+    assert decision.percentile_ms <= 1.05 * best
+    fewer = response_time_percentile(20.0, decision.min_scale - 1, slow, advisor.config.percentile)
+    assert fewer > 1.05 * best  # one fewer would be measurably worse
 
 
 def test_a_new_service_model_is_used_from_the_next_decision() -> None:

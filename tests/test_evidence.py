@@ -4,6 +4,8 @@ they still do, and steps back down one at a time once they agree."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from adapter.policies.evidence import Evidence, EvidenceConfig
@@ -167,7 +169,7 @@ def test_while_the_floor_stands_the_advisor_replays_the_service_times_of_now() -
         model.observe(t, 1, 60.0, 60.0, cold=False)
         auto.outcome(t, True)
     after = auto.decide(t + 0.01, 1, current=before)
-    assert auto.evidence.level is not None and after >= 2 * before
+    assert auto.evidence is not None and auto.evidence.level is not None and after >= 2 * before
     observed = auto.observed(t + 0.02)
     assert observed is not None and observed.median_ms[0] >= 60.0  # what it measures now
 
@@ -179,3 +181,59 @@ def test_the_recent_view_forgets_a_stall_once_it_is_over() -> None:
     assert ev.recent_s(t + 0.5) == 1.0  # right after the raise: the last second
     assert ev.recent_s(t + 4.0) == 4.0  # since the raise
     assert ev.recent_s(t + 30.0) == 6.0  # never further back than two evidence windows
+
+
+def test_a_step_in_service_time_is_seen_as_drift_before_anything_misses() -> None:
+    from adapter.policies.function_autoscaler import function_autoscaler
+    from adapter.policies.latency import LatencyModel
+    from slackwise_core.config import AdvisorSettings
+
+    def build(evidence: bool) -> tuple[Any, LatencyModel]:
+        model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
+        auto = function_autoscaler(
+            "f", AdvisorSettings(enabled=True, default_setup_s=1.0, keep_alive=False,
+                                 evidence=evidence),
+            slo_ms=100.0, percentile=95.0, model=model, limit=lambda: 1,
+            container_concurrency=1, max_scale=0, now=0.0,
+        )  # fmt: skip
+        return auto, model
+
+    for evidence in (True, False):
+        auto, model = build(evidence)
+        t = 0.0
+        for _ in range(250):  # 25 s of 10 ms batches, all in time
+            t += 0.1
+            model.observe(t, 1, 10.0, 10.0, cold=False)
+            auto.outcome(t, False)
+        assert model.drift(t, 2.0) == pytest.approx(1.0)
+        observed = auto.observed(t)
+        assert observed is not None and observed.median_ms[0] < 12.0
+        for _ in range(10):  # one second at 40 ms: still inside a 100 ms SLO, nothing missed
+            t += 0.1
+            model.observe(t, 1, 40.0, 40.0, cold=False)
+            auto.outcome(t, False)
+        assert model.drift(t, 1.0) == pytest.approx(4.0)
+        observed = auto.observed(t + 0.01)
+        assert observed is not None
+        if evidence:  # the model replays what the batches take now, with no floor raised
+            assert auto.evidence is not None and auto.evidence.level is None
+            assert observed.median_ms[0] >= 40.0 and auto.status()["drift"] == 4.0
+        else:  # the ablation: the 30 s window still says 10 ms
+            assert observed.median_ms[0] < 12.0 and auto.status()["evidence"] == "off"
+
+
+def test_drift_needs_a_few_batches_at_sizes_the_window_knows() -> None:
+    from adapter.policies.latency import LatencyModel
+
+    model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
+    t = 0.0
+    for _ in range(100):
+        t += 0.1
+        model.observe(t, 1, 10.0, 10.0, cold=False)
+    for _ in range(2):  # two slow batches: not yet a step
+        t += 0.1
+        model.observe(t, 1, 50.0, 50.0, cold=False)
+    assert model.drift(t, 2.0) is not None and model.drift(t, 2.0) == pytest.approx(1.0)
+    t += 0.1
+    model.observe(t, 8, 80.0, 80.0, cold=False)  # a size the window has too few of: left out
+    assert model.drift(t, 0.25) is None

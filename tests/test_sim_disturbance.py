@@ -94,8 +94,8 @@ def test_a_fixed_fleet_answers_slower_inside_the_window_only() -> None:
     inside = (times >= 11.0) & (times < 20.0)
     before = times < 10.0
     plain = _latencies(_config(), FixedScaler({"f": 2}), arrivals)
-    slowed = _latencies(_config(disturbance={"kind": "slow", "start_s": 10, "duration_s": 10,
-                                             "factor": 4}), FixedScaler({"f": 2}), arrivals)  # fmt: skip
+    slow = {"kind": "slow", "start_s": 10, "duration_s": 10, "factor": 4}
+    slowed = _latencies(_config(disturbance=slow), FixedScaler({"f": 2}), arrivals)
     assert np.allclose(plain[before], slowed[before])
     assert np.median(slowed[inside]) >= 3.5 * np.median(plain[inside])
     assert np.median(slowed[times >= 25.0]) == pytest.approx(np.median(plain[times >= 25.0]))

@@ -19,12 +19,12 @@ from before they were up: raising sooner only overshoots), but only when the las
 share missing fell by a tenth) or requests wait in the queue past their deadline: requests late in
 service itself (a service time over the SLO) are not helped by more replicas, and doubling on would
 run to max-scale. When the evidence agrees again for ``clear_s``, the floor steps down one replica
-per ``clear_s`` (passive scale-in) until the model's own count is above it, and it is gone. While the floor stands, the model's inputs (the service times the advisor replays)
-come from the seconds since it was raised, at most the last two evidence windows
-(:meth:`Evidence.recent_s`), not its long window, so the model itself catches up with the change
-(and a stall's long batches leave it as soon as the stall is over). It never stands under another
-autoscaler: it is part of the advisor's own count. Pure: the time is an argument.
-"""
+per ``clear_s`` (passive scale-in) until the model's own count is above it, and it is gone. While
+the floor stands, the model's inputs (the service times the advisor replays) come from the seconds
+since it was raised, at most the last two evidence windows (:meth:`Evidence.recent_s`), not its long
+window, so the model itself catches up with the change (and a stall's long batches leave it as soon
+as the stall is over). It never stands under another autoscaler: it is part of the advisor's own
+count. Pure: the time is an argument."""
 
 from __future__ import annotations
 

@@ -15,8 +15,17 @@ from adapter.policies.latency import LatencyModel
 from adapter.policies.percentile import ServiceModel
 from adapter.policies.replay import ObservedService
 
-__all__ = ["AdvisorSettingsLike", "FunctionAutoscaler", "function_autoscaler"]
+__all__ = [
+    "DRIFT_RATIO",
+    "DRIFT_S",
+    "AdvisorSettingsLike",
+    "FunctionAutoscaler",
+    "function_autoscaler",
+]
 
+#: a step in service time: the last seconds' batches this many times the window's median
+DRIFT_RATIO = 1.5
+DRIFT_S = 1.0
 #: the settings that map onto :class:`AdvisorConfig`; None takes the advisor's own default
 _SETTINGS = ("history_s", "burst_u", "min_scale_in_gap_s", "default_setup_s", "floor_at_current",
              "model")  # fmt: skip
@@ -69,6 +78,8 @@ class FunctionAutoscaler:
     #: (None: the model's count alone, ``advisor.evidence: false``, an ablation)
     evidence: Evidence | None = field(default_factory=Evidence)
     _prepared: tuple[float, ObservedService] | None = None
+    #: the last seconds' service times over the window's (LatencyModel.drift), as last seen
+    drift: float | None = None
 
     def outcome(self, now: float, missed: bool) -> None:
         """A request finished at ``now``, in time or ``missed`` (late, pruned, refused)."""
@@ -110,10 +121,25 @@ class FunctionAutoscaler:
             now,
             batch_limit=max(1, self.limit()),
             container_concurrency=self.container_concurrency,
-            recent_s=None if self.evidence is None else self.evidence.recent_s(now),
+            recent_s=self.recent_s(now),
         )
         self._prepared = (now, observed)
         return observed
+
+    def recent_s(self, now: float) -> float | None:
+        """How far back the replayed service times look at ``now`` (None: the latency model's
+        whole window): while the evidence's floor stands, since it was raised; else, when the
+        last ``DRIFT_S`` of batches ran ``DRIFT_RATIO`` times slower than the window's median
+        at their sizes, those seconds, so the model sees a step in service time before the
+        requests it slows miss (``advisor.evidence: false`` turns both off)."""
+        if self.evidence is None:
+            return None
+        recent = self.evidence.recent_s(now)
+        if recent is None:
+            self.drift = self.model.drift(now, DRIFT_S)
+            if self.drift is not None and self.drift >= DRIFT_RATIO:
+                recent = DRIFT_S
+        return recent
 
     def prepare(self, now: float) -> Callable[[], None] | None:
         """The expensive half of the decision at ``now``, as a call that touches only the
@@ -168,7 +194,9 @@ class FunctionAutoscaler:
                                "evidence_floor": None if self.evidence is None
                                else self.evidence.level,
                                "evidence": "off" if self.evidence is None
-                               else self.evidence.reason}  # fmt: skip
+                               else self.evidence.reason,
+                               "drift": None if self.drift is None
+                               else round(self.drift, 3)}  # fmt: skip
         if d is not None:
             out.update(
                 reason=d.reason,

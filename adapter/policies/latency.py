@@ -339,6 +339,23 @@ class LatencyModel:
             return None
         return window.quantile(0.5), window.p95()
 
+    def drift(self, now: float, recent_s: float) -> float | None:
+        """How many times slower the batches sent and answered in the last ``recent_s`` were
+        than the window's median at their sizes (the median over those batches), or ``None``
+        with fewer than three of them at sizes the window knows: a step in service time (a
+        neighbour, a slower node, bigger inputs) shows here seconds before requests miss."""
+        ratios: list[float] = []
+        for window in self._by_size.values():
+            if window.prune(now) < self._min_samples:
+                continue
+            last = window.recent(now, recent_s)
+            if last:
+                typical = window.quantile(0.5)
+                ratios.extend(value / typical for value in last)
+        if len(ratios) < 3:
+            return None
+        return _nearest_rank(sorted(ratios), 0.5)
+
 
 class LatencyModels:
     """One :class:`LatencyModel` per input-size class (GrandSLAM §3.2: a model per input size).
