@@ -206,8 +206,8 @@ def _disturbance_text(d: dict[str, Any]) -> str:
     kind = {
         "cpu": f"{d['cores']} busy process(es) beside everything",
         "pause": "the function's ready replicas stopped (SIGSTOP)",
-        "slow": f"every replica of the function throttled to 1/{d.get('factor', 1):g} of its CPU "
-        "time (stopped for the rest of each 100 ms)",
+        "slow": f"every ready replica of the function throttled to 1/{d.get('factor', 1):g} of "
+        "its CPU time (stopped for the rest of each 100 ms)",
     }[d["kind"]]
     when = f"from second {d['start_s']:g} for {d['duration_s']:g} s of the replay"
     return f" The disturbance: {kind} {when}."
