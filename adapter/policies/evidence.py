@@ -12,19 +12,21 @@ because they would be late). Requests still queued past their deadline (``overdu
 too, at the moment of the decision: a stalled replica answers nothing, so outcomes alone would say
 nothing until the stall ends. The model and the evidence *disagree* when more than ``miss_fraction``
 of at least ``min_samples`` outcomes missed. Then :meth:`Evidence.floor` raises a floor under the
-model's count at once, multiplicatively (``factor``, as the KPA's panic mode doubles), and again
-while the disagreement lasts once a setup time and a whole window have passed since the last raise
-(new replicas need the setup before they can help, and until a window later it still holds answers
-from before they were up: raising sooner only overshoots), but only when the last raise helped (the
-share missing fell by a tenth) or requests wait in the queue past their deadline: requests late in
-service itself (a service time over the SLO) are not helped by more replicas, and doubling on would
-run to max-scale. When the evidence agrees again for ``clear_s``, the floor steps down one replica
-per ``clear_s`` (passive scale-in) until the model's own count is above it, and it is gone. While
-the floor stands, the model's inputs (the service times the advisor replays) come from the seconds
-since it was raised, at most the last two evidence windows (:meth:`Evidence.recent_s`), not its long
-window, so the model itself catches up with the change (and a stall's long batches leave it as soon
-as the stall is over). It never stands under another autoscaler: it is part of the advisor's own
-count. Pure: the time is an argument."""
+model's count at once (unless the model's own count rose within the last setup time and window: then
+it saw the change too, and its replicas are judged once they are up, or the floor doubles a count
+already raised for the same misses), multiplicatively (``factor``, as the KPA's panic mode doubles),
+and again while the disagreement lasts once a setup time and a whole window have passed since the
+last raise (new replicas need the setup before they can help, and until a window later it still
+holds answers from before they were up: raising sooner only overshoots), but only when the last
+raise helped (the share missing fell by a tenth) or requests wait in the queue past their deadline:
+requests late in service itself (a service time over the SLO) are not helped by more replicas, and
+doubling on would run to max-scale. When the evidence agrees again for ``clear_s``, the floor steps
+down one replica per ``clear_s`` (passive scale-in) until the model's own count is above it, and it
+is gone. While the floor stands, the model's inputs (the service times the advisor replays) come
+from the seconds since it was raised, at most the last two evidence windows
+(:meth:`Evidence.recent_s`), not its long window, so the model itself catches up with the change
+(and a stall's long batches leave it as soon as the stall is over). It never stands under another
+autoscaler: it is part of the advisor's own count. Pure: the time is an argument."""
 
 from __future__ import annotations
 
@@ -72,6 +74,8 @@ class Evidence:
         self.reason: str | None = None
         #: the share missing when the floor was last raised (did the raise help?)
         self._fraction = 1.0
+        #: when the model's own count last rose above the count in force
+        self._model_raised_at = -math.inf
 
     def outcome(self, now: float, missed: bool) -> None:
         """A request finished at ``now``: answered in time, or ``missed`` (late or refused)."""
@@ -122,6 +126,8 @@ class Evidence:
         queue past their deadline (not those waiting for a cold start)."""
         cfg = self.config
         cap = most if most > 0 else 10**6
+        if model > current:  # the model saw it too and asks for more: judge that once it is up
+            self._model_raised_at = now
         if self.disagrees(now, overdue):
             self._agree_since = None
             total, misses = self.counts(now)
@@ -129,7 +135,8 @@ class Evidence:
             said = f"evidence: {misses} of {total} missed in {cfg.window_s:g} s" + (
                 f", {overdue} queued past their deadline" if overdue else ""
             )
-            if now - self._raised_at < max(setup_s, 1.0) + cfg.window_s:
+            last = max(self._raised_at, self._model_raised_at)
+            if now - last < max(setup_s, 1.0) + cfg.window_s:
                 pass  # the raised replicas' answers are not all the window holds yet
             elif self.level is not None and not overdue and fraction > 0.9 * self._fraction:
                 # the last raise has had its setup time and the share missing did not fall, with
