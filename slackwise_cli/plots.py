@@ -59,14 +59,17 @@ def plot_experiment(
     for mode, run in runs.items():
         w = _windows(run.records, slo)
         axes[0].plot(w["t"], w["p95"], label=mode)
-        axes[1].step([row["t"] for row in run.timeline], [row["ready"] for row in run.timeline],
-                     where="post", label=mode)  # fmt: skip
+        times = [row["t"] for row in run.timeline]
+        (line,) = axes[1].step(times, [row["ready"] for row in run.timeline], where="post",
+                               label=mode)  # fmt: skip
+        axes[1].step(times, [row.get("desired", row["ready"]) for row in run.timeline],
+                     where="post", linestyle=":", color=line.get_color())  # fmt: skip
         axes[2].plot(w["t"], w["miss"], label=mode)
         axes[3].plot(w["t"], w["batch"], label=mode)
     axes[0].axhline(slo, color="black", linestyle="--", linewidth=1, label="SLO")
     axes[0].set_ylabel("P95 latency (ms)")
     axes[0].set_yscale("log")
-    axes[1].set_ylabel("ready replicas")
+    axes[1].set_ylabel("replicas: ready, asked (dotted)")
     axes[2].set_ylabel("SLO misses (%)")
     axes[3].set_ylabel("mean batch size")
     axes[3].set_xlabel("time (s)")

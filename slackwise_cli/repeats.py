@@ -41,6 +41,8 @@ def summarize_repeats(results: list[ExperimentResult]) -> dict[str, Any]:
         median: dict[str, Any] = {}
         spread: dict[str, list[float]] = {}
         for key, value in rows[0].items():
+            if key == "timeline":  # each run's own, under runs: a median of series means nothing
+                continue
             numbers = _numbers([row[key] for row in rows])
             if isinstance(value, int | float) and numbers:
                 median[key] = round(statistics.median(numbers), 3)

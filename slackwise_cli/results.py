@@ -74,6 +74,9 @@ class ModeSummary:
     warm_violation_pct: float = math.nan
     #: with a disturbance: misses and replica-seconds inside its window and outside it
     window: dict[str, float] | None = None
+    #: one sample a second: ready and desired replicas (the count asked for, so when a scaler
+    #: decided shows apart from when its replicas came up), and the adapter's queue
+    timeline: list[dict[str, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -222,6 +225,7 @@ def summarize(run: ModeRun, slo_ms: float) -> ModeSummary:
         replica_seconds=round(float(run.usage["replica_seconds"]), 2),
         mean_batch=round(mean_batch, 2),
         cold_starts=int(run.usage["cold_starts"]),
+        timeline=list(run.timeline),
     )
 
 

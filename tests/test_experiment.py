@@ -107,8 +107,12 @@ experiment:
         assert set(summary) == {
             "requests", "errors", "violation_pct", "p50_ms", "p95_ms", "p99_ms",
             "replica_seconds", "mean_batch", "cold_starts", "mean_ms", "cold_hits", "stages",
-            "warm_violation_pct", "window",
+            "warm_violation_pct", "window", "timeline",
         }  # fmt: skip
+        # a sample a second of the replicas asked for and ready, the count behind replica-seconds
+        assert len(summary["timeline"]) >= 3
+        assert max(row["desired"] for row in summary["timeline"]) >= 1
+        assert max(row["ready"] for row in summary["timeline"]) >= 1
         assert summary["cold_hits"] >= 1  # every mode starts at zero replicas
         assert 0.0 <= summary["warm_violation_pct"] <= 100.0
         assert summary["stages"] == {}

@@ -4,6 +4,7 @@ inside and outside a window."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -48,6 +49,18 @@ def test_medians_and_ranges_over_the_repeats() -> None:
     assert doc["ranges"]["slackwise"]["violation_pct"] == [2.0, 10.0]
     assert doc["modes"]["kpa"]["replica_seconds"] == 118.0
     assert doc["ranges"]["kpa"]["replica_seconds"] == [110.0, 120.0]
+
+
+def test_each_runs_timeline_is_kept_with_its_run_and_not_as_a_median() -> None:
+    def with_timeline(desired: float) -> ModeSummary:
+        return dataclasses.replace(
+            summary(1.0, 60.0), timeline=[{"t": 0.0, "ready": 1.0, "desired": desired}]
+        )
+
+    doc = summarize_repeats([result(1, {"slackwise": with_timeline(2.0)}),
+                             result(2, {"slackwise": with_timeline(3.0)})])  # fmt: skip
+    assert "timeline" not in doc["modes"]["slackwise"]
+    assert [r["modes"]["slackwise"]["timeline"][0]["desired"] for r in doc["runs"]] == [2.0, 3.0]
 
 
 def test_misses_and_replica_seconds_inside_and_outside_the_window() -> None:
