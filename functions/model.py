@@ -67,3 +67,8 @@ class Model(abc.ABC):
     @abc.abstractmethod
     def sample_instances(self, n: int) -> list[Any]:
         """``n`` real sample instances in the JSON form ``validate`` accepts (for profiles)."""
+
+    def larger_instances(self, n: int, factor: int) -> list[Any] | None:
+        """``n`` real instances about ``factor`` times the size of :meth:`sample_instances`'
+        (a step change of input size), or None where the model has no larger input to send."""
+        return None

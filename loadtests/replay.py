@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 import httpx
 
+from loadtests.input_step import body_picker
 from loadtests.openloop import LATE_S, Progress, Record, Summary, run_open_loop, summarize
 from traces import (
     TraceError,
@@ -152,6 +153,12 @@ def _target_arguments(parser: argparse.ArgumentParser) -> None:
         "--pipeline",
         metavar="NAME",
         help="bodies {'instances': [x]} from a pipeline's real app inputs (for --app)",
+    )
+    target.add_argument(
+        "--larger-inputs",
+        metavar="START_S:DURATION_S:FACTOR",
+        help="with --model: requests sent in this window of the replay carry the model's larger "
+        "inputs, about FACTOR times the usual size (a step change of input size)",
     )
     target.add_argument(
         "--header",
@@ -351,7 +358,7 @@ def write_records(path: Path, records: Sequence[Record]) -> None:
 
 
 async def _replay(
-    args: argparse.Namespace, url: str, schedule: list[float], bodies: list[bytes]
+    args: argparse.Namespace, url: str, schedule: list[float], body: Callable[[int], bytes]
 ) -> tuple[list[Record], float]:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -365,7 +372,6 @@ async def _replay(
     per_client = math.ceil(args.max_connections / args.clients)
     tls = ssl.create_default_context()  # one for all clients: each costs tens of ms to build
     limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client)
-    count = len(bodies)
     started = loop.time()
     try:
         async with contextlib.AsyncExitStack() as stack:
@@ -379,7 +385,7 @@ async def _replay(
                 clients,
                 url,
                 schedule,
-                lambda i: bodies[i % count],
+                body,
                 timeout_s=args.timeout_s,
                 headers=_headers(args),
                 progress=_print_progress,
@@ -399,7 +405,11 @@ def run(args: argparse.Namespace) -> int:
         url = _url(args)
         _headers(args)
         schedule, source = _schedule(args)
-        bodies = _bodies(args, len(schedule))
+        try:
+            body = body_picker(schedule, _bodies(args, len(schedule)), args.model,
+                               args.larger_inputs, SAMPLE_BODIES)  # fmt: skip
+        except ValueError as exc:
+            raise UsageError(f"--larger-inputs {exc}") from None
         if args.records is not None and not args.records.parent.is_dir():
             raise UsageError(f"--records {str(args.records)!r}: no such directory")
     except UsageError as exc:
@@ -413,7 +423,7 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    records, elapsed = asyncio.run(_replay(args, url, schedule, bodies))
+    records, elapsed = asyncio.run(_replay(args, url, schedule, body))
     if args.records is not None:
         write_records(args.records, records)
         print(f"records: {args.records}", file=sys.stderr)

@@ -101,6 +101,11 @@ def read_disturbance(r: Reader, raw: Any, trace: TraceConfig | None) -> Disturba
     length = trace.duration_s if trace is not None and trace.duration_s is not None else None
     d = disturbance(r, raw, "disturbance", float("inf") if length is None else length)
     if d.kind not in SIMULATED:
+        why = {
+            "cpu": "it has no cores for busy processes to take",
+            "input": "its service curves price a batch by size, not by input; a slow "
+            "disturbance with the measured ratio is the same step",
+        }[d.kind]
         raise r.fail("disturbance.kind", f"the simulator applies {' or '.join(SIMULATED)} "
-                     f"(it has no cores for busy processes to take), got {d.kind!r}")  # fmt: skip
+                     f"({why}), got {d.kind!r}")  # fmt: skip
     return d

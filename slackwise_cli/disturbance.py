@@ -9,7 +9,8 @@ while it starts: its service is what is slowed, as the simulator slows it), is t
 ``1 / factor`` of its CPU time, the way a container's CPU limit is enforced (CFS bandwidth control
 stops a cgroup for the rest of each period once its quota is used): in each 100 ms period it runs
 ``100 / factor`` ms and is stopped for the rest, by a thread that does nothing else (so the event
-loop's load does not stretch the periods). Times count from when the replayer starts.
+loop's load does not stretch the periods). ``input``: the replayer sends the model's larger
+inputs for the window (``loadtests.input_step``). Times count from when the replayer starts.
 """
 
 from __future__ import annotations
@@ -78,7 +79,10 @@ class Throttle:
 
 
 async def disturb(d: Disturbance, replica_pids: Callable[[], list[int]]) -> None:
-    """Sleep until the window, disturb through it, undo (also when cancelled)."""
+    """Sleep until the window, disturb through it, undo (also when cancelled). An ``input``
+    step is the replayer's to apply (it sends the larger bodies), so nothing is done here."""
+    if d.kind == "input":
+        return
     await asyncio.sleep(d.start_s)
     burners: list[asyncio.subprocess.Process] = []
     paused: list[int] = []

@@ -66,9 +66,18 @@ def _replay_command(
         "--target", url,
         *target,
         *body,
+        *_larger_inputs(exp),
         "--records", str(records),
         "--progress-s", "10",
     ]  # fmt: skip
+
+
+def _larger_inputs(exp: ExperimentConfig) -> list[str]:
+    """The replayer's flag for an ``input`` disturbance: the larger bodies are its to send."""
+    d = exp.disturbance
+    if d is None or d.kind != "input":
+        return []
+    return ["--larger-inputs", f"{d.start_s:g}:{d.duration_s:g}:{int(d.factor)}"]
 
 
 async def _sample(

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from slackwise_cli.repeats import commit, order, summarize_repeats
 from slackwise_cli.running import load, run_async
-from slackwise_core.config.model import DISTURBANCES, Disturbance
+from slackwise_core.config.model import DISTURBANCES, Config, Disturbance, ExperimentConfig
 
 
 def add_arguments(exp: argparse.ArgumentParser) -> None:
@@ -36,8 +36,9 @@ def add_arguments(exp: argparse.ArgumentParser) -> None:
     exp.add_argument(
         "--disturbance", metavar="KIND:START_S:DURATION_S[:N]",
         help="the same disturbance in every mode: cpu (N busy processes, default 1), pause "
-        "(the function's replicas stopped) or slow (its replicas throttled to 1/N of their CPU "
-        "time, default 2), e.g. cpu:20:20:1 or slow:20:20:4",
+        "(the function's replicas stopped), slow (its replicas throttled to 1/N of their CPU "
+        "time, default 2) or input (inputs N times the usual size, default 2), e.g. "
+        "cpu:20:20:1, slow:20:20:4 or input:20:20:8",
     )  # fmt: skip
 
 
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
             f"{exp.duration_s:g} s"
         )
     _check_window(exp.trace, exp.start_s, exp.duration_s, exp.step_s)
+    _check_inputs(config, exp)
     plots = Path(args.plots) if args.plots else None
 
     async def experiment(k: int) -> ExperimentResult:
@@ -119,9 +121,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_inputs(config: Config, exp: ExperimentConfig) -> None:
+    """An ``input`` disturbance needs one function whose model has larger inputs to send."""
+    d = exp.disturbance
+    if d is None or d.kind != "input":
+        return
+    if exp.app is not None:
+        raise SystemExit(f"slackwise: an input disturbance needs a function experiment (its "
+                         f"model's larger inputs), not the app {exp.app!r}")  # fmt: skip
+    from functions.registry import create_model
+
+    kind = config.functions[str(exp.function)].model
+    if create_model(kind).larger_instances(1, int(d.factor)) is None:
+        raise SystemExit(f"slackwise: an input disturbance: the model {kind!r} of function "
+                         f"{exp.function!r} has no larger inputs to send")  # fmt: skip
+
+
 def parse_disturbance(text: str, duration_s: float) -> Disturbance:
     """``KIND:START_S:DURATION_S[:N]`` (``--disturbance``; N: cores for cpu, the factor for
-    slow), or exit with the reason."""
+    slow and input), or exit with the reason."""
     parts = text.split(":")
     kinds = ", ".join(DISTURBANCES)
     if len(parts) not in (3, 4) or parts[0] not in DISTURBANCES:
@@ -132,7 +150,7 @@ def parse_disturbance(text: str, duration_s: float) -> Disturbance:
     kind = parts[0]
     try:
         start, length = float(parts[1]), float(parts[2])
-        n = float(parts[3]) if len(parts) == 4 else (2.0 if kind == "slow" else 1.0)
+        n = float(parts[3]) if len(parts) == 4 else (2.0 if kind in ("slow", "input") else 1.0)
     except ValueError:
         raise SystemExit(f"slackwise: --disturbance {text!r}: numbers expected") from None
     if start < 0 or length <= 0:
@@ -140,6 +158,12 @@ def parse_disturbance(text: str, duration_s: float) -> Disturbance:
     if kind == "slow":
         if not n > 1.0:
             raise SystemExit(f"slackwise: --disturbance {text!r}: a slow factor N must be above 1")
+        return Disturbance(kind=kind, start_s=start, duration_s=length, factor=n)
+    if kind == "input":
+        if n < 2 or n != int(n):
+            raise SystemExit(
+                f"slackwise: --disturbance {text!r}: an input factor N must be a whole number >= 2"
+            )
         return Disturbance(kind=kind, start_s=start, duration_s=length, factor=n)
     if n < 1 or n != int(n):
         raise SystemExit(f"slackwise: --disturbance {text!r}: CORES N must be a whole number >= 1")

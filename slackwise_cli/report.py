@@ -208,6 +208,8 @@ def _disturbance_text(d: dict[str, Any]) -> str:
         "pause": "the function's ready replicas stopped (SIGSTOP)",
         "slow": f"every ready replica of the function throttled to 1/{d.get('factor', 1):g} of "
         "its CPU time (stopped for the rest of each 100 ms)",
+        "input": f"requests sent with inputs {d.get('factor', 1):g} times the usual size "
+        "(the model's own larger instances)",
     }[d["kind"]]
     when = f"from second {d['start_s']:g} for {d['duration_s']:g} s of the replay"
     return f" The disturbance: {kind} {when}."

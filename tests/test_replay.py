@@ -165,6 +165,7 @@ def test_cli_replays_a_trace_file_and_writes_records(
         (["--header", "nocolon"], "--header 'nocolon'"),
         (["--duration-s", "50"], "--duration-s 50: needs 50 s"),
         (["--exact"], "--exact: --trace"),
+        (["--larger-inputs", "1:1:4"], "--larger-inputs '1:1:4': needs --model"),
     ],
 )
 def test_cli_bad_flags_exit_2_naming_flag_and_value(

@@ -69,6 +69,10 @@ def test_the_config_takes_the_live_experiments_keys_and_refuses_what_it_cannot_a
     assert config.disturbance == SLOW
     with pytest.raises(ConfigError, match=r"disturbance\.kind.*no cores"):
         _config(disturbance={"kind": "cpu", "start_s": 10, "duration_s": 10})
+    with pytest.raises(ConfigError, match=r"disturbance\.kind.*not by input"):
+        _config(disturbance={"kind": "input", "start_s": 10, "duration_s": 10, "factor": 4})
+    with pytest.raises(ConfigError, match=r"disturbance\.factor.*whole number >= 2"):
+        _config(disturbance={"kind": "input", "start_s": 10, "duration_s": 10, "factor": 1.5})
     with pytest.raises(ConfigError, match=r"disturbance\.factor.*above 1"):
         _config(disturbance={"kind": "slow", "start_s": 10, "duration_s": 10, "factor": 1})
     with pytest.raises(ConfigError, match=r"disturbance\.duration_s.*within"):

@@ -47,3 +47,16 @@ class SentenceEmbedder(Model):
     def sample_instances(self, n: int) -> list[Any]:
         sentences = sample_sentences()
         return [sentences[i % len(sentences)] for i in range(n)]
+
+    def larger_instances(self, n: int, factor: int) -> list[Any] | None:
+        """Each ``factor`` consecutive sample sentences joined into one text (cut at
+        ``MAX_CHARS``): about ``factor`` times the word pieces, up to the model's 256."""
+        if factor < 1:
+            raise ValueError(f"a larger input needs a factor of at least 1, got {factor}")
+        sentences = sample_sentences()
+        return [
+            " ".join(sentences[(i * factor + k) % len(sentences)] for k in range(factor))[
+                :MAX_CHARS
+            ]
+            for i in range(n)
+        ]

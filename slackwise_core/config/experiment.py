@@ -112,8 +112,8 @@ def experiment_config(
 
 
 def disturbance(r: Reader, raw: Any, path: str, duration_s: float) -> Disturbance:
-    """``experiment.disturbance``: ``{kind: cpu|pause|slow, start_s, duration_s, cores, factor}``
-    (``cores`` for cpu, ``factor`` > 1 for slow)."""
+    """``experiment.disturbance``: ``{kind: cpu|pause|slow|input, start_s, duration_s, cores,
+    factor}`` (``cores`` for cpu, ``factor`` > 1 for slow, a whole ``factor`` >= 2 for input)."""
     data = r.mapping(raw, path)
     r.only(data, path, {f.name for f in fields(Disturbance)})
     kind = choice(r, data, "kind", path, DISTURBANCES, "cpu")
@@ -125,8 +125,11 @@ def disturbance(r: Reader, raw: Any, path: str, duration_s: float) -> Disturbanc
         raise r.fail(f"{path}.duration_s", f"must be positive and end within the replay's "
                      f"{duration_s:g} s, got {length:g} from {start:g}")  # fmt: skip
     cores = r.integer(data, "cores", path, 1, low=1)
-    factor = r.number(data, "factor", path, 2.0 if kind == "slow" else 1.0)
+    factor = r.number(data, "factor", path, 2.0 if kind in ("slow", "input") else 1.0)
     if kind == "slow" and not factor > 1.0:
         raise r.fail(f"{path}.factor", f"must be above 1 (service times this many times as "
                      f"long), got {factor:g}")  # fmt: skip
+    if kind == "input" and not (factor >= 2.0 and factor == int(factor)):
+        raise r.fail(f"{path}.factor", f"must be a whole number >= 2 (inputs this many times "
+                     f"the usual size), got {factor:g}")  # fmt: skip
     return Disturbance(kind=kind, start_s=start, duration_s=length, cores=cores, factor=factor)

@@ -243,7 +243,7 @@ APP_EXPERIMENT_MODES = ("FIFO-NB", "ED-DYN", "EDF-DYN", "GS")
 
 
 #: what an experiment can do to the machine, identically in every mode (docs/advisor.md)
-DISTURBANCES = ("cpu", "pause", "slow")
+DISTURBANCES = ("cpu", "pause", "slow", "input")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -252,7 +252,9 @@ class Disturbance:
     ``cpu`` runs ``cores`` busy processes beside everything (a noisy neighbour), ``pause``
     stops the function's ready replicas (SIGSTOP, then SIGCONT: a stalled node), ``slow``
     throttles every replica of the function to ``1 / factor`` of the CPU time it would take (a
-    container's CPU limit, a slower node: its service times ``factor`` times as long)."""
+    container's CPU limit, a slower node: its service times ``factor`` times as long), ``input``
+    sends requests whose inputs are ``factor`` times the usual size (a step change of input
+    size: the model's own larger instances, so the service time grows as the model makes it)."""
 
     kind: str
     start_s: float
@@ -263,6 +265,10 @@ class Disturbance:
     def __post_init__(self) -> None:
         if self.kind == "slow" and not self.factor > 1.0:
             raise ValueError(f"a slow disturbance needs a factor above 1, got {self.factor:g}")
+        if self.kind == "input" and not (self.factor >= 2.0 and self.factor == int(self.factor)):
+            raise ValueError(
+                f"an input disturbance needs a whole factor of at least 2, got {self.factor:g}"
+            )
 
     @property
     def end_s(self) -> float:
