@@ -4,7 +4,7 @@ experiment``, one at a time, each needing both cores)."""
 
 from __future__ import annotations
 
-__all__ = ["GROUPS", "INTERFERENCE", "INTERFERENCE_MORE", "LIVE", "STALL"]
+__all__ = ["GROUPS", "INPUT", "INTERFERENCE", "INTERFERENCE_MORE", "LIVE", "SLOW", "STALL"]
 
 _GPU_POLICIES = (
     "--policies",
@@ -100,6 +100,13 @@ SLOW = (
     ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
      "--disturbance", "slow:20:20:4", "--repeat", "3"),
 )  # fmt: skip
+#: inputs four times the usual size (the model's own larger inputs) for the middle third
+INPUT = (
+    "experiments/embed-twitter.yaml",
+    "experiments/results/input.json",
+    ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
+     "--disturbance", "input:20:20:4", "--repeat", "3"),
+)  # fmt: skip
 #: the three other live experiments with the same neighbour, for the middle third of their window
 INTERFERENCE_MORE = tuple(
     (f"experiments/{name}.yaml", f"experiments/results/interference-{name}.json",
@@ -107,4 +114,4 @@ INTERFERENCE_MORE = tuple(
       "--repeat", "3"))
     for name in ("embed-twitter", "embed-nasa", "digits-twitter")
 )  # fmt: skip
-GROUPS["live"] = (*LIVE, INTERFERENCE, *INTERFERENCE_MORE, STALL, SLOW)
+GROUPS["live"] = (*LIVE, INTERFERENCE, *INTERFERENCE_MORE, STALL, SLOW, INPUT)
