@@ -251,3 +251,45 @@ def test_drift_needs_a_few_batches_at_sizes_the_window_knows() -> None:
     t += 0.1
     model.observe(t, 8, 80.0, 80.0, cold=False)  # a size the window has too few of: left out
     assert model.drift(t, 0.25) is None
+
+
+def test_a_burst_beyond_the_forecast_is_counted_in_full_once_the_evidence_disagrees() -> None:
+    from adapter.policies.function_autoscaler import function_autoscaler
+    from adapter.policies.latency import LatencyModel
+    from slackwise_core.config import AdvisorSettings
+
+    def run(evidence: bool) -> list[int]:
+        model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
+        auto = function_autoscaler(
+            "f", AdvisorSettings(enabled=True, default_setup_s=1.0, keep_alive=False,
+                                 evidence=evidence),
+            slo_ms=100.0, percentile=95.0, model=model, limit=lambda: 1,
+            container_concurrency=1, max_scale=0, now=0.0,
+        )  # fmt: skip
+        t, count = 0.0, 1
+        for _ in range(500):  # 25 s at 20 req/s, 10 ms each, all in time: one replica
+            t += 0.05
+            auto.arrived(t, 1)
+            model.observe(t, 1, 10.0, 10.0, cold=False)
+            auto.outcome(t, False)
+        count = auto.decide(t, 1, current=count)
+        assert count == 1
+        counts = []
+        for _ in range(24):  # then 400 req/s: one replica answers 100 of them, the rest miss
+            for i in range(200):
+                t += 0.0025
+                auto.arrived(t, 1)
+                if i % 4 == 0:
+                    model.observe(t, 1, 10.0, 10.0, cold=False)
+                auto.outcome(t, i % 4 != 0)
+            count = auto.decide(t, 1, current=count)
+            counts.append(count)  # one decision every half second
+        return counts
+
+    with_rule, without = run(True), run(False)
+    full = without[-1]  # the count once the burst fills the 10 s rate window
+    assert full >= 8
+    # the rule counts the last seconds' rate once the misses show: the full count a second in
+    assert with_rule[1] >= full and max(with_rule) <= full + 1
+    # the model alone climbs with its rate window: half the full count a second in
+    assert without[1] <= full // 2 and without.index(full) >= 8

@@ -104,6 +104,10 @@ def test_current_uses_the_recent_window() -> None:
     assert short.current(end) == pytest.approx(50.0)
     assert long.current(end) == pytest.approx(30.0)
     assert short.current(end + 5.0) == pytest.approx(25.0)  # five silent seconds
+    # a shorter window on request (never longer than the configured one)
+    assert long.current(end, 10.0) == pytest.approx(50.0)
+    assert long.current(end, 15.0) == pytest.approx((5 * 10 + 10 * 50) / 15.0)
+    assert short.current(end, 60.0) == pytest.approx(50.0)
 
 
 @pytest.mark.parametrize(

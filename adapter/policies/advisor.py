@@ -313,12 +313,17 @@ class Advisor:
         knee = fewest_meeting(lambda n: at(n) <= good_enough, 1, cfg.max_replicas)
         return knee, at(knee)
 
-    def rates_at(self, now: float) -> tuple[float, float, float]:
+    def rates_at(self, now: float, recent_s: float | None = None) -> tuple[float, float, float]:
         """The local forecast ``t_setup`` ahead, the current local rate and the rate the model
-        sizes for (the larger of the two when ``floor_at_current``, × ``n_F`` × ``U``)."""
+        sizes for (the larger of the two when ``floor_at_current``, × ``n_F`` × ``U``). With
+        ``recent_s`` (while measured outcomes disagree with the model), the current rate is
+        also taken over only the last ``recent_s`` and the larger kept: a burst beyond the
+        forecast counts in full at once, not spread over ``current_window_s``."""
         cfg = self.config
         forecast = self.rates.predict(now, self.setup_s)
         current = self.rates.current(now)
+        if recent_s is not None:
+            current = max(current, self.rates.current(now, recent_s))
         local = max(forecast, current) if cfg.floor_at_current else forecast
         return forecast, current, local * self._frontends * cfg.burst_u
 
@@ -359,10 +364,11 @@ class Advisor:
         kpa_wants: int,
         service: ServiceModel | None = None,
         observed: ObservedService | None = None,
+        recent_s: float | None = None,
     ) -> AdvisorDecision:
         """The floor to pin at ``now``; ``service`` (when given) replaces the service model,
-        which follows the latency fit and the batch limit in use, and ``observed`` what the
-        replay model replays."""
+        which follows the latency fit and the batch limit in use, ``observed`` what the
+        replay model replays, and ``recent_s`` how recent a rate counts (:meth:`rates_at`)."""
         if isinstance(kpa_wants, bool) or not isinstance(kpa_wants, int) or kpa_wants < 0:
             raise ValueError(f"kpa_wants must be an integer >= 0, got {kpa_wants!r}")
         if service is not None:
@@ -371,7 +377,7 @@ class Advisor:
             self.observed = observed
         cfg = self.config
         setup = self.setup_s
-        forecast, current, model_rate = self.rates_at(now)
+        forecast, current, model_rate = self.rates_at(now, recent_s)
         needed, percentile_ms = self._fewest(model_rate)
         feasible = percentile_ms <= cfg.slo_ms
 

@@ -127,8 +127,9 @@ class FunctionAutoscaler:
         return observed
 
     def recent_s(self, now: float) -> float | None:
-        """How far back the replayed service times look at ``now`` (None: the latency model's
-        whole window): while the evidence's floor stands, since it was raised; else, when the
+        """How far back the replayed service times (and the current rate, besides its usual
+        window) look at ``now`` (None: the latency model's whole window): while the evidence's
+        floor stands, since it was raised; else, when the
         last ``DRIFT_S`` of batches ran ``DRIFT_RATIO`` times slower than the window's median
         at their sizes, those seconds, so the model sees a step in service time before the
         requests it slows miss (``advisor.evidence: false`` turns both off)."""
@@ -148,7 +149,7 @@ class FunctionAutoscaler:
         observed = self.observed(now)
         if observed is None:
             return None
-        rate = self.advisor.rates_at(now)[2]
+        rate = self.advisor.rates_at(now, self.recent_s(now))[2]
         advisor = self.advisor
         return lambda: advisor.warm(rate, observed)
 
@@ -161,8 +162,9 @@ class FunctionAutoscaler:
         ``kpa_wants``); the simulator's scalers call exactly this, as :meth:`Autoscaling.tick`
         does."""
         decision = self.advisor.decide(
-            now, kpa_wants=kpa_wants, service=self.service(now), observed=self.observed(now)
-        )
+            now, kpa_wants=kpa_wants, service=self.service(now), observed=self.observed(now),
+            recent_s=self.recent_s(now),
+        )  # fmt: skip
         self.last = decision
         pin = self.pin_for(decision, now)
         if self.evidence is None:

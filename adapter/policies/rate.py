@@ -113,14 +113,16 @@ class RatePredictor:
             return None
         return max(self._index(self._start), self._index(now) - self._buckets_in_window + 1)
 
-    def current(self, now: float) -> float:
+    def current(self, now: float, window_s: float | None = None) -> float:
         """The recent arrival rate (per second): arrivals in the last ``current_window_s``
-        (the filling bucket included) over that span, or over the time since the start when
-        that is shorter (at least one bucket)."""
+        (or ``window_s``, when given: at most that window) with the filling bucket included,
+        over that span, or over the time since the start when that is shorter (at least one
+        bucket)."""
         if self._start is None:
             return 0.0
         self._prune(self._index(now))
-        span = min(self.current_window_s, max(now - self._start, self.bucket_s))
+        window = self.current_window_s if window_s is None else min(window_s, self.current_window_s)
+        span = min(window, max(now - self._start, self.bucket_s))
         since = now - span
         arrivals = 0.0
         for index, count in reversed(self._counts):
