@@ -100,12 +100,13 @@ SLOW = (
     ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
      "--disturbance", "slow:20:20:4", "--repeat", "3"),
 )  # fmt: skip
-#: inputs four times the usual size (the model's own larger inputs) for the middle third
-INPUT = (
-    "experiments/embed-twitter.yaml",
-    "experiments/results/input.json",
-    ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
-     "--disturbance", "input:20:20:4", "--repeat", "3"),
+#: inputs eight and four times the usual size (the model's own larger inputs) for the middle
+#: third
+INPUT = tuple(
+    ("experiments/embed-twitter.yaml", out,
+     ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
+      "--disturbance", f"input:20:20:{n}", "--repeat", "3"))
+    for n, out in ((8, "experiments/results/input.json"), (4, "experiments/results/input-4.json"))
 )  # fmt: skip
 #: the three other live experiments with the same neighbour, for the middle third of their window
 INTERFERENCE_MORE = tuple(
@@ -114,4 +115,4 @@ INTERFERENCE_MORE = tuple(
       "--repeat", "3"))
     for name in ("embed-twitter", "embed-nasa", "digits-twitter")
 )  # fmt: skip
-GROUPS["live"] = (*LIVE, INTERFERENCE, *INTERFERENCE_MORE, STALL, SLOW, INPUT)
+GROUPS["live"] = (*LIVE, INTERFERENCE, *INTERFERENCE_MORE, STALL, SLOW, *INPUT)
