@@ -293,3 +293,30 @@ def test_a_burst_beyond_the_forecast_is_counted_in_full_once_the_evidence_disagr
     assert with_rule[1] >= full and max(with_rule) <= full + 1
     # the model alone climbs with its rate window: half the full count a second in
     assert without[1] <= full // 2 and without.index(full) >= 8
+
+
+def test_a_noisy_second_is_not_a_burst() -> None:
+    from adapter.policies.advisor import BURST_RATIO
+    from adapter.policies.function_autoscaler import function_autoscaler
+    from adapter.policies.latency import LatencyModel
+    from slackwise_core.config import AdvisorSettings
+
+    auto = function_autoscaler(
+        "f", AdvisorSettings(enabled=True, default_setup_s=1.0, keep_alive=False,
+                             floor_at_current=True, burst_u=1.0),
+        slo_ms=100.0, percentile=95.0, model=LatencyModel.from_prior(5.0, 1.0, window_s=30.0),
+        limit=lambda: 1, container_concurrency=1, max_scale=0, now=0.0,
+    )  # fmt: skip
+    advisor, t = auto.advisor, 0.0
+    for second in range(30):  # 40 a second, then a second of 56 (a Poisson 2.5 sigma)
+        for i in range(56 if second == 29 else 40):
+            advisor.record(second + i / 60.0, 1)
+        t = second + 0.999
+    usual = advisor.rates_at(t)[1]
+    noisy = advisor.rates.current(t, 1.0)
+    assert noisy > usual * 1.2  # the last second was well above the window's mean...
+    assert advisor.rates_at(t, 1.0)[1] == usual  # ...and still not a burst
+    for i in range(200):  # a real burst: 200 in the next second
+        advisor.record(t + 0.001 + i / 201.0, 1)
+    t += 1.0
+    assert advisor.rates_at(t, 1.0)[1] >= 190.0 > BURST_RATIO * advisor.rates_at(t)[1]

@@ -59,7 +59,9 @@ from adapter.policies.swayam_model import (
     rand_response_percentile_ms,
 )
 
-__all__ = ["Advisor", "AdvisorConfig", "AdvisorConfigError", "AdvisorDecision", "Reason"]
+__all__ = [
+    "BURST_RATIO", "Advisor", "AdvisorConfig", "AdvisorConfigError", "AdvisorDecision", "Reason",
+]  # fmt: skip
 
 #: ``scale-out``: the pin rose now; ``scale-in``: it fell now; ``hold``: the model wants fewer
 #: but the gap has not passed; ``steady``: the model wants the pin as it is
@@ -79,6 +81,10 @@ _RAND = RandDispatch()
 
 class AdvisorConfigError(ValueError):
     """An advisor setting out of range; the message names the field and the value."""
+
+
+#: how far above the current window's rate the recent span's must be to count as a burst
+BURST_RATIO = 1.5
 
 
 def _positive(name: str, value: float, *, allow_zero: bool = False) -> None:
@@ -316,14 +322,18 @@ class Advisor:
     def rates_at(self, now: float, recent_s: float | None = None) -> tuple[float, float, float]:
         """The local forecast ``t_setup`` ahead, the current local rate and the rate the model
         sizes for (the larger of the two when ``floor_at_current``, × ``n_F`` × ``U``). With
-        ``recent_s`` (while measured outcomes disagree with the model), the current rate is
-        also taken over only the last ``recent_s`` and the larger kept: a burst beyond the
-        forecast counts in full at once, not spread over ``current_window_s``."""
+        ``recent_s`` (while measured outcomes disagree with the model), the rate over only the
+        last ``recent_s`` replaces it when it is at least ``BURST_RATIO`` times as high: a
+        burst beyond the forecast counts in full at once, not spread over
+        ``current_window_s``; a second's ordinary noise above the mean does not (taking the
+        larger of the two always would size every disagreement for its noisiest second)."""
         cfg = self.config
         forecast = self.rates.predict(now, self.setup_s)
         current = self.rates.current(now)
         if recent_s is not None:
-            current = max(current, self.rates.current(now, recent_s))
+            recent = self.rates.current(now, recent_s)
+            if recent >= BURST_RATIO * current:
+                current = recent
         local = max(forecast, current) if cfg.floor_at_current else forecast
         return forecast, current, local * self._frontends * cfg.burst_u
 
