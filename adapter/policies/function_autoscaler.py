@@ -78,6 +78,7 @@ class FunctionAutoscaler:
     #: (None: the model's count alone, ``advisor.evidence: false``, an ablation)
     evidence: Evidence | None = field(default_factory=Evidence)
     _prepared: tuple[float, ObservedService] | None = None
+    _recent: tuple[float, float | None] | None = None
     #: the last seconds' service times over the window's (LatencyModel.drift), as last seen
     drift: float | None = None
 
@@ -132,14 +133,18 @@ class FunctionAutoscaler:
         floor stands, since it was raised; else, when the
         last ``DRIFT_S`` of batches ran ``DRIFT_RATIO`` times slower than the window's median
         at their sizes, those seconds, so the model sees a step in service time before the
-        requests it slows miss (``advisor.evidence: false`` turns both off)."""
+        requests it slows miss (``advisor.evidence: false`` turns both off). Worked out once
+        per ``now``: the replayed service times and the rate of one decision look as far back."""
         if self.evidence is None:
             return None
+        if self._recent is not None and self._recent[0] == now:
+            return self._recent[1]
         recent = self.evidence.recent_s(now)
         if recent is None:
             self.drift = self.model.drift(now, DRIFT_S)
             if self.drift is not None and self.drift >= DRIFT_RATIO:
                 recent = DRIFT_S
+        self._recent = (now, recent)
         return recent
 
     def prepare(self, now: float) -> Callable[[], None] | None:
