@@ -28,6 +28,7 @@ import numpy as np
 
 from adapter.policies.percentile import ServiceModel, min_replicas
 from adapter.policies.slack import StagePolicy, stage_policy
+from simulator.clair_trim import Spans, trim
 from simulator.clairvoyance import late_ticks, simulated_need
 from simulator.compliance import compliance_pct
 from simulator.config import AutoscalingConfig, SimConfig
@@ -41,8 +42,13 @@ from simulator.swayam_scalers import AdvisorScaler, Clairvoyant, OwnedScaler, wi
 
 __all__ = [
     "Case", "bootstrap_count", "case_for", "clairvoyant_service", "compare", "format_fig9",
-    "learning_scaler", "run_arrivals", "scaler_row", "scaler_run", "scaler_settings",
+    "learning_scaler", "run_arrivals", "scaler_row", "scaler_run", "scaler_settings", "trim_note",
 ]  # fmt: skip
+
+
+#: how long after the last tick whose provisioning a trim lowers (beyond a setup time) a late
+#: request is put down to that trim
+_BLAME_AFTER_S = 30.0
 
 
 def clairvoyant_service(curve: ServiceCurve, *, batch_limit: int, slots: int) -> ServiceModel:
@@ -183,8 +189,9 @@ def learning_scaler(config: SimConfig, name: str, case: Case) -> tuple[Scaler, i
 def _clair_row(
     config: SimConfig, name: str, case: Case, counts: dict[str, list[int]]
 ) -> dict[str, Any]:
-    """ClairA1 or ClairA2 over the same seeded run: repaired where windows fail, then (with
-    ``clair_trim``) trimmed to the minimal count; its row of the comparison."""
+    """ClairA1 or ClairA2 over the same seeded run: repaired where windows fail, then (ClairA2,
+    with ``clair_trim``) trimmed to the minimal count (:mod:`simulator.clair_trim`); its row of
+    the comparison."""
     fn_name, policy, curves, rate_rps, seed, arrivals, auto, slo_ms, level, setup_s, cap = case
     fn = config.functions[fn_name]
     run_config = config
@@ -224,42 +231,26 @@ def _clair_row(
             row[t] += 1
         rounds += 1
         result, latencies, ticks = run(counts)
-    trimmed = 0
-    if auto.clair_trim and ticks == set():
-        trimmed, result, latencies = _trim(row, lambda: run(counts), auto.clair_trim,
-                                           (result, latencies))  # fmt: skip
+    trim_out: dict[str, Any] = {}
+    if auto.clair_trim and name == "clair_a2" and ticks == set():
+        spans = Spans.of(len(row), tick_s=auto.tick_s, ahead_s=ahead.get(fn_name, 0.0),
+                         collect_s=collect)  # fmt: skip
+
+        def trial() -> tuple[tuple[SimResult, np.ndarray], set[int] | None]:
+            res, lat, late = run(counts)
+            return (res, lat), late
+
+        untrimmed = round(result.replica_seconds, 3)
+        done = trim(row, trial, spans=spans, budget=auto.clair_trim, best=(result, latencies),
+                    after_s=ahead.get(fn_name, 0.0) + _BLAME_AFTER_S)  # fmt: skip
+        result, latencies = done.best
+        trim_out = {
+            "clair_trimmed": done.removed, "clair_trimmed_free": done.free,
+            "clair_trim_runs": done.runs, "clair_trim_finished": done.finished,
+            "clair_untrimmed_replica_seconds": untrimmed, "clair_counts": list(row),
+        }  # fmt: skip
     out = scaler_row(name, result, latencies, slo_ms, level, auto, setup_s, None, rounds)
-    if auto.clair_trim:
-        out["clair_trimmed"], out["clair_counts"] = trimmed, list(row)
-    return out
-
-
-def _trim(
-    row: list[int],
-    run: Callable[[], tuple[SimResult, np.ndarray, set[int] | None]],
-    budget: int,
-    best: tuple[SimResult, np.ndarray],
-) -> tuple[int, SimResult, np.ndarray]:
-    """Take replicas out of a compliant ``row`` one window at a time (fullest windows first), each
-    kept out only when the whole run still complies; passes repeat until a pass takes none or
-    ``budget`` runs were made. Returns how many went, and the last compliant run."""
-    removed = tries = 0
-    changed = True
-    while changed and tries < budget:
-        changed = False
-        for t in sorted(range(len(row)), key=lambda k: (-row[k], k)):
-            if tries >= budget:
-                break
-            if row[t] == 0:
-                continue
-            row[t] -= 1
-            tries += 1
-            result, latencies, ticks = run()
-            if ticks == set():
-                removed, changed, best = removed + 1, True, (result, latencies)
-            else:
-                row[t] += 1
-    return removed, best[0], best[1]
+    return out | trim_out
 
 
 def scaler_row(
@@ -374,4 +365,18 @@ def format_fig9(doc: dict[str, Any]) -> str:
             f"{r['compliance_pct']:>7.1f} {r['violation_pct']:>7.2f} {r['cold_start_hits']:>9} "
             f"{r['p99_ms']:>8.0f} {r['mean_replicas']:>8.2f} {r['peak_replicas']:>5}"
         )
-    return "\n".join(lines)
+    note = trim_note(doc["autoscalers"].get("clair_a2", {}))
+    return "\n".join(lines + ([note] if note else []))
+
+
+def trim_note(row: dict[str, Any]) -> str | None:
+    """How ClairA2 was trimmed (``clair_trim``), in words; None when it was not."""
+    if "clair_trim_runs" not in row:
+        return None
+    state = ("minimal: nothing left to try" if row["clair_trim_finished"]
+             else "stopped at the run budget, not minimal")  # fmt: skip
+    return (
+        f"ClairA2 trimmed from {row['clair_untrimmed_replica_seconds']:.0f} replica-s: "
+        f"{row['clair_trimmed']} replicas out of its windows ({row['clair_trimmed_free']} without "
+        f"changing a decision), {row['clair_trim_runs']} runs, {state}"
+    )

@@ -147,9 +147,9 @@ class AutoscalingConfig:
     clair_needs: str = "simulated"
     #: re-runs over the trace that add a replica where a window still missed the SLA
     clair_rounds: int = 6
-    #: then, re-runs that each try one replica fewer in one window (fullest first), kept when
-    #: every window still complies, until none can go or this many were tried (0: none; each
-    #: is a whole run, so only small workloads afford it: the count is then minimal)
+    #: then, for ClairA2, at most this many re-runs trimming it to the minimal count
+    #: (:mod:`simulator.clair_trim`: one replica fewer where the provisioning stays the same
+    #: without a run, the rest in groups of far-apart windows; 0: no trim)
     clair_trim: int = 0
     advisor: AdvisorSettings = field(default_factory=lambda: AdvisorSettings(enabled=True))
 

@@ -66,6 +66,12 @@ def _fig9(docs: Sequence[dict[str, Any]]) -> str:
                 f"{row['compliance_pct']:.1f} | {row['violation_pct']:.2f} | "
                 f"{row['cold_start_hits']} | {row['p99_ms']:.0f} |"
             )
+    from simulator.comparison import trim_note
+
+    notes = [(_trace_label(doc), trim_note(doc["autoscalers"].get("clair_a2", {}))) for doc in docs]
+    notes = [(label, note) for label, note in notes if note]
+    if notes:
+        lines += ["", *(f"- {label}: {note}." for label, note in notes)]
     return "\n".join(lines)
 
 
