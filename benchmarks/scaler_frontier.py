@@ -8,16 +8,23 @@ The last column is the cheapest point at ≥ 99 % compliance, against the target
 and against what slackwise used.
 
     .venv/bin/python benchmarks/scaler_frontier.py --jobs 2 \
+        --references experiments/sim/results \
         --json experiments/sim/results/scaler-frontier.json \
         > experiments/sim/results/scaler-frontier.txt
 
 ``slackwise report`` copies the text into docs/simulator.md.
+
+With ``--references DIR`` the three references are read from the Fig. 9 results in ``DIR``
+(``autoscale-<trace>.json``, from ``slackwise report --run fig9``) instead of being run again
+(ClairA2's trim alone is tens of runs): only when the code and config they came from are the
+same as this checkout's (``git diff`` from the commit they record), else it stops and says so.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +43,8 @@ HOLDS_S = (30.0, 60.0, 120.0, 300.0)
 HEADROOMS = (1.0, 1.15, 1.3)
 #: run beside the grid, same config and seed: the ratios' bases and the scaler to compare
 REFERENCES = ("clair_a1", "clair_a2", "slackwise")
+#: what the references' numbers depend on: a change here since their commit makes them stale
+SOURCES = ("adapter", "functions", "simulator", "slackwise_core", "traces")
 #: Swayam's SLA compliance target and Fig. 9's cost target (a fraction of ClairA2)
 COMPLIANT_PCT, TARGET = 99.0, 0.75
 
@@ -79,22 +88,50 @@ def _table(traces: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _stored_references(directory: Path, name: str) -> dict[str, dict[str, Any]]:
+    """The Fig. 9 rows of ``name`` kept in ``directory``, checked to be of this code and config."""
+    path = directory / f"autoscale-{name}.json"
+    try:
+        doc = json.loads(path.read_text())
+        rows, revision = doc["autoscalers"], str(doc["commit"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise SystemExit(f"--references: cannot read Fig. 9 results from {path}: {exc}") from None
+    config = f"experiments/sim/autoscale-{name}.yaml"
+    diff = subprocess.run(["git", "diff", "--quiet", revision, "HEAD", "--", *SOURCES, config],
+                          cwd=ROOT, capture_output=True, check=False)  # fmt: skip
+    if diff.returncode != 0:
+        raise SystemExit(f"--references: {path} is of commit {revision}, and {config} or the "
+                         f"code it ran ({', '.join(SOURCES)}) changed since (or that commit is "
+                         "unknown here); re-run `slackwise report --run fig9` first")  # fmt: skip
+    missing = [n for n in REFERENCES if n not in rows]
+    if missing:
+        raise SystemExit(f"--references: {path} has no row for {', '.join(missing)}")
+    return {n: dict(rows[n], source=f"{path.name} at {revision}") for n in REFERENCES}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
     parser.add_argument("--json", type=Path, help="write every run here")
     parser.add_argument("--traces", default=",".join(TRACES.values()),
                         help="which Fig. 9 traces (default all four)")  # fmt: skip
+    parser.add_argument("--references", type=Path, metavar="DIR",
+                        help="take ClairA1, ClairA2 and slackwise from the Fig. 9 JSONs in DIR "
+                        "(same code and config only) instead of running them")  # fmt: skip
     args = parser.parse_args(argv)
     chosen = {k: v for k, v in TRACES.items() if v in args.traces.split(",")}
     out: dict[str, dict[str, Any]] = {}
     for label, name in chosen.items():
         config = load_sim_config(ROOT / f"experiments/sim/autoscale-{name}.yaml")
         grid = [(config, "hindsight", h, u) for h in HOLDS_S for u in HEADROOMS]
-        rows = map_jobs(_job, [*((config, n, 0.0, 0.0) for n in REFERENCES), *grid], args.jobs)
-        refs = dict(zip(REFERENCES, rows, strict=False))
-        runs = rows[len(REFERENCES) :]
-        for run in rows:
+        if args.references is not None:
+            refs = _stored_references(args.references, name)
+            runs = map_jobs(_job, grid, args.jobs)
+        else:
+            rows = map_jobs(_job, [*((config, n, 0.0, 0.0) for n in REFERENCES), *grid], args.jobs)
+            refs = dict(zip(REFERENCES, rows, strict=False))
+            runs = rows[len(REFERENCES) :]
+        for run in [*refs.values(), *runs]:
             for ref in ("clair_a1", "clair_a2"):
                 run[f"vs_{ref}"] = round(run["replica_seconds"] / refs[ref]["replica_seconds"], 4)
         ok = [r for r in runs if r["compliance_pct"] >= COMPLIANT_PCT]
