@@ -375,8 +375,9 @@ def trim_note(row: dict[str, Any]) -> str | None:
         return None
     state = ("minimal: nothing left to try" if row["clair_trim_finished"]
              else "stopped at the run budget, not minimal")  # fmt: skip
+    tested = row["clair_trimmed"] - row["clair_trimmed_free"]
     return (
         f"ClairA2 trimmed from {row['clair_untrimmed_replica_seconds']:.0f} replica-s: "
-        f"{row['clair_trimmed']} replicas out of its windows ({row['clair_trimmed_free']} without "
-        f"changing a decision), {row['clair_trim_runs']} runs, {state}"
+        f"{tested} replicas out of windows that set a decision, kept after {row['clair_trim_runs']}"
+        f" runs ({row['clair_trimmed_free']} more from windows that set none), {state}"
     )
