@@ -10,7 +10,7 @@ added are never taken back. The trim takes them back, over the same seeded run:
   tick's span (:func:`changed_ticks`); otherwise every decision, and so the whole run, is the
   same. Those are taken first, window by window, as far as they go (:func:`take_free`).
 * **The others are tried in groups, fullest first.** A group holds decrements whose affected
-  stretches (the ticks whose provisioning drops, a setup time and ``gap_s`` after) do not
+  stretches (from the first tick whose provisioning drops to ``after_s`` past the last) do not
   overlap; one run tests them together. When windows fail, each late request's tick names the
   decrement whose stretch holds it (else the nearest one before it; else all of them). Those are
   put back and the rest run again, until the run complies. A decrement put back is not tried
@@ -31,9 +31,10 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+from simulator.swayam_scalers import clair_span
+
 __all__ = ["Spans", "TrimOutcome", "changed_ticks", "take_free", "trim"]
 
-_EPS = 1e-9
 R = TypeVar("R")
 
 
@@ -48,10 +49,11 @@ class Spans:
 
     @classmethod
     def of(cls, windows: int, *, tick_s: float, ahead_s: float, collect_s: float) -> Spans:
+        """Every tick's span, until the spans have passed the last window."""
         ticks = windows + math.ceil((collect_s + ahead_s) / tick_s) + 2
-        now = np.arange(ticks, dtype=np.float64) * tick_s
-        lo = np.maximum(0, np.floor((now - collect_s) / tick_s + _EPS)).astype(np.int64)
-        hi = np.minimum(windows, np.ceil((now + ahead_s) / tick_s + 1.0 - _EPS)).astype(np.int64)
+        bounds = [clair_span(k * tick_s, windows, tick_s=tick_s, ahead_s=ahead_s,
+                             collect_s=collect_s) for k in range(ticks)]  # fmt: skip
+        lo, hi = np.array(bounds, dtype=np.int64).reshape(-1, 2).T
         return cls(lo=lo, hi=hi, tick_s=tick_s)
 
 

@@ -43,7 +43,7 @@ from adapter.policies.latency import LatencyModel
 from simulator.scalers import FunctionState, KpaScaler
 from slackwise_core.config import AdvisorSettings
 
-__all__ = ["AdvisorScaler", "Clairvoyant", "OwnedScaler", "window_needs"]
+__all__ = ["AdvisorScaler", "Clairvoyant", "OwnedScaler", "clair_span", "window_needs"]
 
 _EPS = 1e-9
 
@@ -69,6 +69,17 @@ def window_needs(
             n = cache[c] = need(c / tick_s) if c else 0
         out.append(n)
     return out
+
+
+def clair_span(
+    now: float, windows: int, *, tick_s: float, ahead_s: float, collect_s: float
+) -> tuple[int, int]:
+    """The windows ``[lo, hi)`` a clairvoyant deciding at ``now`` takes its maximum over: from
+    ``collect_s`` ago to the last one a replica started now could be the first to serve
+    (``ahead_s`` + one tick ahead), within the ``windows`` there are."""
+    lo = max(0, math.floor((now - collect_s) / tick_s + _EPS))
+    hi = min(windows, math.ceil((now + ahead_s) / tick_s + 1.0 - _EPS))
+    return lo, hi
 
 
 class Clairvoyant:
@@ -99,9 +110,9 @@ class Clairvoyant:
         """The most any window needs from ``collect_s`` ago to the last one a replica started
         now could be the first to serve (``lookahead_s`` + one tick ahead)."""
         needs = self._needs[function]
-        lo = max(0, math.floor((now - self.collect_s) / self._tick_s + _EPS))
         ahead = self._lookahead.get(function, 0.0)
-        hi = min(len(needs), math.ceil((now + ahead) / self._tick_s + 1.0 - _EPS))
+        lo, hi = clair_span(now, len(needs), tick_s=self._tick_s, ahead_s=ahead,
+                            collect_s=self.collect_s)  # fmt: skip
         return max(needs[lo:hi], default=0)
 
     def initial(self, function: str) -> int:
