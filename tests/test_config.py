@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from slackwise_core.config import ConfigError, load_config, parse_config
+from slackwise_core.config import ConfigError, HpaSettings, load_config, parse_config
 
 
 def base(**fn: Any) -> dict[str, Any]:
@@ -151,3 +151,29 @@ def test_aimd_overrides_leave_the_rest_to_the_mode() -> None:
     assert (tuned.aimd_initial, tuned.aimd_period_s) == (2, 5.0)
     assert tuned.miss_threshold == SLACKWISE.miss_threshold
     assert MLPROXY.with_aimd({"period_s": 5.0}) is MLPROXY
+
+
+@pytest.mark.parametrize(
+    ("hpa", "needle"),
+    [
+        (
+            {"min_replicas": 4, "max_replicas": 3},
+            "adapter.hpa.max_replicas: must be >= min_replicas (4), got 3",
+        ),
+        ({"min_replicas": 0}, "adapter.hpa.min_replicas: must be >= 1, got 0"),
+        ({"target_cpu_percent": 0}, "adapter.hpa.target_cpu_percent: must be >= 1, got 0"),
+        (
+            {"target_cpu_percent": "70%"},
+            "adapter.hpa.target_cpu_percent: must be an integer, got '70%'",
+        ),
+        ({"max": 4}, "adapter.hpa.max: unknown key"),
+    ],
+)
+def test_bad_adapter_hpa_settings_name_the_key_and_the_value(
+    hpa: dict[str, Any], needle: str
+) -> None:
+    assert parse_config(base()).adapter.hpa == HpaSettings(2, 10, 70)  # the defaults
+    raw = {**base(), "adapter": {"hpa": hpa}}
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw, "bad.yaml")
+    assert f"bad.yaml: {needle}" in str(info.value)

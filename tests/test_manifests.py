@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from knative.cluster import hpa as manifests_hpa
 from knative.cluster import manifests, manifests_command
 from knative.cluster.crd_schema import (
     KnativeSchemaMissing,
@@ -319,8 +320,10 @@ def test_cli_writes_files_and_prints_kn_lines(
         {"kind": "ServiceAccount", "name": "slackwise-adapter", "namespace": "ml"}
     ]
 
-    cm, deploy, svc, pdb = yaml.safe_load_all((out / "20-adapter.yaml").read_text(encoding="utf-8"))
-    assert deploy["spec"]["replicas"] == 2
+    adapter_docs = yaml.safe_load_all((out / "20-adapter.yaml").read_text(encoding="utf-8"))
+    cm, deploy, svc, pdb, hpa = adapter_docs
+    assert "replicas" not in deploy["spec"]  # the HPA's to set, from two up
+    assert hpa["spec"]["minReplicas"] == 2 and hpa["metadata"]["namespace"] == "ml"
     assert pdb["kind"] == "PodDisruptionBudget" and pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["selector"] == deploy["spec"]["selector"]
     assert yaml.safe_load(cm["data"]["config.yaml"]) == GPU_CONFIG
@@ -649,3 +652,156 @@ def test_functions_request_the_memory_measured_for_their_kind() -> None:
     assert container["resources"]["requests"]["memory"] == f"{request}Mi"
     assert container["resources"]["limits"]["memory"] == f"{2 * request}Mi"
     assert memory_mib("no-such-kind") is None
+
+
+def _adapter_bundle(adapter: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    raw: dict[str, Any] = {"functions": {"digits": {"model": "digits", "slo_ms": 100}}}
+    if adapter is not None:
+        raw["adapter"] = adapter
+    text = yaml.safe_dump(raw)
+    bundle = manifests.build(parse_config(yaml.safe_load(text)), text, namespace="ml")
+    return bundle.files["20-adapter.yaml"]
+
+
+def test_the_adapter_deployment_is_scaled_by_an_hpa_on_cpu() -> None:
+    """An ``autoscaling/v2`` HPA over the adapter's Deployment by its exact name: two to ten
+    adapters at 70 % of their CPU request, up at once, down after Kubernetes' 300 s; the
+    Deployment requests CPU (utilization is measured against it) and leaves the count alone."""
+    objects = _adapter_bundle()
+    (deploy,) = [o for o in objects if o["kind"] == "Deployment"]
+    (hpa,) = [o for o in objects if o["kind"] == "HorizontalPodAutoscaler"]
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert deploy["metadata"]["name"] == "slackwise-adapter"
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "slackwise-adapter",
+    }
+    assert hpa["metadata"]["namespace"] == deploy["metadata"]["namespace"] == "ml"
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 10)
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric == {
+        "type": "Resource",
+        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}},
+    }
+    up, down = hpa["spec"]["behavior"]["scaleUp"], hpa["spec"]["behavior"]["scaleDown"]
+    assert up["stabilizationWindowSeconds"] == 0 and down["stabilizationWindowSeconds"] == 300
+    assert {p["type"] for p in up["policies"]} == {"Pods", "Percent"}
+    assert "replicas" not in deploy["spec"]  # kubectl apply would fight the HPA over it
+    for container in deploy["spec"]["template"]["spec"]["containers"]:
+        assert manifests_hpa.cpu_cores(container["resources"]["requests"]["cpu"]) == 0.5
+    manifests_hpa.validate_hpa(hpa, objects)
+
+
+def test_the_adapter_hpa_takes_its_bounds_and_target_from_the_config() -> None:
+    objects = _adapter_bundle(
+        {"hpa": {"min_replicas": 3, "max_replicas": 20, "target_cpu_percent": 150}}
+    )
+    (hpa,) = [o for o in objects if o["kind"] == "HorizontalPodAutoscaler"]
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (3, 20)
+    assert hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 150
+    # a minimum above the default maximum raises the maximum with it
+    (alone,) = [
+        o
+        for o in _adapter_bundle({"hpa": {"min_replicas": 12}})
+        if o["kind"] == "HorizontalPodAutoscaler"
+    ]
+    assert (alone["spec"]["minReplicas"], alone["spec"]["maxReplicas"]) == (12, 12)
+
+
+def _deployment_of(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(o for o in objects if o["kind"] == "Deployment")
+
+
+def _cpu_target(hpa: dict[str, Any]) -> dict[str, Any]:
+    target: dict[str, Any] = hpa["spec"]["metrics"][0]["resource"]["target"]
+    return target
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            lambda h, d: h["spec"].update(minReplicas=5, maxReplicas=3),
+            "spec.maxReplicas: must be >= minReplicas (5), got 3",
+        ),
+        (
+            lambda h, d: h["spec"].update(minReplicas=0),
+            "spec.minReplicas: must be an integer >= 1, got 0",
+        ),
+        (lambda h, d: h["spec"].pop("maxReplicas"), "spec.maxReplicas: required"),
+        (
+            lambda h, d: h["spec"]["scaleTargetRef"].update(name="slackwise-adaptor"),
+            "spec.scaleTargetRef: no Deployment 'slackwise-adaptor' (apps/v1) in the same",
+        ),
+        (
+            lambda h, d: h["metadata"].update(namespace="elsewhere"),
+            "spec.scaleTargetRef: no Deployment 'slackwise-adapter'",
+        ),
+        (
+            lambda h, d: h["spec"]["scaleTargetRef"].pop("kind"),
+            "spec.scaleTargetRef.kind: required, got None",
+        ),
+        (
+            lambda h, d: h.update(apiVersion="autoscaling/v1"),
+            "apiVersion: must be autoscaling/v2, got 'autoscaling/v1'",
+        ),
+        (
+            lambda h, d: h["spec"]["metrics"][0]["resource"].update(name="memory"),
+            "spec.metrics[0].resource.name: must be cpu, got 'memory'",
+        ),
+        (
+            lambda h, d: _cpu_target(h).update(averageUtilization=0),
+            "spec.metrics[0].resource.target.averageUtilization: must be an integer percentage "
+            ">= 1, got 0",
+        ),
+        (
+            lambda h, d: _cpu_target(h).update(averageUtilization=250),
+            "spec.metrics[0].resource.target.averageUtilization: 250 is more than the pods can "
+            "reach (target Deployment/slackwise-adapter: limits.cpu = 200 % of requests.cpu)",
+        ),
+        (lambda h, d: h["spec"].update(metrics=[]), "spec.metrics: at least one metric"),
+        (
+            lambda h, d: h["spec"]["behavior"]["scaleDown"].update(stabilizationWindowSeconds=7200),
+            "spec.behavior.scaleDown.stabilizationWindowSeconds: must be within [0, 3600]",
+        ),
+        (
+            lambda h, d: h["spec"]["behavior"]["scaleUp"]["policies"][0].update(type="Nodes"),
+            "spec.behavior.scaleUp.policies[0].type: must be Pods or Percent, got 'Nodes'",
+        ),
+        (
+            lambda h, d: h["spec"].update(targetCPUUtilizationPercentage=70),
+            "spec.targetCPUUtilizationPercentage: unknown field",
+        ),
+        (
+            lambda h, d: d["spec"]["template"]["spec"]["containers"][0]["resources"].clear(),
+            "target Deployment/slackwise-adapter: spec.template.spec.containers[0].resources"
+            ".requests.cpu: required for a CPU Utilization target",
+        ),
+        (
+            lambda h, d: d["spec"].update(replicas=5),
+            "target Deployment/slackwise-adapter: spec.replicas 5 would set the HPA's count back",
+        ),
+    ],
+)
+def test_a_broken_hpa_is_refused_with_the_reason(change: Any, expected: str) -> None:
+    objects = copy.deepcopy(_adapter_bundle())
+    (hpa,) = [o for o in objects if o["kind"] == "HorizontalPodAutoscaler"]
+    change(hpa, _deployment_of(objects))
+    with pytest.raises(ManifestError) as info:
+        manifests_hpa.validate_hpa(hpa, objects)
+    assert f"HorizontalPodAutoscaler/slackwise-adapter: {expected}" in str(info.value)
+
+
+def test_a_deployment_replica_count_equal_to_the_hpa_minimum_is_accepted() -> None:
+    objects = copy.deepcopy(_adapter_bundle())
+    _deployment_of(objects)["spec"]["replicas"] = 2
+    (hpa,) = [o for o in objects if o["kind"] == "HorizontalPodAutoscaler"]
+    manifests_hpa.validate_hpa(hpa, objects)
+
+
+def test_a_cpu_target_the_adapters_cannot_reach_stops_the_manifests() -> None:
+    """The adapter's pods may use 1 core on a 500m request, 200 %: a target above it would
+    never scale up, so ``slackwise manifests`` refuses it before writing anything."""
+    with pytest.raises(ManifestError, match="averageUtilization: 300 is more than the pods can"):
+        _adapter_bundle({"hpa": {"target_cpu_percent": 300}})

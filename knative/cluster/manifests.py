@@ -7,8 +7,9 @@
   Revisions and Routes; patch Revisions, where the advisor sets min-scale; list pods and patch
   their ``resize`` subresource, where ROMA's controller sets cores) and the RoleBinding;
 - ``10-function-NAME.yaml``: a ``serving.knative.dev/v1`` Service per configured function;
-- ``20-adapter.yaml``: a ConfigMap with the config file, the adapter Deployment (non-root) and a
-  ClusterIP Service in front of it.
+- ``20-adapter.yaml``: a ConfigMap with the config file, the adapter Deployment (non-root), a
+  ClusterIP Service in front of it, a PodDisruptionBudget and a HorizontalPodAutoscaler on the
+  adapters' CPU (``adapter.hpa``; :mod:`knative.cluster.hpa`, which also checks it).
 
 Every Knative Service is checked with :mod:`knative.cluster.crd_schema` before anything is written,
 and
@@ -43,10 +44,11 @@ from knative.cluster.crd_schema import (
     validate_service,
 )
 from knative.cluster.dashboard import dashboard_configmap
+from knative.cluster.hpa import adapter_hpa, validate_hpa
 from knative.cluster.kn_commands import kn_create_line
 from knative.cluster.network_policy import function_network_policy
 from knative.cluster.rbac_manifests import ADAPTER_NAME, PART_OF, _metadata, rbac_objects
-from slackwise_core.config import Config, FunctionConfig
+from slackwise_core.config import Config, FunctionConfig, HpaSettings
 from slackwise_core.knative_scaling import AutoscalerConfig
 
 VERSION = "0.1.0"
@@ -167,10 +169,6 @@ def function_service(
     }
 
 
-#: adapter replicas: two, so one can go (a drain, a crash) while the other answers
-ADAPTER_REPLICAS = 2
-
-
 #: the adapter image's working directory (adapter/Dockerfile), where relative paths land
 IMAGE_WORKDIR = "/app"
 
@@ -251,11 +249,13 @@ def adapter_objects(
     image: str = ADAPTER_IMAGE,
     namespace: str | None = None,
     records: str | None = None,
+    hpa: HpaSettings | None = None,
 ) -> list[dict[str, Any]]:
-    """ConfigMap (the config file), Deployment, ClusterIP Service and PodDisruptionBudget of
-    the adapter: two replicas (each counts the other through the functions' gossip, so their
-    capacity shares agree), requests and limits, readiness and liveness on ``/healthz``, and
-    at most one replica away at a time in a voluntary disruption (a node drain)."""
+    """ConfigMap (the config file), Deployment, ClusterIP Service, PodDisruptionBudget and
+    HorizontalPodAutoscaler of the adapter: ``hpa.min_replicas`` (two) to ``hpa.max_replicas``
+    replicas scaled on their CPU (each counts the others through the functions' gossip, so
+    their capacity shares agree), requests and limits, readiness and liveness on ``/healthz``,
+    and at most one replica away at a time in a voluntary disruption (a node drain)."""
     labels = {**PART_OF, "app.kubernetes.io/name": ADAPTER_NAME}
     selector = {"app.kubernetes.io/name": ADAPTER_NAME}
     container = _adapter_container(image, records)
@@ -263,8 +263,8 @@ def adapter_objects(
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": _metadata(ADAPTER_NAME, namespace, labels),
+        # no spec.replicas: the HPA owns the count (an applied one would reset it every apply)
         "spec": {
-            "replicas": ADAPTER_REPLICAS,
             "selector": {"matchLabels": selector},
             "template": {
                 # the config's digest: a changed config rolls the adapter's pods
@@ -277,7 +277,7 @@ def adapter_objects(
                 },
                 "spec": {
                     "serviceAccountName": ADAPTER_NAME,
-                    # the two replicas on different nodes where there are (a node's loss
+                    # the replicas on different nodes where there are (a node's loss
                     # leaves one serving), without refusing to schedule where there are not
                     "topologySpreadConstraints": [
                         {
@@ -312,7 +312,7 @@ def adapter_objects(
     budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
               "metadata": _metadata(ADAPTER_NAME, namespace, labels),
               "spec": at_most_one_away}  # fmt: skip
-    return [config_map, deployment, service, budget]
+    return [config_map, deployment, service, budget, adapter_hpa(deployment, hpa)]
 
 
 @dataclass
@@ -379,10 +379,17 @@ def build(
         bundle.kn_lines.append(kn_create_line(service))
     if errors:
         raise ManifestError("\n".join(errors))
-    bundle.files["20-adapter.yaml"] = adapter_objects(
-        config_text, image=adapter_image or (images or Images()).name("adapter"),
-        namespace=namespace, records=config.adapter.records,
-    )  # fmt: skip
+    adapter = adapter_objects(
+        config_text,
+        image=adapter_image or (images or Images()).name("adapter"),
+        namespace=namespace,
+        records=config.adapter.records,
+        hpa=config.adapter.hpa,
+    )
+    for obj in adapter:
+        if obj["kind"] == "HorizontalPodAutoscaler":
+            validate_hpa(obj, adapter)
+    bundle.files["20-adapter.yaml"] = adapter
     served = [fn.service for fn in config.functions.values()
               if fn.model and not fn.upstream.url]  # fmt: skip
     if served:

@@ -4,6 +4,7 @@ errors name the file, the key and the value."""
 
 from slackwise_core.config.cores import CoreSettings
 from slackwise_core.config.gpu import GpuSettings
+from slackwise_core.config.hpa import HpaSettings
 from slackwise_core.config.loader import load_config, parse_config, parse_modes
 from slackwise_core.config.model import (
     ADVISOR_MODE,
@@ -46,6 +47,7 @@ __all__ = [
     "ExperimentConfig",
     "FunctionConfig",
     "GpuSettings",
+    "HpaSettings",
     "PlatformConfig",
     "Reader",
     "Resources",

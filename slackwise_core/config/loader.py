@@ -31,6 +31,7 @@ from slackwise_core.config.cores import check_cores, core_settings
 from slackwise_core.config.device import device_setting
 from slackwise_core.config.experiment import experiment_config, parse_modes, policy_name
 from slackwise_core.config.gpu import check_gpu, gpu_settings
+from slackwise_core.config.hpa import hpa_settings
 from slackwise_core.config.model import (
     CAPACITY,
     LATE,
@@ -294,6 +295,7 @@ def _adapter(r: Reader, raw: Any) -> AdapterConfig:
         advisor=advisor_settings(r, data.get("advisor")),
         cores=core_settings(r, data.get("cores")),
         gpu=gpu_settings(r, data.get("gpu")),
+        hpa=hpa_settings(r, data.get("hpa")),
     )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from slackwise_core.config.cores import CoreSettings
 from slackwise_core.config.gpu import GpuSettings
+from slackwise_core.config.hpa import HpaSettings
 from slackwise_core.knative_scaling import AutoscalerConfig, ScalingSpec
 
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -224,6 +225,9 @@ class AdapterConfig:
     cores: CoreSettings = field(default_factory=CoreSettings)
     #: ROMA's GPU executable in front of the CPU replicas (slackwise_core.config.gpu)
     gpu: GpuSettings = field(default_factory=GpuSettings)
+    #: on a cluster, the HorizontalPodAutoscaler over the adapter's Deployment
+    #: (slackwise_core.config.hpa)
+    hpa: HpaSettings = field(default_factory=HpaSettings)
 
 
 #: ``slackwise`` is the whole system (batching, and the advisor owning capacity); ``slackwise-kpa``
