@@ -25,6 +25,16 @@ MAX_B64_CHARS = 16 * 1024 * 1024
 MAX_IMAGE_PIXELS = 4096 * 4096
 
 
+#: room for the whitespace and keys around one instance's values in a request's JSON
+JSON_SLACK_BYTES = 256
+
+
+def json_text_bytes(max_chars: int) -> int:
+    """The most bytes a JSON string of ``max_chars`` characters can take: quotes, and each
+    character escaped as a ``\\uXXXX`` surrogate pair (12 bytes) at worst."""
+    return 12 * max_chars + 2
+
+
 def text(instance: Any, *, max_chars: int, field: str = "text") -> str:
     """A non-empty string of at most ``max_chars`` characters."""
     if not isinstance(instance, str):

@@ -30,6 +30,10 @@ class Model(abc.ABC):
     summary: ClassVar[str] = ""
     #: the largest number of instances one request may carry
     max_instances: ClassVar[int] = 256
+    #: the most bytes one instance can take in a request's JSON, whitespace and escapes
+    #: included (None: bounded only by the body limit); with ``max_instances`` it bounds a
+    #: request's body, so a front end refuses an oversized one from its Content-Length
+    max_instance_bytes: ClassVar[int | None] = None
     #: the device families the model's framework can compute on
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
 

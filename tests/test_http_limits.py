@@ -12,7 +12,7 @@ import httpx
 from starlette.applications import Starlette
 
 from adapter.serving.app import create_app
-from adapter.serving.http_limits import MAX_HEADERS
+from adapter.serving.http_limits import BODY_STALL_S, MAX_HEADERS
 from adapter.serving.http_server import serve
 from slackwise_core.clock import VirtualClock
 from tests.test_adapter import FakeView, config, echo
@@ -55,15 +55,96 @@ def test_limits_on_url_headers_and_body_answer_at_once() -> None:
 
 def test_a_slow_or_short_request_gets_408_and_the_connection_closes() -> None:
     async def scenario(app: Starlette, port: int) -> None:
-        # Content-Length larger than the body sent
+        # Content-Length larger than the body sent, then silence: 408 once it has stalled
+        # BODY_STALL_S, not after the whole body's 30 s
+        began = asyncio.get_running_loop().time()
         status, answer = await exchange(port, PREDICT + b'Content-Length: 100\r\n\r\n{"inst')
-        assert status == 408 and b"body not received" in answer
+        waited = asyncio.get_running_loop().time() - began
+        assert status == 408 and b"stalled: no bytes for 3 s" in answer
+        assert BODY_STALL_S <= waited < BODY_STALL_S + 1.0
         # a head that never ends
         status, answer = await exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
         assert status == 408 and b"head not received" in answer
         # a connection that never sends anything is closed without an answer
         status, answer = await exchange(port, b"")
         assert (status, answer) == (0, b"")
+
+    run(scenario)
+
+
+def test_a_body_that_trickles_in_is_read_to_its_end() -> None:
+    """The stall timer restarts at every piece of the body: a slow upload is not a stalled one."""
+
+    async def scenario(app: Starlette, port: int) -> None:
+        body = b'{"instances": [1, 2]}'
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(PREDICT + b"Content-Length: %d\r\n\r\n" % len(body))
+        for i in range(0, len(body), 4):  # 6 pieces, 2 s apart: 10 s in all
+            await asyncio.sleep(2.0 if i else 0.0)
+            writer.write(body[i : i + 4])
+        answer = await asyncio.wait_for(reader.read(1 << 20), 60)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+
+    run(scenario)
+
+
+def test_a_60000_instance_body_is_refused_before_it_is_parsed() -> None:
+    """The function's model takes 1,024 instances of at most max_instance_bytes each: a body
+    declared larger is a 413 naming that limit as soon as its head is read (nothing of it is
+    sent here, so nothing could have been parsed), and one that grows past it while it
+    streams (chunked, no length declared) is refused before it ends."""
+    from functions.digits.model import DigitsClassifier
+
+    limit = DigitsClassifier.max_instances * (DigitsClassifier.max_instance_bytes or 0)
+
+    async def scenario(app: Starlette, port: int) -> None:
+        status, answer = await exchange(port, PREDICT + b"Content-Length: 15000000\r\n\r\n")
+        assert status == 413, answer
+        assert b"1024 instances of at most" in answer and b"%d bytes" % limit in answer
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(PREDICT + b"Transfer-Encoding: chunked\r\n\r\n")
+        piece = b"[" + b"0.5," * 16_000 + b"0.5],"
+        for _ in range(limit // len(piece) + 2):  # past the limit, the body never finished
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        answer = await asyncio.wait_for(reader.read(1 << 20), 60)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 413") and b"instances of at most" in answer
+
+    run(scenario)
+
+
+def test_a_2000_instance_body_among_good_requests_refuses_none_of_the_good() -> None:
+    """Over the model's instance count (under its byte bound): a 400 naming the limit right
+    after the parse, before it joins the queue; the good requests beside it are all served."""
+
+    async def scenario(app: Starlette, port: int) -> None:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", trust_env=False) as c:
+            url = "/v1/models/echo:predict"
+            big = c.post(url, json={"instances": [1] * 2000})
+            good = [c.post(url, json={"instances": [i]}) for i in range(15)]
+            answers = await asyncio.gather(big, *good)
+        assert answers[0].status_code == 400
+        assert "2000 instances exceed function echo's limit of 1024" in answers[0].json()["error"]
+        assert [r.status_code for r in answers[1:]] == [200] * 15
+
+    run(scenario)
+
+
+def test_an_slo_below_the_bare_latency_is_a_400() -> None:
+    """X-SLO-Ms that not even one instance alone could meet is refused with 400 (not queued to
+    miss, nor a 503 for a deadline passed); a reachable one is served."""
+
+    async def scenario(app: Starlette, port: int) -> None:
+        bare = app.state.adapter.dispatchers["echo"].controller.reader.estimate_ms(1)
+        assert bare > 0.0
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", trust_env=False) as c:
+            url, body = "/v1/models/echo:predict", {"instances": [1]}
+            for slo in ("1e-300", f"{0.5 * bare:g}"):
+                r = await c.post(url, json=body, headers={"X-SLO-Ms": slo})
+                assert r.status_code == 400 and "bare latency" in r.json()["error"], r.text
+            r = await c.post(url, json=body, headers={"X-SLO-Ms": f"{bare + 200:g}"})
+            assert r.status_code == 200
 
     run(scenario)
 

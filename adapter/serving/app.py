@@ -38,6 +38,7 @@ from starlette.middleware import Middleware
 from adapter.policies.modes import preset
 from adapter.policies.slack import stage_policy
 from adapter.serving.chains import Chain
+from adapter.serving.input_limits import InputLimits
 from adapter.serving.platform_view import PlatformView
 from adapter.serving.predict_endpoint import PredictEndpoint, PredictMiddleware
 from adapter.serving.routes import routes
@@ -93,8 +94,22 @@ def create_app(
             yield
 
     # function predicts are answered ahead of the router (adapter.serving.predict_endpoint)
+    body = config.adapter.max_body_bytes
+    limits = {
+        name: InputLimits.of(f"function {name}", fn.model, body)
+        for name, fn in config.functions.items()
+    }
+    app_limits = {
+        name: InputLimits.of(f"app {name}", config.functions[a.stages[0]].model, body)
+        for name, a in config.apps.items()
+    }
     endpoint = PredictEndpoint(
-        state=state, slos=slos, ids=state.ids, max_body_bytes=config.adapter.max_body_bytes
+        state=state,
+        slos=slos,
+        ids=state.ids,
+        max_body_bytes=body,
+        limits=limits,
+        app_limits=app_limits,
     )
     app = Starlette(
         routes=routes(),

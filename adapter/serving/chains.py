@@ -98,6 +98,14 @@ class Chain:
         return [e if c is None else e * c.cost(input_bytes)
                 for e, c in zip(estimates, costs, strict=True)]  # fmt: skip
 
+    def bare_ms(self, dispatchers: Mapping[str, Dispatcher]) -> float:
+        """What one instance alone takes through every stage, with nothing queued (ms)."""
+        return sum(dispatchers[fn].controller.reader.estimate_ms(1) for fn in self.app.stages)
+
+    def judged(self, dispatchers: Mapping[str, Dispatcher]) -> bool:
+        """Does the first stage judge requests at its door (``late: predict``)?"""
+        return dispatchers[self.app.stages[0]].controller.late == "predict"
+
     def gains(self, dispatchers: Mapping[str, Dispatcher]) -> list[float] | None:
         """Each stage's gain from batching, for the marginal division (None otherwise)."""
         if self.policy.division != "marginal":

@@ -10,6 +10,7 @@ import struct
 from typing import Any
 
 __all__ = [
+    "BODY_STALL_S",
     "BODY_TIMEOUT_S",
     "DRAIN_RETRY_S",
     "HEAD_TIMEOUT_S",
@@ -32,6 +33,12 @@ MAX_HEADERS = 100
 #: requests on a keep-alive connection (closed after)
 HEAD_TIMEOUT_S = 10.0
 BODY_TIMEOUT_S = 30.0
+#: seconds a body may stall (no byte at all) before 408: a body that stops for longer is one
+#: whose client has stopped sending (a Content-Length longer than the body, then silence), not
+#: a slow network: TCP resends a lost segment after 1 s (RFC 6298's initial timeout) and once
+#: more 2 s later, so 3 s lets one loss and its first retry through; and every SLO the adapter
+#: serves is shorter than that, so the request would be late before it was read anyway
+BODY_STALL_S = 3.0
 IDLE_TIMEOUT_S = 30.0
 #: Retry-After of the answers while the server drains on its way out
 DRAIN_RETRY_S = 5

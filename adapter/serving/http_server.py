@@ -17,21 +17,23 @@ The app's lifespan (dispatchers, platform, records) runs around the server's lif
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import socket
 import threading
 from collections import deque
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import httptools
 import orjson
-from starlette.requests import ClientDisconnect
 
-from adapter.serving.errors import AdapterError, PayloadTooLarge
+from adapter.serving.asgi_bridge import AsgiRequest, run_asgi
+from adapter.serving.errors import AdapterError
 from adapter.serving.http_answers import Unparsed, error_answer, response_head, status_answer
 from adapter.serving.http_limits import (
+    BODY_STALL_S,
     BODY_TIMEOUT_S,
     DRAIN_RETRY_S,
     HEAD_TIMEOUT_S,
@@ -42,6 +44,7 @@ from adapter.serving.http_limits import (
     PREDICTS,
     Refuse,
 )
+from adapter.serving.input_limits import InputLimits
 from adapter.serving.listen import bind_early
 from adapter.serving.predict_endpoint import PredictEndpoint, Target
 
@@ -56,6 +59,7 @@ __all__ = ["serve"]
 
 _READ = (b"x-slo-ms", b"traceparent")  # the headers a predict reads
 _JSON = (b"content-type", b"application/json")
+_STALLED = f"request body stalled: no bytes for {BODY_STALL_S:g} s"
 
 
 class _Exchange:
@@ -84,6 +88,9 @@ class _Connection(asyncio.Protocol):
         self._header_bytes = 0
         self._body: list[bytes] = []
         self._size = 0
+        self._declared = -1
+        self._limits: InputLimits | None = None
+        self._body_by = 0.0  # when the whole body must have come (BODY_TIMEOUT_S)
         self._too_large = False
         self._refusal: Refuse | None = None
         self._in_message = False
@@ -101,6 +108,15 @@ class _Connection(asyncio.Protocol):
         self._due_reason = reason
         if self._timer is None:
             self._timer = self.server.loop.call_at(self._due, self._expired)
+
+    def _sooner(self) -> None:
+        """After a read that left a request unfinished: a deadline sooner than the timer (a
+        body's stall, 3 s, under the head's 10 s) gets a timer of its own. Only here, so a
+        request that comes whole in one read makes no timer."""
+        timer, due = self._timer, self._due
+        if timer is not None and due is not None and due < timer.when():
+            timer.cancel()
+            self._timer = self.server.loop.call_at(due, self._expired)
 
     def _disarm(self) -> None:
         self._due = None
@@ -154,6 +170,9 @@ class _Connection(asyncio.Protocol):
             self._fail(refusal.status, refusal.reason)
         except httptools.HttpParserError as exc:
             self._fail(400, f"malformed HTTP request: {exc}")
+        else:
+            if self._in_message:
+                self._sooner()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
@@ -177,6 +196,8 @@ class _Connection(asyncio.Protocol):
         self._headers = []
         self._body = []
         self._size = 0
+        self._declared = -1
+        self._limits = None
         self._too_large = False
         self._header_bytes = 0
         self._arm(HEAD_TIMEOUT_S, 408, f"request head not received within {HEAD_TIMEOUT_S:g} s")
@@ -198,24 +219,33 @@ class _Connection(asyncio.Protocol):
             self._refuse(431, f"more than {MAX_HEADERS} header fields")
         if self._header_bytes > MAX_HEADER_BYTES:
             self._refuse(431, f"header fields larger than {MAX_HEADER_BYTES} bytes")
-        limit = self.server.max_body_bytes
-        if name == b"content-length" and value.isdigit() and int(value) > limit:
-            self._too_large = True
+        if name == b"content-length" and value.isdigit():
+            self._declared = int(value)
 
     def on_headers_complete(self) -> None:
         if self.parser.should_upgrade():
             self._refuse(400, "protocol upgrades (WebSocket, h2c) are not supported")
-        if self._too_large:  # decided from Content-Length, before any of the body is read
-            self._refuse(413, f"body exceeds the limit of {self.server.max_body_bytes} bytes")
-        self._arm(BODY_TIMEOUT_S, 408, f"request body not received within {BODY_TIMEOUT_S:g} s")
+        limits = self._limits = self.server.limits_of(self.parser.get_method(), self._url)
+        if self._declared > limits.max_body_bytes:  # from Content-Length, before the body
+            self._refuse(413, limits.too_large(self._declared).reason)
+        self._body_by = self.server.loop.time() + BODY_TIMEOUT_S
+        self._arm(BODY_STALL_S, 408, _STALLED)
 
     def on_body(self, body: bytes) -> None:
+        # each piece of the body moves the stall deadline on, up to the body's whole allowance
+        left = self._body_by - self.server.loop.time()
+        if left < BODY_STALL_S:
+            self._arm(left, 408, f"request body not received within {BODY_TIMEOUT_S:g} s")
+        else:
+            self._arm(BODY_STALL_S, 408, _STALLED)
         if self._too_large:
             return
         self._size += len(body)
-        if self._size > self.server.max_body_bytes:
+        assert self._limits is not None
+        if self._size > self._limits.max_body_bytes:  # while it streams: refused at once
             self._too_large = True
             self._body = []
+            self._refuse(413, self._limits.too_large().reason)
         else:
             self._body.append(body)
 
@@ -231,12 +261,10 @@ class _Connection(asyncio.Protocol):
                        (b"retry-after", b"%d" % DRAIN_RETRY_S)]  # fmt: skip
             self._answer(exchange, 503, headers, b'{"error":"the adapter is shutting down"}')
             return
-        if self._too_large:
-            limit = self.server.max_body_bytes
+        if self._too_large:  # (refused as it streamed; kept for a parser that completes first)
             exchange.close = True
-            self._answer(
-                exchange, *error_answer(PayloadTooLarge(f"body exceeds the limit of {limit}"))
-            )
+            assert self._limits is not None
+            self._answer(exchange, *error_answer(self._limits.too_large()))
             return
         method = self.parser.get_method().decode("latin-1")
         url = httptools.parse_url(self._url)
@@ -249,9 +277,12 @@ class _Connection(asyncio.Protocol):
             self._answer(exchange, status[0], [_JSON], status[1])
         else:
             query = url.query or b""
+            assert self.transport is not None
+            request = AsgiRequest(method, path, query, self._headers, body, self.transport)
             exchange.task = self.server.loop.create_task(
-                self._asgi(exchange, method, path, query, body)
-            )
+                run_asgi(self.server.app, request, self._until_gone,
+                         functools.partial(self._answer, exchange))
+            )  # fmt: skip
 
     # -- predicts, from callbacks --------------------------------------------------------------
 
@@ -280,60 +311,6 @@ class _Connection(asyncio.Protocol):
         else:
             status, headers, payload = self.server.endpoint.answer(item, future.result())
             self._answer(exchange, status, headers, payload)
-
-    # -- everything else, through the app ------------------------------------------------------
-
-    async def _asgi(
-        self, exchange: _Exchange, method: str, path: str, query: bytes, body: bytes
-    ) -> None:
-        assert self.transport is not None
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0", "spec_version": "2.3"},
-            "http_version": "1.1",
-            "method": method,
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode("latin-1"),
-            "query_string": query,
-            "root_path": "",
-            "headers": self._headers,
-            "client": self.transport.get_extra_info("peername"),
-            "server": self.transport.get_extra_info("sockname"),
-        }
-        sent_body = False
-        status = 500
-        headers: list[tuple[bytes, bytes]] = []
-        chunks: list[bytes] = []
-
-        async def receive() -> dict[str, Any]:
-            nonlocal sent_body
-            if not sent_body:
-                sent_body = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            # shielded: a route that stops listening cancels its receive(), and cancelling an
-            # await on the shared future would cancel the future itself for every later call
-            await asyncio.shield(self._until_gone())
-            return {"type": "http.disconnect"}
-
-        async def send(message: MutableMapping[str, Any]) -> None:
-            nonlocal status, headers
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-                headers = list(message.get("headers", []))
-            elif message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-                if not message.get("more_body", False):
-                    self._answer(exchange, status, headers, b"".join(chunks))
-
-        try:
-            await self.server.app(scope, receive, send)
-        except ClientDisconnect:
-            logger.info("%s %s: the client went away before it was answered", method, path)
-        except Exception:
-            logger.exception("%s %s failed in the adapter", method, path)
-            if exchange.data is None:
-                self._answer(exchange, 500, [], orjson.dumps({"error": "adapter error"}))
 
     def _until_gone(self) -> asyncio.Future[None]:
         if self._gone is None:
@@ -376,7 +353,8 @@ class _Server:
         self.app = app
         self.loop = loop
         self.endpoint: PredictEndpoint = app.state.predict_endpoint
-        self.max_body_bytes = self.endpoint.max_body_bytes
+        #: the limits of the last target looked up (requests on a connection repeat it)
+        self._limits: tuple[bytes, bytes, InputLimits] | None = None
         self.connections: set[_Connection] = set()
         #: stopping: every new request is answered 503 + Retry-After + Connection: close
         self.draining = False
@@ -384,6 +362,19 @@ class _Server:
         #: what is answered before it is parsed: shed for the loop's lag, held refusals
         shed_after_s = 0.5 * min(self.endpoint.slos.values(), default=1000.0) / 1000.0
         self.unparsed = Unparsed(self.state, loop, shed_after_s)
+
+    def limits_of(self, method: bytes, url: bytes) -> InputLimits:
+        """The limits of a request ``method url`` (:mod:`adapter.serving.input_limits`)."""
+        last = self._limits
+        if last is not None and last[0] == method and last[1] == url:
+            return last[2]
+        try:
+            path = httptools.parse_url(url).path.decode("latin-1")
+        except httptools.HttpParserInvalidURLError:
+            return self.endpoint.limits_of("", "")  # the parse of the whole request says why
+        limits = self.endpoint.limits_of(method.decode("latin-1"), path)
+        self._limits = (method, url, limits)
+        return limits
 
 
 async def serve(

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
-from adapter.serving.errors import AdapterError, BadRequest, PayloadTooLarge, UnknownTarget
+from adapter.serving.errors import AdapterError, BadRequest, UnknownTarget
+from adapter.serving.input_limits import InputLimits
 from adapter.serving.pending import Answer, Pending
 from functions.headers import ARRIVED_COLD
 from functions.model import InvalidInput
@@ -41,6 +42,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _PREFIX = "/v1/models/"
 _SUFFIX = ":predict"
+_APPS = "/v1/apps/"
 _V2_PREFIX = "/v2/models/"
 _V2_SUFFIX = "/infer"
 _JSON = (b"content-type", b"application/json")
@@ -58,6 +60,17 @@ def slo_ms(raw: str | None, configured: float) -> float:
     if not value > 0 or value != value:
         raise BadRequest(f"X-SLO-Ms must be positive, got {raw!r}")
     return min(configured, value)
+
+
+def check_reachable(slo: float, bare_ms: float, what: str) -> None:
+    """Raise the 400 of an SLO (ms) under ``bare_ms``, what one instance alone takes through
+    ``what`` with nothing queued: no request can meet it, so none is queued to miss it. (Asked
+    where the door judges, ``late: predict``; ``late: serve`` serves whatever comes.)"""
+    if slo < bare_ms:
+        raise BadRequest(
+            f"X-SLO-Ms {slo:g} is below {what}'s bare latency (one instance alone takes about "
+            f"{bare_ms:.1f} ms): no request can meet it"
+        )
 
 
 def parse_body(body: bytes) -> list[Any]:
@@ -117,11 +130,27 @@ class PredictEndpoint:
         slos: dict[str, float],
         ids: Iterator[int],
         max_body_bytes: int,
+        limits: dict[str, InputLimits] | None = None,
+        app_limits: dict[str, InputLimits] | None = None,
     ) -> None:
         self.state = state
         self.slos = slos
         self.ids = ids
         self.max_body_bytes = max_body_bytes
+        #: each function's and each app's limits (:mod:`adapter.serving.input_limits`)
+        self.limits = limits or {}
+        self.app_limits = app_limits or {}
+        self._any = InputLimits("the adapter", 2**31, max_body_bytes)
+
+    def limits_of(self, method: str, path: str) -> InputLimits:
+        """The limits of the request ``method path`` (the adapter's own body limit for
+        anything that is not a predict of a known function or app)."""
+        target = self.function_of(method, path)
+        if target is not None:
+            return self.limits.get(target.name, self._any)
+        if method == "POST" and path.startswith(_APPS) and path.endswith(_SUFFIX):
+            return self.app_limits.get(path[len(_APPS) : -len(_SUFFIX)], self._any)
+        return self._any
 
     @staticmethod
     def function_of(method: str, path: str) -> Target | None:
@@ -155,6 +184,8 @@ class PredictEndpoint:
         if dispatcher is None:
             raise UnknownTarget(f"no function named {name!r}")
         slo = slo_ms(slo_header, self.slos[name])
+        if slo_header is not None and dispatcher.controller.late == "predict":
+            check_reachable(slo, dispatcher.controller.reader.estimate_ms(1), f"function {name}")
         # refused before the body is parsed: a refusal under overload costs next to nothing
         dispatcher.door.check(now, now + slo / 1000.0, hold=slo_header is None)
         request_id = None
@@ -162,6 +193,8 @@ class PredictEndpoint:
             instances, request_id = parse_v2_body(body)
         else:
             instances = parse_body(body)
+        if name in self.limits:  # before it joins a queue: it never shares a good batch
+            self.limits[name].check_count(len(instances))
         seq = next(self.ids)
         item = Pending(
             id=f"r{seq}",
@@ -254,10 +287,11 @@ class PredictMiddleware:
         await _respond(send, *endpoint.answer(item, answer))
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
-        limit = self.endpoint.max_body_bytes
+        limits = self.endpoint.limits_of(scope["method"], scope["path"])
+        limit = limits.max_body_bytes
         declared = _header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit}")
+            raise limits.too_large(int(declared))
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -267,7 +301,7 @@ class PredictMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
-                raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
+                raise limits.too_large()
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)

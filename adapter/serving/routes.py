@@ -13,9 +13,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from adapter.serving.dispatcher import Dispatcher
-from adapter.serving.errors import AdapterError, PayloadTooLarge, UnknownTarget
+from adapter.serving.errors import AdapterError, UnknownTarget
+from adapter.serving.input_limits import InputLimits
 from adapter.serving.pending import Answer, Pending
-from adapter.serving.predict_endpoint import parse_body, slo_ms, traceparent
+from adapter.serving.predict_endpoint import (
+    PredictEndpoint,
+    check_reachable,
+    parse_body,
+    slo_ms,
+    traceparent,
+)
 from adapter.serving.state import AdapterState
 from functions.headers import SLO
 from functions.samples import sample_instances
@@ -24,16 +31,17 @@ from functions.v2 import tensor_shape
 __all__ = ["function_status", "health", "routes", "version"]
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+async def _read_body(request: Request, limits: InputLimits) -> bytes:
+    limit = limits.max_body_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit}")
+        raise limits.too_large(int(declared))
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
+            raise limits.too_large()
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -68,15 +76,19 @@ def _error(exc: AdapterError) -> JSONResponse:
 
 async def app_predict(request: Request) -> Response:
     state: AdapterState = request.app.state.adapter
-    config = state.config
     name = request.path_params["name"]
     chain = state.chains.get(name)
     try:
         if chain is None:
             raise UnknownTarget(f"no app named {name!r}")
-        body = await _read_body(request, config.adapter.max_body_bytes)
+        endpoint: PredictEndpoint = request.app.state.predict_endpoint
+        limits = endpoint.limits_of("POST", request.url.path)
+        body = await _read_body(request, limits)
         instances = parse_body(body)
+        limits.check_count(len(instances))
         slo = slo_ms(request.headers.get(SLO), chain.app.slo_ms)
+        if SLO in request.headers and chain.judged(state.dispatchers):
+            check_reachable(slo, chain.bare_ms(state.dispatchers), f"app {name}")
         assert state.records is not None
         result = await chain.run(
             instances,

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from functions.inputs import JSON_SLACK_BYTES
 from functions.model import InvalidInput, Model
 
 #: share of the data held out from training, and the split's seed
@@ -22,6 +23,8 @@ class DigitsClassifier(Model):
     kind = "digits"
     summary = "scikit-learn MLP on the bundled 8x8 digits data (trained at load)"
     max_instances = 1024
+    #: 64 numbers of up to 48 characters, separators and whitespace included
+    max_instance_bytes = 64 * 48 + JSON_SLACK_BYTES
 
     heldout_accuracy: float = 0.0
     train_accuracy: float = 0.0

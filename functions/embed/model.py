@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Any
 
-from functions.inputs import text
+from functions.inputs import JSON_SLACK_BYTES, json_text_bytes, text
 from functions.model import Model
 
 MAX_CHARS = 2000
@@ -25,6 +25,7 @@ class SentenceEmbedder(Model):
     kind = "embed"
     summary = "all-MiniLM-L6-v2 sentence embeddings (384 floats, normalised)"
     max_instances = 256
+    max_instance_bytes = json_text_bytes(MAX_CHARS) + JSON_SLACK_BYTES
     devices = ("cpu", "cuda")
 
     def check_device(self) -> None:

