@@ -236,17 +236,17 @@ def test_a_chain_walks_its_stages_through_the_server() -> None:
 def test_health_and_function_status_are_answered_from_the_callback_as_the_router_would() -> None:
     """Probes never wait a loop turn in a task behind the predicts they report on: the server
     answers them from the parser's callback, with what the Starlette routes answer."""
-    from adapter.serving import http_server
+    from adapter.serving import http_connection
 
     async def scenario(app: Starlette, port: int) -> None:
         routed: list[str] = []
-        original = http_server.run_asgi
+        original = http_connection.run_asgi
 
         def through_asgi(app: Any, request: Any, *rest: Any) -> Any:
             routed.append(request.path)
             return original(app, request, *rest)
 
-        http_server.run_asgi = through_asgi  # type: ignore[assignment]
+        http_connection.run_asgi = through_asgi  # type: ignore[assignment]
         try:
             base = f"http://127.0.0.1:{port}"
             async with httpx.AsyncClient(base_url=base, trust_env=False) as c:
@@ -256,7 +256,7 @@ def test_health_and_function_status_are_answered_from_the_callback_as_the_router
                 assert (await c.get("/v1/models")).status_code == 200
                 assert routed == ["/v1/models"]  # everything else still does
         finally:
-            http_server.run_asgi = original
+            http_connection.run_asgi = original
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://adapter") as router:
             for path, answer in fast.items():

@@ -35,7 +35,15 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["DoorRefusal", "Drain", "at_the_door", "expected_finish", "holds_until"]
+__all__ = [
+    "DoorRefusal",
+    "Drain",
+    "Lateness",
+    "at_the_door",
+    "door_finish",
+    "expected_finish",
+    "holds_until",
+]
 
 #: the shortest Retry-After a refusal suggests (the header's unit)
 MIN_RETRY_S = 1.0
@@ -97,6 +105,47 @@ class Drain:
         return self._interval_s / self._instances
 
 
+class Lateness:
+    """The door's margin, set by how late its admitted requests really finish: evidence over
+    the model, for the door's own promise.
+
+    Every admitted request that is answered, or given up for its deadline, is one sample. A
+    late one (finished after its deadline, or given up) raises the margin by a step times
+    ``share``; one in time lowers it by a step times ``1 - share`` (never below 0, nor above
+    ``cap`` of the SLO: a door that kept more would refuse everything); a step is ``step``
+    (2 %) of the request's SLO, so the margin moves at a pace its SLO sets. The
+    margin settles where ``1 - share`` (0.5 %) of the admitted requests finish late: the
+    stochastic approximation of a quantile (Robbins-Monro), one sample at a time, with no
+    window to keep or sort. The door adds it to its expected finish, so what it admits
+    shrinks until that share is late, whatever the estimates missed: replicas slowed by the
+    adapter's own work on a shared core, slots held by batches in flight, a batcher that
+    waited for company, a queue that drained slower than its pace said. It rises fast (a late
+    finish moves it 199 times as far as one in time) and falls slowly, so the door's promise
+    holds through a change and comes back to the model's when the evidence stops. Pure."""
+
+    def __init__(self, *, step: float = 0.02, share: float = 0.995, cap: float = 0.5) -> None:
+        if not 0.0 < share < 1.0:
+            raise ValueError(f"share must be in (0, 1), got {share!r}")
+        self.step = step
+        self.share = share
+        self.cap = cap
+        self.margin = 0.0
+        #: admitted requests seen finish, and how many of them late (for the status)
+        self.finished_count = 0
+        self.late_count = 0
+
+    def finished(self, now: float, due: float, slo_s: float, *, given_up: bool = False) -> None:
+        """An admitted request with an SLO of ``slo_s``, due at ``due``, finished at ``now``
+        (or was ``given_up``)."""
+        self.finished_count += 1
+        step = self.step * slo_s
+        if given_up or now > due:
+            self.late_count += 1
+            self.margin = min(self.cap * slo_s, self.margin + step * self.share)
+        else:
+            self.margin = max(0.0, self.margin - step * (1.0 - self.share))
+
+
 @dataclass(frozen=True, slots=True)
 class DoorRefusal:
     """The request would finish ``late_s`` after its deadline behind ``queued`` requests (or the
@@ -135,6 +184,28 @@ def expected_finish(
     return now + (rounds * estimate_ms(limit) + estimate_ms(own)) / 1000.0
 
 
+def door_finish(
+    now: float,
+    *,
+    size: int,
+    queued: int,
+    batch_limit: int,
+    slots: int,
+    estimate_ms: Callable[[int], float],
+    drain_s_per_instance: float | None = None,
+) -> float:
+    """When the door expects a request of ``size`` instances to finish: from the model
+    (:func:`expected_finish`), or, when later, from the queue's measured pace (:class:`Drain`)."""
+    finish = expected_finish(
+        now, size=size, queued=queued, batch_limit=batch_limit, slots=slots,
+        estimate_ms=estimate_ms,
+    )  # fmt: skip
+    if queued and drain_s_per_instance is not None:  # evidence over the model: the queue's pace
+        measured = now + queued * drain_s_per_instance + estimate_ms(min(batch_limit, size)) / 1e3
+        finish = max(finish, measured)
+    return finish
+
+
 def at_the_door(
     now: float,
     due: float,
@@ -151,8 +222,12 @@ def at_the_door(
     lag_fraction: float = 0.5,
     drain_s_per_instance: float | None = None,
     margin_s: float = 0.0,
+    allowance_s: float = 0.0,
+    finish: float | None = None,
 ) -> DoorRefusal | None:
-    """Admit (None) or refuse a request due at ``due`` (see the module docstring)."""
+    """Admit (None) or refuse a request due at ``due`` (see the module docstring);
+    ``allowance_s``: the margin the evidence of late finishes asks for (:class:`Lateness`);
+    ``finish``: :func:`door_finish` when the caller has it already."""
     if lag_s > lag_fraction * slo_s:
         retry = max(MIN_RETRY_S, math.ceil(lag_s))
         return DoorRefusal(0.0, queued_requests, retry, warming=ready == 0, lag_s=lag_s)
@@ -162,14 +237,12 @@ def at_the_door(
         # nothing ahead: only its own service time could make it late, and refusing would stop
         # the batches that correct a latency model gone stale (it would refuse for ever)
         return None
-    finish = expected_finish(
-        now, size=size, queued=queued, batch_limit=batch_limit, slots=slots,
-        estimate_ms=estimate_ms,
-    )  # fmt: skip
-    if drain_s_per_instance is not None:  # evidence over the model: the queue's measured pace
-        measured = now + queued * drain_s_per_instance + estimate_ms(min(batch_limit, size)) / 1e3
-        finish = max(finish, measured)
-    late_s = finish + margin_s - due
+    if finish is None:
+        finish = door_finish(
+            now, size=size, queued=queued, batch_limit=batch_limit, slots=slots,
+            estimate_ms=estimate_ms, drain_s_per_instance=drain_s_per_instance,
+        )  # fmt: skip
+    late_s = finish + margin_s + allowance_s - due
     if late_s <= 0.0:
         return None
     # the queue ahead drains at about the rate the estimate assumed: the request would fit

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from adapter.policies.admission import DoorRefusal, Drain, at_the_door
+from adapter.policies.admission import DoorRefusal, Drain, Lateness, at_the_door
 from adapter.policies.aimd import AIMD, AIMDDecision
 from adapter.policies.batching import BatchDecision, LatencyEstimator
 from adapter.policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
@@ -119,6 +119,8 @@ class Controller(Generic[T]):
         self.inflight = 0
         #: the queue's measured pace while backlogged (admission's evidence)
         self.drain = Drain()
+        #: how late the door's admitted requests finish: the margin its evidence asks for
+        self.lateness = Lateness()
         #: the earliest due time in the queue (late requests are looked for from then on)
         self._next_due = -math.inf
         if aimd is not None:
@@ -127,16 +129,18 @@ class Controller(Generic[T]):
     # -- admission ---------------------------------------------------------------------------
 
     def admit(
-        self, item: T, now: float, ready: int, lag_s: float | None = 0.0
+        self, item: T, now: float, ready: int, lag_s: float | None = 0.0, after_s: float = 0.0
     ) -> DoorRefusal | None:
         """Queue ``item`` (arrived at ``now`` while ``ready`` replicas were ready), or refuse it
         at the door (``late: predict``, the default) when the evidence says it would finish
         late: the queue ahead, or the adapter's own loop running ``lag_s`` late (None: not
-        judged, a later stage of a chain)."""
+        judged, a later stage of a chain). ``after_s``: what the stages after this one are
+        expected to take (a chain is judged whole at its first stage). An admitted request
+        is held to account when it finishes (:class:`adapter.policies.admission.Lateness`)."""
         self.arrivals.record(now, item.size)
         due = _due(item)
         if self.late == "predict" and lag_s is not None:
-            refusal = self.door(now, due, item.size, ready, lag_s)
+            refusal = self._judge(now, due - after_s, item.size, ready, lag_s)
             if refusal is not None:
                 return refusal
         self.queue.push(item)
@@ -150,6 +154,24 @@ class Controller(Generic[T]):
         recorded: the adapter asks this before it parses a body.)"""
         if self.late != "predict":
             return None
+        return self._judge(now, due, size, ready, lag_s)
+
+    def door_status(self, now: float) -> dict[str, float | None]:
+        """What the door judges by now (for the function's status)."""
+        pace = self.drain.s_per_instance(now)
+        return {
+            "margin_ms": round(1000.0 * self.lateness.margin, 2),
+            "admitted_finished": self.lateness.finished_count,
+            "admitted_late": self.lateness.late_count,
+            "drain_ms_per_instance": None if pace is None else round(1000.0 * pace, 3),
+            "path_margin_ms": round(self.path_margin.margin_ms(), 2),
+            "batch_1_ms": round(self.reader.estimate_ms(1), 2),
+            "batch_limit_ms": round(self.reader.estimate_ms(self.limit()), 2),
+        }
+
+    def _judge(
+        self, now: float, due: float, size: int, ready: int, lag_s: float
+    ) -> DoorRefusal | None:
         return at_the_door(
             now,
             due,
@@ -164,6 +186,7 @@ class Controller(Generic[T]):
             lag_s=lag_s,
             drain_s_per_instance=self.drain.s_per_instance(now),
             margin_s=self.path_margin.margin_ms() / 1000.0,
+            allowance_s=self.lateness.margin,
         )
 
     def take(self, count: int) -> list[T]:
@@ -208,6 +231,10 @@ class Controller(Generic[T]):
         if self.late != "serve" and now >= self._next_due:
             # scanned only once the earliest due request can be late, not at every step
             late = queue.take_late(now, due=_due)
+            if self.late == "predict":  # given up: late by at least its own batch's time
+                for item in late:
+                    due = _due(item)
+                    self.lateness.finished(now, due, due - item.arrival, given_up=True)
             self._next_due = min((_due(p) for p in queue.items), default=math.inf)
             if not queue:
                 return Step(late=late)
@@ -269,6 +296,10 @@ class Controller(Generic[T]):
             size = batch_input_bytes((item.input_bytes, item.size) for item in batch)
             self.input_cost.observe(size, round_trip_ms / self.model.estimate_ms(instances))
         self.model.observe(now, instances, compute_ms, round_trip_ms, cold=cold)
+        if self.late == "predict" and not cold:  # the door's evidence (a cold start is waited)
+            for item in batch:
+                if item.deadline == item.due:  # whole: not a chain's stage before its last
+                    self.lateness.finished(now, item.due, item.due - item.arrival)
         aimd = self.aimd
         if aimd is None:
             return

@@ -152,6 +152,7 @@ class Chain:
         timings: list[tuple[str, Answer]] = []
         current = instances
         arrived_cold = False
+        admitted = False  # past the first stage's door
         status, failure = 200, ""
         try:
             for k, fn in enumerate(app.stages):
@@ -175,6 +176,7 @@ class Chain:
                     input_bytes=input_bytes,
                 )  # fmt: skip
                 dispatchers[fn].submit(item)
+                admitted = True
                 arrived_cold = arrived_cold or item.arrived_cold
                 answer = await await_answer(item)
                 if answer is None:
@@ -189,6 +191,11 @@ class Chain:
             raise
         finally:
             done = clock.now()
+            first = dispatchers[app.stages[0]].controller
+            if admitted and status != 499 and len(app.stages) > 1 and first.late == "predict":
+                # the first stage's door judged the whole chain: how late it finished (or
+                # failed) is its evidence (a one-stage app is counted by its function already)
+                first.lateness.finished(done, deadline, slo_ms / 1000.0)
             records.add(_record(app.name, seq, arrival, deadline, done, epoch, timings,
                                 status, failure))  # fmt: skip
             if metrics is not None:

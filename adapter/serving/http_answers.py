@@ -75,22 +75,36 @@ class Unparsed:
         self.shed_after_s = shed_after_s
         #: the kernel's accept queue (set once listening): its wait counts as lateness
         self.backlog = AcceptQueue(None)
+        #: predicts refused because reads waited too long in line (:meth:`shed`)
+        self.shed_count = 0
         #: each function's held refusal, as the bytes written for it
         self._canned: dict[str, tuple[AdapterError, bytes]] = {}
 
-    def answer(self, data: bytes, *, draining: bool) -> tuple[bytes, bool] | None:
+    def shed(self, data: bytes, waited_s: float) -> bytes | None:
+        """The canned 503 for the one whole predict ``data`` is, refused because reads wait
+        ``waited_s`` in line (the connection stays open); None when ``data`` is not one whole
+        request (it must be parsed to find where it ends)."""
+        if whole_request(data) is None:
+            return None
+        self.shed_count += 1
+        return shed_answer(waited_s, close=False)
+
+    def answer(
+        self, data: bytes, *, draining: bool, waited_s: float = 0.0
+    ) -> tuple[bytes, bool] | None:
         """The answer to the new predict that ``data`` starts, and whether the connection closes
         after it; None: parse it as usual.
 
-        * the loop's lag and the accept queue's wait pass ``shed_after_s``: 503, nothing
-          admitted now would make its deadline (status routes are never shed);
+        * the loop's lag, the accept queue's wait and the time ``data`` waited in line for a
+          turn's budget (``waited_s``) pass ``shed_after_s``: 503, nothing admitted now would
+          make its deadline (status routes are never shed);
         * its function's last refusal still holds (:meth:`adapter.serving.door.Door.held`): the
           same answer again, without asking the rule.
 
         The connection stays open when ``data`` is one whole request (the answer leaves it at a
         request boundary), else it closes after the shed answer (and a held refusal is left to
         the parser)."""
-        late: float = self.state.lag.lag_s() + self.backlog.wait_s(self.loop.time())
+        late = self.state.lag.lag_s() + self.backlog.wait_s(self.loop.time()) + waited_s
         if late > self.shed_after_s:
             whole = whole_request(data) is not None
             return shed_answer(late, close=not whole), not whole

@@ -6,7 +6,9 @@
 parser's callback and answered from the request future's done-callback: no task, no coroutine and
 no ASGI messages per request, which is where uvicorn and Starlette spent most of the adapter's
 CPU at high load. Every other request (apps, status, metrics, health) goes to the Starlette app
-through a minimal ASGI bridge, in a task, as uvicorn would run it.
+through a minimal ASGI bridge, in a task, as uvicorn would run it. Each connection is a
+:class:`adapter.serving.http_connection.Connection`; this module listens, runs the app's
+lifespan around the server's life, and drains politely on the way out.
 
 HTTP/1.1 keep-alive and pipelining are honoured (answers leave in request order); a client that
 disconnects withdraws its queued requests; bodies over ``adapter.max_body_bytes`` are refused
@@ -17,364 +19,19 @@ The app's lifespan (dispatchers, platform, records) runs around the server's lif
 from __future__ import annotations
 
 import asyncio
-import functools
-import logging
 import signal
 import socket
 import threading
-from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import httptools
-import orjson
-
-from adapter.serving.asgi_bridge import AsgiRequest, run_asgi
-from adapter.serving.errors import AdapterError
-from adapter.serving.http_answers import Unparsed, error_answer, response_head, status_answer
-from adapter.serving.http_limits import (
-    BODY_STALL_S,
-    BODY_TIMEOUT_S,
-    DRAIN_RETRY_S,
-    HEAD_TIMEOUT_S,
-    IDLE_TIMEOUT_S,
-    MAX_HEADER_BYTES,
-    MAX_HEADERS,
-    MAX_URL_BYTES,
-    PREDICTS,
-    Refuse,
-)
-from adapter.serving.input_limits import InputLimits
+from adapter.serving.http_connection import Connection, Server
 from adapter.serving.listen import bind_early
-from adapter.serving.predict_endpoint import PredictEndpoint, Target
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from adapter.serving.pending import Pending
-
-logger = logging.getLogger(__name__)
-
 __all__ = ["serve"]
-
-_READ = (b"x-slo-ms", b"traceparent")  # the headers a predict reads
-_JSON = (b"content-type", b"application/json")
-_STALLED = f"request body stalled: no bytes for {BODY_STALL_S:g} s"
-
-
-class _Exchange:
-    """One request's place in its connection's answer order."""
-
-    __slots__ = ("close", "data", "item", "task")
-
-    def __init__(self, close: bool) -> None:
-        self.close = close
-        self.data: bytes | None = None
-        self.item: Pending | None = None
-        self.task: asyncio.Task[None] | None = None
-
-
-class _Connection(asyncio.Protocol):
-    def __init__(self, server: _Server) -> None:
-        self.server = server
-        self.parser = httptools.HttpRequestParser(self)
-        self.transport: asyncio.Transport | None = None
-        self.exchanges: deque[_Exchange] = deque()
-        self.closing = False
-        #: resolved when the client goes; made only for a request the app answers (a task)
-        self._gone: asyncio.Future[None] | None = None
-        self._url = b""
-        self._headers: list[tuple[bytes, bytes]] = []
-        self._header_bytes = 0
-        self._body: list[bytes] = []
-        self._size = 0
-        self._declared = -1
-        self._limits: InputLimits | None = None
-        self._body_by = 0.0  # when the whole body must have come (BODY_TIMEOUT_S)
-        self._too_large = False
-        self._refusal: Refuse | None = None
-        self._in_message = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._due: float | None = None
-        self._due_status: int | None = None
-        self._due_reason = ""
-
-    def _arm(self, seconds: float, status: int | None, reason: str) -> None:
-        """One deadline per connection: past it, answer ``status`` (408) and close, or (None)
-        just close an idle keep-alive connection. Setting it is three assignments; a single
-        timer wakes at the earliest and looks again (no timer object per request)."""
-        self._due = self.server.loop.time() + seconds
-        self._due_status = status
-        self._due_reason = reason
-        if self._timer is None:
-            self._timer = self.server.loop.call_at(self._due, self._expired)
-
-    def _sooner(self) -> None:
-        """After a read that left a request unfinished: a deadline sooner than the timer (a
-        body's stall, 3 s, under the head's 10 s) gets a timer of its own. Only here, so a
-        request that comes whole in one read makes no timer."""
-        timer, due = self._timer, self._due
-        if timer is not None and due is not None and due < timer.when():
-            timer.cancel()
-            self._timer = self.server.loop.call_at(due, self._expired)
-
-    def _disarm(self) -> None:
-        self._due = None
-
-    def _expired(self) -> None:
-        self._timer = None
-        if self._due is None or self.closing or self.transport is None:
-            return
-        loop = self.server.loop
-        if loop.time() < self._due:  # moved on since: wake again at the new deadline
-            self._timer = loop.call_at(self._due, self._expired)
-            return
-        if self._due_status is None:
-            self.closing = True
-            self.transport.close()
-        else:
-            self._fail(self._due_status, self._due_reason)
-
-    # -- asyncio.Protocol ----------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # (TCP_NODELAY: both uvloop and asyncio set it on every TCP connection they make;
-        # tests/test_nodelay.py reads it off the live sockets)
-        self.transport = transport  # type: ignore[assignment]
-        self.server.connections.add(self)
-        self.server.unparsed.backlog.accepted += 1
-        self._arm(HEAD_TIMEOUT_S, None, "")  # a connection that never sends is closed
-
-    def data_received(self, data: bytes) -> None:
-        if self.closing:
-            return
-        if not self._in_message and not self.exchanges and data.startswith(PREDICTS):
-            # a refusal decided before parsing: it costs a write, not a parse (under overload
-            # the parses of refused requests would otherwise keep the loop late)
-            answer = self.server.unparsed.answer(data, draining=self.server.draining)
-            if answer is not None:
-                assert self.transport is not None
-                self.transport.write(answer[0])
-                if answer[1]:
-                    self.closing = True
-                    self.transport.close()
-                return
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._fail(400, "protocol upgrades (WebSocket, h2c) are not supported")
-        except httptools.HttpParserCallbackError:
-            refusal = self._refusal
-            if refusal is None:
-                raise
-            self._fail(refusal.status, refusal.reason)
-        except httptools.HttpParserError as exc:
-            self._fail(400, f"malformed HTTP request: {exc}")
-        else:
-            if self._in_message:
-                self._sooner()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closing = True
-        self._disarm()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self.server.connections.discard(self)
-        if self._gone is not None and not self._gone.done():
-            self._gone.set_result(None)
-        for exchange in self.exchanges:
-            if exchange.item is not None:
-                self.server.endpoint.withdraw(exchange.item)
-        self.exchanges.clear()
-
-    # -- httptools callbacks -------------------------------------------------------------------
-
-    def on_message_begin(self) -> None:
-        self._in_message = True
-        self._url = b""
-        self._headers = []
-        self._body = []
-        self._size = 0
-        self._declared = -1
-        self._limits = None
-        self._too_large = False
-        self._header_bytes = 0
-        self._arm(HEAD_TIMEOUT_S, 408, f"request head not received within {HEAD_TIMEOUT_S:g} s")
-
-    def _refuse(self, status: int, reason: str) -> None:
-        self._refusal = Refuse(status, reason)
-        raise self._refusal
-
-    def on_url(self, url: bytes) -> None:
-        self._url += url
-        if len(self._url) > MAX_URL_BYTES:
-            self._refuse(414, f"URL longer than {MAX_URL_BYTES} bytes")
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        name = name.lower()
-        self._headers.append((name, value))
-        self._header_bytes += len(name) + len(value) + 4
-        if len(self._headers) > MAX_HEADERS:
-            self._refuse(431, f"more than {MAX_HEADERS} header fields")
-        if self._header_bytes > MAX_HEADER_BYTES:
-            self._refuse(431, f"header fields larger than {MAX_HEADER_BYTES} bytes")
-        if name == b"content-length" and value.isdigit():
-            self._declared = int(value)
-
-    def on_headers_complete(self) -> None:
-        if self.parser.should_upgrade():
-            self._refuse(400, "protocol upgrades (WebSocket, h2c) are not supported")
-        limits = self._limits = self.server.limits_of(self.parser.get_method(), self._url)
-        if self._declared > limits.max_body_bytes:  # from Content-Length, before the body
-            self._refuse(413, limits.too_large(self._declared).reason)
-        self._body_by = self.server.loop.time() + BODY_TIMEOUT_S
-        self._arm(BODY_STALL_S, 408, _STALLED)
-
-    def on_body(self, body: bytes) -> None:
-        # each piece of the body moves the stall deadline on, up to the body's whole allowance
-        left = self._body_by - self.server.loop.time()
-        if left < BODY_STALL_S:
-            self._arm(left, 408, f"request body not received within {BODY_TIMEOUT_S:g} s")
-        else:
-            self._arm(BODY_STALL_S, 408, _STALLED)
-        if self._too_large:
-            return
-        self._size += len(body)
-        assert self._limits is not None
-        if self._size > self._limits.max_body_bytes:  # while it streams: refused at once
-            self._too_large = True
-            self._body = []
-            self._refuse(413, self._limits.too_large().reason)
-        else:
-            self._body.append(body)
-
-    def on_message_complete(self) -> None:
-        self._in_message = False
-        self._disarm()
-        keep_alive = self.parser.should_keep_alive()
-        exchange = _Exchange(close=not keep_alive)
-        self.exchanges.append(exchange)
-        if self.server.draining:  # on its way out: refused politely, and the connection closes
-            exchange.close = True
-            headers = [(b"content-type", b"application/json"),
-                       (b"retry-after", b"%d" % DRAIN_RETRY_S)]  # fmt: skip
-            self._answer(exchange, 503, headers, b'{"error":"the adapter is shutting down"}')
-            return
-        if self._too_large:  # (refused as it streamed; kept for a parser that completes first)
-            exchange.close = True
-            assert self._limits is not None
-            self._answer(exchange, *error_answer(self._limits.too_large()))
-            return
-        method = self.parser.get_method().decode("latin-1")
-        url = httptools.parse_url(self._url)
-        path = url.path.decode("latin-1")
-        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-        name = PredictEndpoint.function_of(method, path)
-        if name is not None:
-            self._predict(exchange, name, body)
-        elif (status := status_answer(self.server.state, method, path)) is not None:
-            self._answer(exchange, status[0], [_JSON], status[1])
-        else:
-            query = url.query or b""
-            assert self.transport is not None
-            request = AsgiRequest(method, path, query, self._headers, body, self.transport)
-            exchange.task = self.server.loop.create_task(
-                run_asgi(self.server.app, request, self._until_gone,
-                         functools.partial(self._answer, exchange))
-            )  # fmt: skip
-
-    # -- predicts, from callbacks --------------------------------------------------------------
-
-    def _predict(self, exchange: _Exchange, name: Target, body: bytes) -> None:
-        endpoint = self.server.endpoint
-        found = {k.decode(): v.decode("latin-1") for k, v in self._headers if k in _READ}
-        try:
-            now = endpoint.state.clock.now()
-            item = endpoint.admit(name, body, found.get("x-slo-ms"), now, found.get("traceparent"))
-        except AdapterError as exc:
-            self._answer(exchange, *error_answer(exc))
-            return
-        exchange.item = item
-        item.future.add_done_callback(lambda f: self._predicted(exchange, f))
-
-    def _predicted(self, exchange: _Exchange, future: asyncio.Future[Any]) -> None:
-        item, exchange.item = exchange.item, None
-        if future.cancelled() or item is None or self.closing:
-            return  # the client went away and withdrew it
-        exc = future.exception()
-        if isinstance(exc, AdapterError):
-            self._answer(exchange, *PredictEndpoint.failure(item, exc))
-        elif exc is not None:
-            logger.error("predict failed in the adapter: %r", exc)
-            self._answer(exchange, 500, [], orjson.dumps({"error": f"adapter error: {exc!r}"}))
-        else:
-            status, headers, payload = self.server.endpoint.answer(item, future.result())
-            self._answer(exchange, status, headers, payload)
-
-    def _until_gone(self) -> asyncio.Future[None]:
-        if self._gone is None:
-            self._gone = self.server.loop.create_future()
-            if self.transport is None or self.closing:
-                self._gone.set_result(None)
-        return self._gone
-
-    # -- answers, in request order -------------------------------------------------------------
-
-    def _answer(
-        self, exchange: _Exchange, status: int, headers: list[tuple[bytes, bytes]], body: bytes
-    ) -> None:
-        if exchange.data is not None:
-            return
-        exchange.data = response_head(status, headers, len(body), exchange.close) + body
-        transport = self.transport
-        if transport is None or self.closing:
-            return
-        while self.exchanges and self.exchanges[0].data is not None:
-            done = self.exchanges.popleft()
-            assert done.data is not None
-            transport.write(done.data)
-            if done.close:
-                self.closing = True
-                self._disarm()
-                transport.close()
-                return
-        if not self.exchanges and self._due is None:
-            self._arm(IDLE_TIMEOUT_S, None, "")  # idle keep-alive: closed after a while
-
-    def _fail(self, status: int, reason: str) -> None:
-        exchange = _Exchange(close=True)
-        self.exchanges.append(exchange)
-        self._answer(exchange, status, [], orjson.dumps({"error": reason}))
-
-
-class _Server:
-    def __init__(self, app: Starlette, loop: asyncio.AbstractEventLoop) -> None:
-        self.app = app
-        self.loop = loop
-        self.endpoint: PredictEndpoint = app.state.predict_endpoint
-        #: the limits of the last target looked up (requests on a connection repeat it)
-        self._limits: tuple[bytes, bytes, InputLimits] | None = None
-        self.connections: set[_Connection] = set()
-        #: stopping: every new request is answered 503 + Retry-After + Connection: close
-        self.draining = False
-        self.state = self.endpoint.state
-        #: what is answered before it is parsed: shed for the loop's lag, held refusals
-        shed_after_s = 0.5 * min(self.endpoint.slos.values(), default=1000.0) / 1000.0
-        self.unparsed = Unparsed(self.state, loop, shed_after_s)
-
-    def limits_of(self, method: bytes, url: bytes) -> InputLimits:
-        """The limits of a request ``method url`` (:mod:`adapter.serving.input_limits`)."""
-        last = self._limits
-        if last is not None and last[0] == method and last[1] == url:
-            return last[2]
-        try:
-            path = httptools.parse_url(url).path.decode("latin-1")
-        except httptools.HttpParserInvalidURLError:
-            return self.endpoint.limits_of("", "")  # the parse of the whole request says why
-        limits = self.endpoint.limits_of(method.decode("latin-1"), path)
-        self._limits = (method, url, limits)
-        return limits
 
 
 async def serve(
@@ -403,11 +60,11 @@ async def _serve(app: Starlette, loop: asyncio.AbstractEventLoop, stop: asyncio.
                  ) -> None:  # fmt: skip
     """:func:`serve` on ``where``: a socket bound already, or the host and port to bind."""
     async with app.router.lifespan_context(app):
-        server = _Server(app, loop)
+        server = Server(app, loop)
         listener = await (
-            loop.create_server(lambda: _Connection(server), sock=where, backlog=2048)
+            loop.create_server(lambda: Connection(server), sock=where, backlog=2048)
             if isinstance(where, socket.socket)
-            else loop.create_server(lambda: _Connection(server), *where, backlog=2048)
+            else loop.create_server(lambda: Connection(server), *where, backlog=2048)
         )
         # signal handlers belong to the main thread; a server run elsewhere stops by ``stop``
         signals = (

@@ -24,9 +24,14 @@ __all__ = ["NO_LAG", "LoopLag", "LoopLagReader"]
 class LoopLagReader(Protocol):
     def lag_s(self) -> float: ...
 
+    def recent_s(self) -> float: ...
+
 
 class _NoLag:
     def lag_s(self) -> float:
+        return 0.0
+
+    def recent_s(self) -> float:
         return 0.0
 
 
@@ -44,6 +49,11 @@ class LoopLag:
 
     def lag_s(self) -> float:
         return min(self._late)
+
+    def recent_s(self) -> float:
+        """The mean lateness of the last wake-ups: about how long a request that is read now
+        sat unread (in the kernel's buffers, behind the loop's turn or a core it shares)."""
+        return sum(self._late) / len(self._late)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="loop-lag")

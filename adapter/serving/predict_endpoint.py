@@ -175,6 +175,8 @@ class PredictEndpoint:
         slo_header: str | None,
         now: float,
         trace: str | None = None,
+        *,
+        waited_s: float = 0.0,
     ) -> Pending:
         """Queue the request (its SLO runs from ``now``, when the adapter took it; ``trace``: its
         ``traceparent`` header); raises :class:`adapter.serving.errors.AdapterError` for a
@@ -186,8 +188,11 @@ class PredictEndpoint:
         slo = slo_ms(slo_header, self.slos[name])
         if slo_header is not None and dispatcher.controller.late == "predict":
             check_reachable(slo, dispatcher.controller.reader.estimate_ms(1), f"function {name}")
+        # the SLO runs from when the client sent it: the time it sat unread before the adapter
+        # took it (behind the loop's turns, or in line for a turn's budget) is gone already
+        due = now + slo / 1000.0 - waited_s - dispatcher.door.lag.recent_s()
         # refused before the body is parsed: a refusal under overload costs next to nothing
-        dispatcher.door.check(now, now + slo / 1000.0, hold=slo_header is None)
+        dispatcher.door.check(now, due, hold=slo_header is None and waited_s == 0.0)
         request_id = None
         if v2:
             instances, request_id = parse_v2_body(body)
@@ -201,7 +206,7 @@ class PredictEndpoint:
             function=name,
             instances=instances,
             arrival=now,
-            deadline=now + slo / 1000.0,
+            deadline=due,
             seq=seq,
             future=asyncio.get_running_loop().create_future(),
             v2=v2,

@@ -169,6 +169,10 @@ def function_status(state: AdapterState, name: str) -> tuple[int, dict[str, Any]
         "gpu_served": state.gpu.served.get(name) if state.gpu is not None else None,
         # what an input's size costs it, learnt (None: adapter.etc_by_input is off)
         "input_cost": None if (cost := dispatcher.controller.input_cost) is None else cost.status(),
+        # what the door judges by: its refusals, how much later than expected its admitted
+        # requests have been finishing (the allowance it adds), the queue's measured pace
+        "door": dispatcher.controller.door_status(state.clock.now())
+        | {"refused": dispatcher.door.refused},
     }
 
 

@@ -1,0 +1,106 @@
+"""Dispatch never waits behind the door: client reads get a bounded share of each loop turn.
+
+One turn of the event loop reads every socket that became readable. Under a flood that is
+thousands of client connections, each a request to parse, admit or refuse, and the replicas'
+answers, which arrive on sockets of the same loop, wait until the turn is over: a batch that took
+half a millisecond came back tens of milliseconds later, the latency model learnt the turn as
+the batch's cost, the door refused what it could have served, and the next batch left a turn
+late. The replicas then sat idle while the adapter refused (digits went from 40 % of its
+capacity served at 1x to nothing at 5x).
+
+:class:`ReadBudget` gives the client side at most ``budget_s`` of a turn. The first client read
+of a turn starts its clock; a read after the budget is spent is not handled: its connection
+keeps the bytes and waits in line, and the line is worked, oldest first, at the start of later
+turns, again only while each turn's budget lasts. Everything else on the loop (the replicas'
+answers, the answers they complete, timers, the dispatch they pump) runs in every turn as soon
+as it is ready. Under light load no turn spends its budget and nothing ever waits. Holding a
+read costs an append (the connection is not paused: a client waiting for its answer sends
+nothing more; one that does keeps appending, and is paused past ``MAX_HELD_BYTES``). How long a
+read waited in line is the connection's to use: it counts toward the request's SLO, and a
+request that waited so long it can no longer be served in time is refused unparsed.
+
+A line that drains slower than it fills is congested, and first in, first out would then serve
+every request late: each waits behind all the others. So, as servers do under overload
+(adaptive LIFO with a CoDel-like trigger), once the oldest read has waited ``max_wait_s``
+(10 ms) every read that old is refused at once (a canned 503 with ``Retry-After``, unparsed;
+outside the budget: a refusal is owed either way, and it is the cheapest answer there is),
+and the rest are worked newest first, so what is admitted is what still has its SLO ahead of
+it, and a refusal never waits in line much longer than ``max_wait_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import Protocol
+
+__all__ = ["MAX_HELD_BYTES", "Deferrable", "ReadBudget"]
+
+#: bytes a waiting connection holds before the loop stops reading it
+MAX_HELD_BYTES = 64 * 1024
+
+
+class Deferrable(Protocol):
+    """A client connection whose read can be handled a turn later."""
+
+    def resume(self, waited_s: float) -> None:
+        """Handle the bytes it holds, which waited ``waited_s`` in line."""
+
+    def refuse(self, waited_s: float) -> None:
+        """Refuse the request it holds, unparsed, if it can be (else handle it)."""
+
+
+class ReadBudget:
+    """Client reads within ``budget_s`` of each turn; the rest wait, paused (see the module)."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, budget_s: float = 0.002, max_wait_s: float = 0.01
+    ) -> None:
+        self.loop = loop
+        self.budget_s = budget_s
+        self.max_wait_s = max_wait_s
+        self._started = 0.0
+        self._armed = False
+        self._waiting: deque[tuple[Deferrable, float]] = deque()
+        #: reads handled a turn late, and those refused for waiting too long, in all
+        self.deferred = 0
+        self.refused = 0
+
+    def over(self) -> bool:
+        """Is this turn's budget for client reads spent? The first call of a turn starts it."""
+        if not self._armed:
+            self._armed = True
+            self._started = time.perf_counter()
+            self.loop.call_soon(self._turn_over)  # runs once this turn's I/O is handled
+            return False
+        return time.perf_counter() - self._started > self.budget_s
+
+    def defer(self, conn: Deferrable) -> None:
+        """``conn`` holds a read to handle in a later turn (it keeps the bytes)."""
+        self._waiting.append((conn, time.perf_counter()))
+        self.deferred += 1
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def _turn_over(self) -> None:
+        self._armed = False
+        waiting = self._waiting
+        if not waiting:
+            return
+        now = time.perf_counter()
+        if now - waiting[0][1] < self.max_wait_s:
+            while waiting and not self.over():  # a new turn's budget, spent on the oldest first
+                conn, since = waiting.popleft()
+                conn.resume(time.perf_counter() - since)
+            return
+        # congested: what waited too long is refused now, the rest is worked newest first
+        while waiting and now - waiting[0][1] >= self.max_wait_s:
+            conn, since = waiting.popleft()
+            conn.refuse(now - since)
+            self.refused += 1
+        while waiting and not self.over():
+            conn, since = waiting.pop()
+            conn.resume(time.perf_counter() - since)
