@@ -23,6 +23,7 @@ both call exactly these methods, a parity test holds them to the same batches.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -117,6 +118,8 @@ class Controller(Generic[T]):
         #: the batch sizes in use, for the stage budgets of the chains through this function
         self.batch_sizes = BatchSizeTracker(alpha=settings.estimate_alpha)
         self.inflight = 0
+        #: when each batch in flight is expected to end (a heap): the door's queue starts then
+        self._inflight_ends: list[float] = []
         #: the queue's measured pace while backlogged (admission's evidence)
         self.drain = Drain()
         #: how late the door's admitted requests finish: the margin its evidence asks for
@@ -187,7 +190,13 @@ class Controller(Generic[T]):
             drain_s_per_instance=self.drain.s_per_instance(now),
             margin_s=self.path_margin.margin_ms() / 1000.0,
             allowance_s=self.lateness.margin,
+            free_at=self._free_at(ready),
         )
+
+    def _free_at(self, ready: int) -> float:
+        """When the first slot frees, by the batches in flight, if they hold every slot."""
+        ends = self._inflight_ends
+        return ends[0] if ends and len(ends) >= self.slots(ready) else -math.inf
 
     def take(self, count: int) -> list[T]:
         """Up to ``count`` requests off the head for another route (a GPU), outside the slots."""
@@ -268,6 +277,7 @@ class Controller(Generic[T]):
         batch = queue.pop(decision.take)
         self.inflight += 1
         instances = sum(item.size for item in batch)
+        heapq.heappush(self._inflight_ends, now + self.reader.estimate_ms(instances) / 1000.0)
         self.batch_sizes.observe(instances)
         backlog = bool(queue) and free <= 1  # the rest wait for a slot, not for company
         self.drain.dispatched(now, instances, backlog=backlog)
@@ -321,6 +331,8 @@ class Controller(Generic[T]):
     def released(self) -> None:
         """A batch sent by :meth:`step` is over (answered or failed): its slot is free."""
         self.inflight -= 1
+        if self._inflight_ends:  # the one expected to end first (batches end in any order)
+            heapq.heappop(self._inflight_ends)
 
 
 _IDLE: Step[Any] = Step()

@@ -1,0 +1,114 @@
+"""Client reads get a bounded share of each loop turn (adapter.serving.read_budget): past the
+budget a read waits in line, the line is worked oldest first, and once congested the reads that
+waited too long are refused and the rest worked newest first. Time and the loop are fakes: the
+budget is about real CPU time, which a test cannot spend on cue."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from adapter.serving import read_budget
+from adapter.serving.read_budget import ReadBudget
+
+
+class _Loop:
+    def __init__(self) -> None:
+        self.soon: list[Callable[[], Any]] = []
+
+    def call_soon(self, callback: Callable[[], Any]) -> None:
+        self.soon.append(callback)
+
+    def turn(self) -> None:
+        """The end of a turn: what was scheduled during it runs (and may schedule more)."""
+        todo, self.soon = self.soon, []
+        for callback in todo:
+            callback()
+
+
+class _Conn:
+    def __init__(self, name: str, log: list[tuple[str, str, float]]) -> None:
+        self.name, self.log = name, log
+
+    def resume(self, waited_s: float) -> None:
+        self.log.append(("served", self.name, round(waited_s, 6)))
+
+    def refuse(self, waited_s: float) -> None:
+        self.log.append(("refused", self.name, round(waited_s, 6)))
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    now = [100.0]
+    monkeypatch.setattr(read_budget.time, "perf_counter", lambda: now[0])
+    return now
+
+
+def test_reads_past_the_budget_wait_in_line_and_are_served_oldest_first(clock: list[float]) -> None:
+    loop = _Loop()
+    budget = ReadBudget(loop, budget_s=0.002, max_wait_s=0.010)  # type: ignore[arg-type]
+    log: list[tuple[str, str, float]] = []
+    assert not budget.over()  # the turn's first read starts its clock
+    clock[0] += 0.001
+    assert not budget.over()
+    clock[0] += 0.002  # 3 ms of client work this turn: the rest waits
+    assert budget.over()
+    for name in "abc":
+        budget.defer(_Conn(name, log))
+    assert budget.waiting == 3 and log == []
+    clock[0] += 0.001
+    loop.turn()  # the turn is over: the next one starts with the line, oldest first
+    assert [entry[1] for entry in log] == ["a", "b", "c"]
+    assert all(kind == "served" for kind, _, _ in log)
+    assert budget.waiting == 0 and budget.deferred == 3 and budget.refused == 0
+
+
+def test_a_new_turn_serves_the_line_only_within_its_budget(clock: list[float]) -> None:
+    loop = _Loop()
+    budget = ReadBudget(loop, budget_s=0.002, max_wait_s=0.010)  # type: ignore[arg-type]
+    log: list[tuple[str, str, float]] = []
+    budget.over()
+    clock[0] += 0.003
+    conns = [_Conn(str(i), log) for i in range(5)]
+    for conn in conns:
+        budget.defer(conn)
+
+    class Slow(_Conn):
+        def resume(self, waited_s: float) -> None:
+            super().resume(waited_s)
+            clock[0] += 0.0015  # each read handled costs 1.5 ms
+
+    slow = [Slow(str(i), log) for i in range(5, 8)]
+    for conn in slow:
+        budget.defer(conn)
+    loop.turn()  # 0-4 cost nothing; then 5 and 6 spend the 2 ms; 7 waits for the next turn
+    assert [entry[1] for entry in log] == ["0", "1", "2", "3", "4", "5", "6"]
+    assert budget.waiting == 1
+    loop.turn()
+    assert log[-1][1] == "7" and budget.waiting == 0
+
+
+def test_a_congested_line_refuses_what_waited_too_long_and_serves_the_newest_first(
+    clock: list[float],
+) -> None:
+    loop = _Loop()
+    budget = ReadBudget(loop, budget_s=0.002, max_wait_s=0.010)  # type: ignore[arg-type]
+    log: list[tuple[str, str, float]] = []
+    budget.over()
+    clock[0] += 0.003
+    for name in ("old1", "old2"):
+        budget.defer(_Conn(name, log))
+    clock[0] += 0.008
+    for name in ("new1", "new2"):
+        budget.defer(_Conn(name, log))
+    clock[0] += 0.004  # the oldest have waited 12 ms, the newest 4 ms
+    loop.turn()
+    assert log == [
+        ("refused", "old1", 0.012),
+        ("refused", "old2", 0.012),
+        ("served", "new2", 0.004),
+        ("served", "new1", 0.004),
+    ]
+    assert budget.refused == 2
