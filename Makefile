@@ -31,7 +31,8 @@ bench: $(STAMP)
 bench-peers: $(STAMP)
 	$(PY) benchmarks/peers.py --json docs/results/peers.json --docs docs/benchmarks.md
 
-# the default config open-loop at 0.5x..10x its capacity, two kinds of clients, 3 repeats
+# digits, embed and the img-query chain open-loop at 0.5x..10x their open-loop capacity, the load
+# generator on a CPU of its own, two kinds of clients, 3 repeats (about 60 minutes)
 bench-overload: $(STAMP)
 	$(PY) benchmarks/overload.py --repeat 3 --json docs/results/overload.json --docs docs/reliability.md
 

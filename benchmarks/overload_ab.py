@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -32,6 +33,7 @@ from typing import Any
 
 import httpx
 import psutil
+from overload_report import fit_costs
 
 from slackwise_cli.repeats import commit
 from slackwise_cli.results import machine
@@ -114,14 +116,13 @@ def _fmt(stat: dict[str, float], digits: int = 0) -> str:
 
 def costs(runs: list[dict[str, Any]], revision: str) -> tuple[float, float, float]:
     """The adapter's CPU as ``idle + per_answer·answers/s + per_refusal·refusals/s``, fitted by
-    least squares over a revision's cells: (idle cores, µs per answer, µs per refusal)."""
-    import numpy as np
-
+    least squares over a revision's cells (``overload_report.fit_costs`` over one-second
+    windows): (idle cores, µs per answer, µs per refusal), NaN where not identified."""
     cells = [c for c in runs if c["revision"] == revision]
-    x = np.array([[1.0, c["ok_rps"], c["refused_rps"]] for c in cells])
-    y = np.array([c["adapter_cores"] for c in cells])
-    (idle, answer, refusal), *_ = np.linalg.lstsq(x, y, rcond=None)
-    return float(idle), float(answer) * 1e6, float(refusal) * 1e6
+    fit = fit_costs([(1.0, c["ok_rps"], c["refused_rps"], c["adapter_cores"]) for c in cells])
+    values = (fit.base_cores, fit.answer_us, fit.refusal_us)
+    idle, answer, refusal = (math.nan if v is None else v for v in values)
+    return idle, answer, refusal
 
 
 def table(result: dict[str, Any]) -> str:

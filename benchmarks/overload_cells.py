@@ -1,0 +1,244 @@
+"""The overload benchmark's measurements: one loadgen run, one cell, the capacity search.
+
+``benchmarks/overload.py`` drives these against an :class:`overload_setup.Adapter`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import psutil
+from overload_setup import CLIENT_TIMEOUT_S, LOADGEN, PY, ROOT, Adapter, Layout, Workload, taskset
+
+#: the capacity search: a closed-loop estimate, then open-loop probes (keep-alive clients)
+CLOSED_LOOP_CLIENTS = 32
+CLOSED_LOOP_WARMUP_S = 1.0
+CLOSED_LOOP_S = 4.0
+PROBE_WARMUP_S = 1.5
+PROBES = 6
+#: a probe's measured seconds: enough for PROBE_REQUESTS requests (a 99 % share means little
+#: over fewer), within these bounds
+PROBE_REQUESTS = 100
+PROBE_MIN_S = 5.0
+PROBE_MAX_S = 12.0
+#: the share of a probe's requests that must be answered 200 within the SLO for it to pass
+PROBE_PASS = 0.99
+
+
+def _busy_s() -> list[float]:
+    """Each CPU's busy seconds so far, whoever ran on it (the machine may be shared)."""
+    return [
+        t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+        for t in psutil.cpu_times(percpu=True)
+    ]
+
+
+@dataclass(frozen=True)
+class Counters:
+    """What the window is the difference of: the adapter's and its replicas' CPU seconds (the
+    replicas by pid) and every CPU's busy seconds."""
+
+    at: float
+    adapter_s: float
+    replicas_s: dict[int, float]
+    busy_s: list[float]
+
+    @staticmethod
+    def read(adapter: Adapter | None) -> Counters:
+        replicas = adapter.replicas_cpu_s() if adapter else {}
+        cpu = adapter.cpu_s() if adapter else 0.0
+        return Counters(time.monotonic(), cpu, replicas, _busy_s())
+
+
+@dataclass(frozen=True)
+class Window:
+    """Loadgen's measured seconds, from its ``measuring`` line to its exit (when every measured
+    request has been answered, refused or timed out), and the CPU spent in them."""
+
+    began: float  # time.monotonic()
+    seconds: float
+    cpu_s: float  # the adapter process's own
+    replicas_cpu_s: float
+    busy: list[float]  # each CPU's busy share, whoever ran on it
+
+    @staticmethod
+    def between(start: Counters, end: Counters) -> Window:
+        seconds = max(end.at - start.at, 1e-9)
+        replicas = sum(s - start.replicas_s.get(pid, 0.0) for pid, s in end.replicas_s.items())
+        busy = [(b - a) / seconds for a, b in zip(start.busy_s, end.busy_s, strict=True)]
+        return Window(start.at, seconds, end.adapter_s - start.adapter_s, replicas, busy)
+
+
+def loadgen(
+    workload: Workload, layout: Layout, flags: list[str], adapter: Adapter | None = None
+) -> tuple[dict[str, Any], Window]:
+    """One run of ``benchmarks/loadgen.py`` on the generator's CPU: its JSON line, and the CPU
+    spent over its measured window."""
+    command = [*taskset(layout.generator), PY, LOADGEN, "--url", workload.predict_url()]
+    command += ["--model", workload.sample_model, "--timeout-s", f"{CLIENT_TIMEOUT_S:g}", *flags]
+    gen = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert gen.stdout is not None
+    start = Counters.read(adapter)
+    lines: list[str] = []
+    for line in gen.stdout:
+        if line.strip() == "measuring":
+            start = Counters.read(adapter)
+        else:
+            lines.append(line)
+    if adapter is not None:
+        adapter.check()
+    window = Window.between(start, Counters.read(adapter))
+    if gen.wait() != 0 or not lines:
+        raise SystemExit(f"overload: loadgen failed ({gen.returncode}): {' '.join(command)}")
+    return dict(json.loads(lines[-1])), window
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q / 100.0 * len(ordered)) - 1)]
+
+
+class Watch(threading.Thread):
+    """Polls the status route on both ports every 50 ms and samples the adapter's RSS."""
+
+    def __init__(self, workload: Workload, adapter: Adapter) -> None:
+        super().__init__(daemon=True)
+        self.urls = workload.status_urls()
+        self.adapter = adapter
+        #: (when, ms) per port; a failed poll counts as the client's timeout
+        self.status: tuple[list[tuple[float, float]], list[tuple[float, float]]] = ([], [])
+        self.rss: list[tuple[float, float]] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        with httpx.Client(timeout=CLIENT_TIMEOUT_S, trust_env=False) as client:
+            while not self.halt.is_set():
+                for url, out in zip(self.urls, self.status, strict=True):
+                    sent = time.perf_counter()
+                    try:
+                        client.get(url)
+                        ms = (time.perf_counter() - sent) * 1000.0
+                    except httpx.HTTPError:
+                        ms = CLIENT_TIMEOUT_S * 1000.0
+                    out.append((time.monotonic(), ms))
+                with contextlib.suppress(psutil.Error):  # gone: Adapter.check says so
+                    self.rss.append((time.monotonic(), self.adapter.rss_mb()))
+                self.halt.wait(0.05)
+
+    def p99(self, port: int, since: float, until: float) -> float | None:
+        return percentile([ms for t, ms in self.status[port] if since <= t <= until], 99)
+
+
+def cell(
+    workload: Workload,
+    layout: Layout,
+    adapter: Adapter,
+    rate: float,
+    fresh: bool,
+    timing: dict[str, float],
+) -> dict[str, Any]:
+    """One open-loop load at ``rate``, then ``after_s`` idle: loadgen's result, the adapter's
+    CPU over the measured window, its RSS (idle, peak, after) and the status routes' P99."""
+    idle = adapter.rss_mb()
+    watch = Watch(workload, adapter)
+    watch.start()
+    flags = ["--rate", f"{rate:.2f}", "--warmup-s", f"{timing['warmup_s']:g}"]
+    flags += ["--duration-s", f"{timing['duration_s']:g}", "--slo-ms", f"{workload.slo_ms:g}"]
+    began = time.monotonic()
+    result, window = loadgen(
+        workload, layout, [*flags, *(["--fresh-connections"] * fresh)], adapter
+    )
+    ended = window.began + window.seconds
+    time.sleep(timing["after_s"])
+    watch.halt.set()
+    watch.join()
+    during = [mb for t, mb in watch.rss if began <= t <= ended]
+    after = [mb for t, mb in watch.rss if t > ended]
+    result.update(
+        window_s=round(window.seconds, 3),
+        adapter_cpu_s=round(window.cpu_s, 4),
+        adapter_cores=round(window.cpu_s / window.seconds, 3),
+        replicas_cpu_s=round(window.replicas_cpu_s, 4),
+        replica_cores=round(window.replicas_cpu_s / window.seconds, 3),
+        # how busy each CPU was (the adapter's and the generator's), whoever ran on it
+        cpus_busy={str(c): round(b, 3) for c, b in enumerate(window.busy)},
+        rss_idle_mb=round(idle, 1),
+        rss_peak_mb=round(max(during, default=idle), 1),
+        rss_after_mb=round(after[-1] if after else idle, 1),
+        status_p99_ms=_round(watch.p99(0, window.began, ended)),
+        probe_status_p99_ms=_round(watch.p99(1, window.began, ended)),
+    )
+    return result
+
+
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def probe_s(rate: float) -> float:
+    """A probe's measured seconds at ``rate``."""
+    return min(PROBE_MAX_S, max(PROBE_MIN_S, PROBE_REQUESTS / rate))
+
+
+def capacity(workload: Workload, layout: Layout, adapter: Adapter) -> dict[str, Any]:
+    """The largest rate at which >= 99 % of the requests sent are answered 200 within the SLO,
+    open loop, keep-alive: a closed-loop estimate, then :data:`PROBES` probes that step from it
+    (x1.5 up, x0.7 down) until a pass and a failure bracket it, then bisect (geometrically)."""
+    flags = ["--concurrency", str(CLOSED_LOOP_CLIENTS), "--warmup-s", f"{CLOSED_LOOP_WARMUP_S:g}"]
+    closed, _ = loadgen(workload, layout, [*flags, "--duration-s", f"{CLOSED_LOOP_S:g}"], adapter)
+    time.sleep(1.0)  # what the closed loop left queued drains
+    rate = max(1.0, float(closed["ok_rps"]))
+    passed: float | None = None
+    failed: float | None = None
+    probes: list[dict[str, Any]] = []
+    for _ in range(PROBES):
+        seconds = probe_s(rate)
+        flags = ["--rate", f"{rate:.2f}", "--warmup-s", f"{PROBE_WARMUP_S:g}"]
+        flags += ["--duration-s", f"{seconds:.1f}", "--slo-ms", f"{workload.slo_ms:g}"]
+        out, window = loadgen(workload, layout, flags, adapter)
+        scheduled = int(out["requests"]) + int(out["client_dropped"])
+        share = int(out["ok_within_slo"]) / scheduled if scheduled else 0.0
+        ok = share >= PROBE_PASS
+        probes.append(
+            {
+                "rate": round(rate, 2),
+                "within_slo_share": round(share, 4),
+                "passed": ok,
+                "goodput_rps": out["goodput_rps"],
+                "refused": out["refused"],
+                "timeouts": out["timeouts"],
+                "p99_ms": out["p99_ms"],
+                "ok": out["ok"],
+                "window_s": round(window.seconds, 3),
+                "adapter_cpu_s": round(window.cpu_s, 4),
+            }
+        )
+        if ok:
+            passed = rate if passed is None else max(passed, rate)
+        else:
+            failed = rate if failed is None else min(failed, rate)
+        if passed is not None and failed is not None:
+            rate = math.sqrt(passed * failed)
+        else:
+            rate = rate * 1.5 if failed is None else rate * 0.7
+        time.sleep(1.0)  # what a failed probe left queued drains
+    best = passed if passed is not None else max(float(p["goodput_rps"] or 0.0) for p in probes)
+    return {
+        "closed_loop_rps": closed["ok_rps"],
+        "probes": probes,
+        "capacity_rps": round(best, 1),
+        # False: no probe passed (the capacity is then the best goodput a probe saw)
+        "found": passed is not None,
+        # False: no probe failed (the capacity is then a lower bound)
+        "bracketed": failed is not None,
+    }
