@@ -192,3 +192,39 @@ def test_an_admitted_requests_deadline_is_met_under_a_flood_of_refusals() -> Non
     assert in_time > 0.6 * 1000 * 20  # and serves most of what the replica can carry
     admitted_bare, in_time_bare, _ = _flood(margin=False)
     assert in_time_bare < 0.95 * admitted_bare
+
+
+def test_a_chains_first_stage_judges_the_whole_chain() -> None:
+    """Nothing queued at the first stage, but the stages after it are expected to take most of
+    the SLO: the first stage refuses (a later stage never does), where the same request alone
+    is admitted."""
+    from adapter.policies.controller import Controller
+    from adapter.policies.latency import LatencyModel
+    from adapter.policies.modes import preset
+    from adapter.policies.queue import QueuedRequest
+
+    def controller() -> Controller[QueuedRequest]:
+        model = LatencyModel(a_ms=10.0, b_ms_per_item=1.0)
+        return Controller(
+            name="first", preset=preset("slackwise"), model=model, max_batch=8,
+            container_concurrency=1, now=0.0, late="predict",
+        )  # fmt: skip
+
+    alone = QueuedRequest(deadline=0.1, arrival=0.0, seq=1)
+    assert controller().admit(alone, 0.0, ready=1, lag_s=0.0) is None
+    chained = QueuedRequest(deadline=0.1, arrival=0.0, seq=2)
+    refusal = controller().admit(chained, 0.0, ready=1, lag_s=0.0, after_s=0.095)
+    assert refusal is not None and refusal.late_s > 0.0
+    later = QueuedRequest(deadline=0.1, arrival=0.0, seq=3)  # a later stage: lag None
+    assert controller().admit(later, 0.0, ready=1, lag_s=None, after_s=0.095) is None
+
+
+def test_the_chain_walker_prices_the_stages_after_the_first() -> None:
+    from tests.test_chain_route import Upstream, client
+
+    with client(Upstream()) as c:
+        state = c.app.state.adapter  # type: ignore[attr-defined]
+        chain = state.chains["ask"]  # tagger -> answer
+        alone = chain.after_first_s(state.dispatchers)
+        answer = state.dispatchers["answer"].controller
+        assert alone == pytest.approx(answer.reader.estimate_ms(1) / 1000.0)

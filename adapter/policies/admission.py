@@ -234,17 +234,20 @@ def at_the_door(
     allowance_s: float = 0.0,
     finish: float | None = None,
     free_at: float = -math.inf,
+    after_s: float = 0.0,
 ) -> DoorRefusal | None:
     """Admit (None) or refuse a request due at ``due`` (see the module docstring);
     ``allowance_s``: the margin the evidence of late finishes asks for (:class:`Lateness`);
     ``finish``: :func:`door_finish` when the caller has it already; ``free_at``: when the
-    first slot frees, if every slot is busy (the batches in flight hold the queue back)."""
+    first slot frees, if every slot is busy (the batches in flight hold the queue back);
+    ``after_s``: what the stages after this one are expected to take (a chain's first stage
+    judges the whole chain, even with nothing queued ahead of it here)."""
     if lag_s > lag_fraction * slo_s:
         retry = max(MIN_RETRY_S, math.ceil(lag_s))
         return DoorRefusal(0.0, queued_requests, retry, warming=ready == 0, lag_s=lag_s)
     if ready == 0:
         return None  # scaling from zero: the cold start is waited through, as the activator does
-    if queued == 0:
+    if queued == 0 and after_s <= 0.0:
         # nothing ahead: only its own service time could make it late, and refusing would stop
         # the batches that correct a latency model gone stale (it would refuse for ever)
         return None
@@ -253,7 +256,7 @@ def at_the_door(
             now, size=size, queued=queued, batch_limit=batch_limit, slots=slots,
             estimate_ms=estimate_ms, drain_s_per_instance=drain_s_per_instance, free_at=free_at,
         )  # fmt: skip
-    late_s = finish + margin_s + allowance_s - due
+    late_s = finish + after_s + margin_s + allowance_s - due
     if late_s <= 0.0:
         return None
     # the queue ahead drains at about the rate the estimate assumed: the request would fit

@@ -143,7 +143,7 @@ class Controller(Generic[T]):
         self.arrivals.record(now, item.size)
         due = _due(item)
         if self.late == "predict" and lag_s is not None:
-            refusal = self._judge(now, due - after_s, item.size, ready, lag_s)
+            refusal = self._judge(now, due, item.size, ready, lag_s, after_s)
             if refusal is not None:
                 return refusal
         self.queue.push(item)
@@ -173,7 +173,7 @@ class Controller(Generic[T]):
         }
 
     def _judge(
-        self, now: float, due: float, size: int, ready: int, lag_s: float
+        self, now: float, due: float, size: int, ready: int, lag_s: float, after_s: float = 0.0
     ) -> DoorRefusal | None:
         return at_the_door(
             now,
@@ -191,6 +191,7 @@ class Controller(Generic[T]):
             margin_s=self.path_margin.margin_ms() / 1000.0,
             allowance_s=self.lateness.margin,
             free_at=self._free_at(ready),
+            after_s=after_s,
         )
 
     def _free_at(self, ready: int) -> float:

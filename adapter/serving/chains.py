@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from adapter.policies.admission import expected_finish
 from adapter.policies.estimates import stage_estimates, stage_gains
 from adapter.policies.slack import StagePolicy
 from adapter.serving.dispatcher import Dispatcher
@@ -102,6 +103,21 @@ class Chain:
         """What one instance alone takes through every stage, with nothing queued (ms)."""
         return sum(dispatchers[fn].controller.reader.estimate_ms(1) for fn in self.app.stages)
 
+    def after_first_s(self, dispatchers: Mapping[str, Dispatcher]) -> float:
+        """What the stages after the first are expected to take for a request admitted now:
+        at each, the queue ahead of it at the batches that function sends, and its own batch
+        (the door's arithmetic, :func:`adapter.policies.admission.expected_finish`)."""
+        total = 0.0
+        for fn in self.app.stages[1:]:
+            d = dispatchers[fn]
+            c = d.controller
+            ready = d.view.replicas(fn).ready
+            total += expected_finish(
+                0.0, size=1, queued=c.queue.instances, batch_limit=c.limit(),
+                slots=max(1, c.slots(ready)), estimate_ms=c.reader.estimate_ms,
+            )  # fmt: skip
+        return total
+
     def judged(self, dispatchers: Mapping[str, Dispatcher]) -> bool:
         """Does the first stage judge requests at its door (``late: predict``)?"""
         return dispatchers[self.app.stages[0]].controller.late == "predict"
@@ -174,6 +190,7 @@ class Chain:
                     final_deadline=deadline,
                     traceparent=trace,
                     input_bytes=input_bytes,
+                    after_s=self.after_first_s(dispatchers) if k == 0 else 0.0,
                 )  # fmt: skip
                 dispatchers[fn].submit(item)
                 admitted = True

@@ -93,7 +93,7 @@ class Door:
         """Queue ``item`` through the controller, or raise its refusal. A later stage of a
         chain is never refused: the work of the stages before it would be lost."""
         lag = self.lag.lag_s() if item.stage == 0 else None
-        refusal = self.controller.admit(item, item.arrival, ready, lag)
+        refusal = self.controller.admit(item, item.arrival, ready, lag, item.after_s)
         if refusal is not None:
             raise self._refuse(refusal)
 

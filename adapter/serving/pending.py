@@ -41,6 +41,9 @@ class Pending:
     app: str | None = None
     stage: int = 0
     final_deadline: float | None = None
+    #: a chain's first stage: what the stages after it are expected to take (the first stage's
+    #: door judges the whole chain; a later stage is never refused)
+    after_s: float = 0.0
     #: its function had no ready replica when it arrived: it waits for a cold start
     arrived_cold: bool = False
     #: it came in by the Open Inference Protocol (V2), with this ``id`` (or none): it is
