@@ -111,25 +111,26 @@ def test_the_lateness_margin_rises_on_late_finishes_is_capped_and_falls_back() -
     lateness = Lateness(step=0.02, share=0.99, cap=0.5)
     slo = 0.1
     lateness.finished(1.0, 0.9, slo)  # 100 ms late
-    assert lateness.margin == pytest.approx(0.02 * slo * 0.99)
+    assert lateness.margin_s(1.0) == pytest.approx(0.02 * slo * 0.99)
     for _ in range(1000):
         lateness.finished(1.0, 0.9, slo, given_up=False)
-    assert lateness.margin == pytest.approx(0.5 * slo)  # capped
+    assert lateness.margin_s(1.0) == pytest.approx(0.5 * slo)  # capped
+    assert lateness.margin_s(11.0) == pytest.approx(0.25 * slo)  # and it fades: 10 s half-life
     # where a margin of m leaves exp(-m / 10 ms) x 5 % late, it settles where 1 % are late
     rng = random.Random(7)
-    lateness = Lateness(step=0.02, share=0.99, cap=0.5)
+    lateness = Lateness(step=0.02, share=0.99, cap=0.5, half_life_s=math.inf)
     late = []
     for _ in range(200_000):
-        share_late = 0.05 * math.exp(-lateness.margin / 0.010)
+        share_late = 0.05 * math.exp(-lateness.margin_s(1.0) / 0.010)
         is_late = rng.random() < share_late
         late.append(is_late)
         lateness.finished(1.0, 1.0 + (-0.01 if is_late else 0.01), slo)
     settled = sum(late[-100_000:]) / 100_000
     assert 0.005 < settled < 0.02
-    assert lateness.margin == pytest.approx(0.010 * math.log(5), rel=0.5)
+    assert lateness.margin_s(1.0) == pytest.approx(0.010 * math.log(5), rel=0.5)
     for _ in range(100_000):  # nothing late any more: back to the model's own estimate
         lateness.finished(1.0, 2.0, slo)
-    assert lateness.margin == 0.0
+    assert lateness.margin_s(1.0) == 0.0
 
 
 def _flood(margin: bool, *, rate: float = 1500.0, slo: float = 0.1, seconds: float = 30.0,

@@ -163,7 +163,7 @@ class Controller(Generic[T]):
         """What the door judges by now (for the function's status)."""
         pace = self.drain.s_per_instance(now)
         return {
-            "margin_ms": round(1000.0 * self.lateness.margin, 2),
+            "margin_ms": round(1000.0 * self.lateness.margin_s(now), 2),
             "admitted_finished": self.lateness.finished_count,
             "admitted_late": self.lateness.late_count,
             "drain_ms_per_instance": None if pace is None else round(1000.0 * pace, 3),
@@ -189,7 +189,7 @@ class Controller(Generic[T]):
             lag_s=lag_s,
             drain_s_per_instance=self.drain.s_per_instance(now),
             margin_s=self.path_margin.margin_ms() / 1000.0,
-            allowance_s=self.lateness.margin,
+            allowance_s=self.lateness.margin_s(now),
             free_at=self._free_at(ready),
             after_s=after_s,
         )
