@@ -73,10 +73,14 @@ def bound_rps(capacity: float, multiple: float, costs: Costs) -> float | None:
 
 
 def derive(cell: dict[str, Any], costs: Costs) -> dict[str, Any]:
-    """The cell's shares: goodput of the capacity, answered within the SLO, of the bound."""
+    """The cell's shares: goodput of the capacity, answered within the SLO, of the bound. The
+    bound is taken at the load that reached the adapter (the rate on the wire over C), not at
+    the multiple asked for: a generator that fell short of 10x would otherwise lower the bar."""
     capacity, goodput = float(cell["capacity_rps"]), float(cell["goodput_rps"] or 0.0)
     ok = int(cell["ok"])
-    bound = bound_rps(capacity, float(cell["multiple"]), costs)
+    wire = cell.get("on_wire_rps")
+    k = float(wire) / capacity if wire and capacity else float(cell["multiple"])
+    bound = bound_rps(capacity, k, costs)
     return {
         "goodput_share": round(goodput / capacity, 4) if capacity else None,
         "in_slo_share": round(int(cell["ok_within_slo"]) / ok, 4) if ok else None,

@@ -229,3 +229,13 @@ def test_the_chain_walker_prices_the_stages_after_the_first() -> None:
         alone = chain.after_first_s(state.dispatchers)
         answer = state.dispatchers["answer"].controller
         assert alone == pytest.approx(answer.reader.estimate_ms(1) / 1000.0)
+
+
+def test_a_sample_with_no_slo_left_moves_nothing() -> None:
+    """A chain's stage entered past the chain's deadline has a negative budget: no evidence
+    about the door (it used to drive the margin below zero through the cap)."""
+    from adapter.policies.admission import Lateness
+
+    lateness = Lateness()
+    lateness.finished(2.0, 1.0, -0.5, given_up=True)
+    assert lateness.margin_s(2.0) == 0.0 and lateness.finished_count == 0

@@ -152,7 +152,10 @@ class Lateness:
 
     def finished(self, now: float, due: float, slo_s: float, *, given_up: bool = False) -> None:
         """An admitted request with an SLO of ``slo_s``, due at ``due``, finished at ``now``
-        (or was ``given_up``)."""
+        (or was ``given_up``). One with no SLO left when it came (a chain's stage entered past
+        its deadline) says nothing of the door, and is not counted."""
+        if not slo_s > 0.0:
+            return
         self.finished_count += 1
         step = self.step * slo_s
         margin = self.margin_s(now)
