@@ -273,6 +273,7 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
     row["work_ms"] = {n: round(1000 * w, 2) for n, w in zip(names, work_s, strict=True)}
     row["arrived"] = sum(len(s) for s in schedules)
     row["failed"] = len(load.every) - len(answered)
+    row["refused"] = load.refused  # of the failed: answered with a refusal at the door
     return row
 
 

@@ -51,6 +51,9 @@ class Load:
         self._out: list[dict[int, float]] = [{} for _ in names]
         #: every request's response time (inf: not served)
         self.every: list[float] = []
+        #: requests answered with a refusal for load (429/503 with Retry-After): answered, but
+        #: counted failed with the unanswered ones
+        self.refused = 0
         #: requests sent per app since :meth:`second` last read them
         self.came = [0 for _ in names]
 
@@ -82,7 +85,9 @@ class Load:
         self.came[i] += 1
         url = f"{self.base}/v1/models/{self._names[i]}:predict"
         try:
-            ok = (await self._client.post(url, content=self._bodies[i])).status_code == 200
+            status = (await self._client.post(url, content=self._bodies[i])).status_code
+            ok = status == 200
+            self.refused += status in (429, 503)
         except httpx.HTTPError:
             ok = False
         except asyncio.CancelledError:  # still out when the drain ran out: unanswered
