@@ -42,7 +42,7 @@ from simulator.request import SimRequest
 from simulator.results import AppResult, FunctionResult, SimResult, StageResult, summarize
 from simulator.scalers import FixedScaler, FunctionState, KpaScaler, Scaler, ScalerHooks
 from simulator.service import ServiceCurve
-from simulator.stations import AppRoute, Station
+from simulator.stations import AppRoute, SharedSplit, Station
 
 __all__ = ["AppResult", "FunctionResult", "SimRequest", "SimResult", "Simulation", "StageResult",
            "app_slos_ms", "make_scaler"]  # fmt: skip
@@ -113,6 +113,7 @@ class Simulation:
             AppRoute(name, [self.stations[s] for s in app.stages], slos[name] / 1000.0)
             for name, app in config.apps.items()
         ]
+        self._split = SharedSplit(self.apps) if policy.throughput_aware else None
         weights = [app.weight for app in config.apps.values()]
         total = sum(weights)
         self._cumulative = list(itertools.accumulate(w / total for w in weights))
@@ -215,6 +216,8 @@ class Simulation:
         app = self.apps[app_index]
         req = SimRequest(app_index, self._issued, now, now + app.slo_s)
         req.input_class = self._inputs.pick(app_index)
+        if self._split is not None:
+            self._split.plan.observe(app.name, now)
         self._issued += 1
         self._outstanding += 1
         st = self._enter(req, app, now)
@@ -228,7 +231,7 @@ class Simulation:
         req.seq = next(self._entries)
         req.hopeless = False
         if self.policy.division in ("proportional", "marginal") and k < len(stations) - 1:
-            app.refresh(self.policy)
+            app.refresh(self.policy, now)
         if st.ready == 0 and req.index >= self._warmup:
             st.cold_hits += 1
         if self._hooks is not None:

@@ -11,12 +11,13 @@ from adapter.policies.estimates import stage_estimates, stage_gains
 from adapter.policies.latency import LatencyModel
 from adapter.policies.modes import SLACKWISE
 from adapter.policies.slack import StagePolicy
+from adapter.policies.throughput_split import AppPath, StageFleet, ThroughputSplit
 from knative.meter import ConcurrencyMeter
 from simulator.config import SimConfig, SimFunction
 from simulator.request import SimRequest
 from simulator.service import ServiceCurve
 
-__all__ = ["AppRoute", "Station"]
+__all__ = ["AppRoute", "SharedSplit", "Station"]
 
 
 class Station:
@@ -82,7 +83,8 @@ class Station:
 class AppRoute:
     """One app's stations in order, its SLO, and its stage estimates (cached by version)."""
 
-    __slots__ = ("estimates", "gains", "name", "slo_s", "stations", "trackers_version")
+    __slots__ = ("estimates", "gains", "name", "slo_s", "split", "split_at", "stations",
+                 "trackers_version")  # fmt: skip
 
     def __init__(self, name: str, stations: list[Station], slo_s: float) -> None:
         self.name = name
@@ -92,8 +94,11 @@ class AppRoute:
         #: each stage's gain from batching (the marginal division only)
         self.gains: list[float] = [1.0] * len(stations)
         self.trackers_version = -1
+        #: the throughput-aware split shared by every app (GS-T only) and when it last changed
+        self.split: SharedSplit | None = None
+        self.split_at = -1.0
 
-    def refresh(self, policy: StagePolicy) -> None:
+    def refresh(self, policy: StagePolicy, now: float = 0.0) -> None:
         """Bring the stage estimates (and gains) up to date for ``policy``: from the batch sizes
         in use, re-read when a station's sizes or model changed; with the queues too, every
         time, for a queue-aware policy (as :mod:`adapter.serving.chains` prices them live)."""
@@ -108,9 +113,44 @@ class AppRoute:
         version = 0
         for s in stations:
             version += s.version
+        split = self.split
+        if split is not None:
+            split.refresh(now)
+            if split.at != self.split_at:
+                self.split_at, self.trackers_version = split.at, -1
         if version == self.trackers_version:
             return
         self.trackers_version = version
         self.estimates = stage_estimates(models, sizes)
+        if split is not None:
+            self.estimates = split.plan.budgets_ms(self.name, self.estimates)
         if policy.division == "marginal":
             self.gains = stage_gains(models, sizes)
+
+
+class SharedSplit:
+    """GS-T's split over the whole fleet, shared by every app's route: it counts each app's
+    arrivals and, once a period, recomputes from every station's latency model, ready replicas
+    and largest batch (as :mod:`adapter.serving.chains` does live)."""
+
+    __slots__ = ("at", "plan", "stations")
+
+    def __init__(self, apps: Sequence[AppRoute]) -> None:
+        self.stations = {st.name: st for app in apps for st in app.stations}
+        self.plan = ThroughputSplit(
+            {a.name: AppPath(tuple(st.name for st in a.stations), a.slo_s * 1000.0) for a in apps}
+        )
+        #: when the plan was last recomputed (-1: never)
+        self.at = -1.0
+        for app in apps:
+            app.split = self
+
+    def refresh(self, now: float) -> None:
+        if not self.plan.due(now):
+            return
+        fleets = {
+            name: StageFleet(st.model.estimate_ms, st.controller.slots(st.ready), st.max_batch)
+            for name, st in self.stations.items()
+        }
+        self.plan.recompute(now, fleets)
+        self.at = now

@@ -9,8 +9,17 @@ __all__ = ["GROUPS", "INPUT", "INTERFERENCE", "INTERFERENCE_MORE", "LIVE", "SLOW
 _GPU_POLICIES = (
     "--policies",
     "ED-30,ED-50,ED-DYN,EDF-30,EDF-50,EDF-DYN,ED-30-paper,"
-    "ED-50-paper,ED-DYN-paper,EDF-30-paper,EDF-50-paper,EDF-DYN-paper,GS,GS-paper",
+    "ED-50-paper,ED-DYN-paper,EDF-30-paper,EDF-50-paper,EDF-DYN-paper,GS,GS-paper,GS-T",
 )
+#: Table 4 on CPU: the paper's policies (the default set) and the throughput-aware split
+_CPU_POLICIES = (
+    "--policies",
+    "FIFO-NB,ED-NB,ED-30,ED-50,ED-DYN,EDF-NB,EDF-30,EDF-50,EDF-DYN,ED-NB-paper,ED-30-paper,"
+    "ED-50-paper,ED-DYN-paper,EDF-NB-paper,EDF-30-paper,EDF-50-paper,EDF-DYN-paper,GS,GS-T",
+)
+#: GS-T, its two parts apart (its split alone, its batching alone) and the batching for
+#: throughput under the baselines' own stage deadlines
+_THROUGHPUT = "GS-T,GS-T-split,GS-TB,ED-DYN-TB,EDF-DYN-TB"
 
 #: the simulated experiments each ``--run`` group re-runs: (config, JSON written, extra flags of
 #: ``slackwise simulate``); a text summary goes beside each JSON (``.txt``)
@@ -22,7 +31,7 @@ GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
     ),
     "grandslam": tuple(  # Fig. 13 and 14; per function type (--per-type) at the paper's scale
         (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json",
-         (*(_GPU_POLICIES if "gpu" in name or "1000" in name else ()),
+         (*(_GPU_POLICIES if "gpu" in name or "1000" in name else _CPU_POLICIES),
           *(() if "1000" in name else ("--per-type",))))
         for name in ("wl1-cpu", "wl2-cpu", "wl1-gpu", "wl2-gpu", "wl1-cpu-1000", "wl2-cpu-1000")
     ) + tuple(  # the ablation of the paper's Fig. 9: which part of GS buys what
@@ -31,15 +40,20 @@ GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
         for name in ("wl1-cpu", "wl2-cpu")
     ) + tuple(  # GS's variants beyond the paper (GS-Q, GS-M), against GS and the best two
         (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}-variants.json",
-         ("--policies", "GS,GS-Q,GS-M,ED-DYN,EDF-DYN"))
+         ("--policies", "GS,GS-T,GS-TB,GS-Q,GS-M,ED-DYN,EDF-DYN"))
         for name in ("wl1-cpu", "wl2-cpu")
     ) + tuple(  # a mix other than ours: DNN stages on GPU nodes, classic stages on CPU nodes
         (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json",
-         ("--policies", "GS,GS-Q,GS-M,ED-DYN,EDF-DYN,ED-30,EDF-30,FIFO-NB"))
-        for name in ("wl1-mixed", "wl2-mixed")
+         ("--policies", f"GS,{_THROUGHPUT},GS-Q,GS-M,ED-DYN,EDF-DYN,ED-30,EDF-30,FIFO-NB"))
+        for name in ("wl1-mixed", "wl2-mixed", "wl1-mixed-late")
     ) + tuple(  # requests of two input sizes; GS priced per input size (ETC per size) or not
+        (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json",
+         ("--policies", f"GS,GS-paper,GS-Q,GS-M,ED-DYN,EDF-DYN,ED-DYN-paper,EDF-DYN-paper,"
+                        f"{_THROUGHPUT}"))
+        for name in ("wl1-cpu-inputs",)
+    ) + tuple(
         (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json", ())
-        for name in ("wl1-cpu-inputs", "wl1-cpu-inputs-etc")
+        for name in ("wl1-cpu-inputs-etc",)
     ),
     "roma": tuple(
         (f"experiments/sim/roma-{name}.yaml", f"experiments/sim/results/roma-{name}.json", ())

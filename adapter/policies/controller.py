@@ -101,6 +101,8 @@ class Controller(Generic[T]):
         #: learnt; every request is priced as the mix): ``adapter.etc_by_input``
         self.input_cost: InputCost | None = None
         self.stage_policy = stage_policy
+        #: give up requests that only a batch too small to keep up could still serve (GS-T)
+        self._sustains = stage_policy is not None and stage_policy.sustain
         self.late = late
         self.settings = settings
         if stage_policy is None:
@@ -272,6 +274,7 @@ class Controller(Generic[T]):
             slots=max(1, self.container_concurrency),
             margin_s=self.path_margin.margin_ms() / 1000.0,
             as_in_paper=self.stage_policy is not None and self.stage_policy.paper,
+            sustain_slots=self.slots(ready) if self._sustains else 0,
         )
         if decision.take == 0:
             return Step(decision=decision, wake_at=decision.wake_at, late=late, tuned=tuned)

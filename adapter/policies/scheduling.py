@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from adapter.policies.batching import BatchDecision, LatencyEstimator, decide
+from adapter.policies.batching import MIN_RELIEF, BatchDecision, LatencyEstimator, decide
 from adapter.policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
 from adapter.policies.paper_batching import algorithm_1
 from adapter.policies.queue import Queued, RequestQueue
 from adapter.policies.slack import Batching
 
-__all__ = ["next_batch"]
+__all__ = ["next_batch", "sustaining_batch"]
 
 T = TypeVar("T", bound=Queued)
 
@@ -51,6 +51,7 @@ def next_batch(
     slots: int = 1,
     margin_s: float = 0.0,
     as_in_paper: bool = False,
+    sustain_slots: int = 0,
 ) -> BatchDecision:
     """The batch to send from ``queue`` at ``now`` (see the module docstring).
 
@@ -65,6 +66,11 @@ def next_batch(
     ``as_in_paper``: GrandSLAM's baselines as the paper defines them: late requests stay where
     their deadline puts them, and dynamic batches are Algorithm 1 as written
     (:func:`adapter.policies.paper_batching.algorithm_1`: no waiting, no timeout).
+    ``sustain_slots`` (the fleet's slots; 0: off): a request is given up as late once it could
+    no longer make its deadline in a batch of the size with which those slots keep up with
+    ``arrival_rate`` (:func:`sustaining_batch`), not only alone: under overload, serving the
+    requests closest to their deadlines one small batch at a time would make every later one
+    late too.
     """
     if not queue:
         return _EMPTY
@@ -72,7 +78,14 @@ def next_batch(
         return _BUSY
     if deadline_aware and not as_in_paper:
         estimate = model.estimate_ms
-        queue.demote(lambda p: now > p.deadline - estimate(p.size) / 1000.0)
+        floor = 1
+        if sustain_slots > 0 and arrival_rate:
+            floor = sustaining_batch(model, arrival_rate, sustain_slots, limit)
+        if floor > 1:
+            floor_s = estimate(floor) / 1000.0
+            queue.demote(lambda p: now > p.deadline - max(estimate(p.size) / 1000.0, floor_s))
+        else:
+            queue.demote(lambda p: now > p.deadline - estimate(p.size) / 1000.0)
     items = queue.items
     if batching == "dynamic" and as_in_paper:
         decision = algorithm_1(now, items, model, limit=limit)
@@ -105,7 +118,29 @@ def next_batch(
             decision = BatchDecision(take=0, instances=0, wake_at=latest, reason="wait")
         else:
             decision = BatchDecision(take=take, instances=total, wake_at=None, reason="static")
+    if sustain_slots > 0 and decision.take > 1 and free_slots > 1 and decision.reason != "late":
+        # a batch that saves less than MIN_RELIEF of what its members cost apart is not worth
+        # their wait for one another: with a slot free, the head goes alone and the next step
+        # sends the rest beside it
+        first = items[0].size
+        apart = decision.instances / first * model.estimate_ms(first)
+        if model.estimate_ms(decision.instances) >= (1.0 - MIN_RELIEF) * apart:
+            return BatchDecision(take=1, instances=first, wake_at=None, reason=decision.reason)
     if decision.take == 0 and inflight == 0 and cold:
         head = items[0]
         return BatchDecision(take=1, instances=head.size, wake_at=None, reason="activate")
     return decision
+
+
+#: the share of the slots' time the sustaining batch may use: the rest drains what bursts bring
+SUSTAIN_UTILISATION = 0.95
+
+
+def sustaining_batch(model: LatencyEstimator, rate: float, slots: int, limit: int) -> int:
+    """The smallest batch with which ``slots`` keep up with ``rate`` instances a second within
+    :data:`SUSTAIN_UTILISATION` (``rate · E(n) ≤ u · 1000 · n · slots``); 1 when none within
+    ``limit`` does (no batch size saves the function then: only replicas can)."""
+    for n in range(1, max(1, limit) + 1):
+        if rate * model.estimate_ms(n) <= SUSTAIN_UTILISATION * 1000.0 * n * max(1, slots):
+            return n
+    return 1

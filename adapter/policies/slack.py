@@ -20,6 +20,11 @@ GrandSLAM's (seed 000, §4.2–4.4) and the baselines it is compared with in §6
 * **GS-Q** (beyond the paper): GS with every stage priced by its ETC including the queueing term
   of Eq. 1, ``L_m(n) · (1 + queued_m / (n · slots_m))``: a stage with a queue gets the budget it
   needs to batch its way out, taken from stages that have none.
+* **GS-T** (beyond the paper): Eq. 4's split with every stage raised to the least budget with
+  which its function carries its share of the highest rate the fleet can carry in the measured
+  mix of apps, the time taken from the other stages in Eq. 4's proportions
+  (:mod:`adapter.policies.throughput_split`): the function that binds gets the budget its
+  batches need; where none needs more than Eq. 4 gives it, the split is GS's.
 * **GS-M** (beyond the paper): every stage gets its estimated latency, and the time beyond their
   sum goes where batching pays, in proportion to ``gain × latency`` (``gain``: how much a
   request's cost falls when that stage's batch doubles; :func:`marginal_budgets`).
@@ -172,6 +177,13 @@ class StagePolicy:
     #: price each stage by its ETC with the queueing term (Eq. 1): its batch latency times the
     #: rounds of batches queued ahead (:func:`adapter.policies.estimates.stage_estimates`)
     queue_aware: bool = False
+    #: split by what binds: each stage raised to the least budget its function needs at the
+    #: highest rate the fleet carries in the measured mix (:mod:`adapter.policies.throughput_split`)
+    throughput_aware: bool = False
+    #: batch for throughput under load (:func:`adapter.policies.scheduling.next_batch`'s
+    #: ``sustain_slots``): give up what only a batch too small to keep up could serve, and send
+    #: apart what costs as much together
+    sustain: bool = False
     #: batch as the paper defines its policies, without this project's additions (Algorithm 1
     #: as written, no waiting, no timeout, no demotion of late requests)
     paper: bool = False
@@ -262,6 +274,30 @@ FIFO_DYN = StagePolicy(
 GS_NB = StagePolicy(
     name="GS-NB", order="deadline", division="proportional", forward=True, batching="none"
 )
+#: beyond the paper: Eq. 4 with every stage raised to the budget its function needs to carry its
+#: share of the highest rate the fleet carries (:mod:`adapter.policies.throughput_split`)
+GS_T = StagePolicy(
+    name="GS-T", order="deadline", division="proportional", forward=True, batching="dynamic",
+    throughput_aware=True, sustain=True,
+)  # fmt: skip
+#: GS-T's two parts apart (the ablation): its split with GS's batching, and the batching for
+#: throughput with each stage policy's own deadlines
+GS_T_SPLIT = StagePolicy(
+    name="GS-T-split", order="deadline", division="proportional", forward=True,
+    batching="dynamic", throughput_aware=True,
+)  # fmt: skip
+GS_TB = StagePolicy(
+    name="GS-TB", order="deadline", division="proportional", forward=True, batching="dynamic",
+    sustain=True,
+)  # fmt: skip
+ED_DYN_TB = StagePolicy(
+    name="ED-DYN-TB", order="deadline", division="equal", forward=False, batching="dynamic",
+    sustain=True,
+)  # fmt: skip
+EDF_DYN_TB = StagePolicy(
+    name="EDF-DYN-TB", order="deadline", division="end_to_end", forward=False,
+    batching="dynamic", sustain=True,
+)  # fmt: skip
 #: GS without this project's additions to batching: what they buy GS
 GS_PAPER = StagePolicy(
     name=f"GS{PAPER_SUFFIX}", order="deadline", division="proportional", forward=True,
@@ -285,7 +321,21 @@ POLICIES: Mapping[str, StagePolicy] = MappingProxyType(
 
 #: policies beyond the paper's, run when named (not in the default set of a comparison)
 VARIANTS: Mapping[str, StagePolicy] = MappingProxyType(
-    {p.name: p for p in (GS_Q, GS_M, GS_PAPER, FIFO_DYN, GS_NB)}
+    {
+        p.name: p
+        for p in (
+            GS_T,
+            GS_T_SPLIT,
+            GS_TB,
+            ED_DYN_TB,
+            EDF_DYN_TB,
+            GS_Q,
+            GS_M,
+            GS_PAPER,
+            FIFO_DYN,
+            GS_NB,
+        )
+    }
 )
 
 
