@@ -1,5 +1,7 @@
-"""Each GrandSLAM workload's throughput ceiling (:mod:`simulator.bounds`) beside what GS and the
-best baselines reached, from their result JSONs: how much room any policy had to gain.
+"""Each GrandSLAM workload's throughput ceiling (:mod:`simulator.bounds`) beside what GS, GS-T
+and the best baselines reached, from their result JSONs: how much room any policy had to gain,
+and the fraction of the ceiling GS-T reached (of the ceiling as such, and of the ceiling with
+each stage's wait for a free slot, :func:`simulator.bounds.waited_ceiling`).
 
     .venv/bin/python benchmarks/throughput_ceiling.py \
         > experiments/sim/results/throughput-ceiling.txt
@@ -13,13 +15,13 @@ import json
 import sys
 from pathlib import Path
 
-from simulator.bounds import throughput_ceiling
+from simulator.bounds import throughput_ceiling, waited_ceiling
 from simulator.config import load_sim_config
 from simulator.runner import curves_for
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ("wl1-cpu", "wl2-cpu", "wl1-gpu", "wl2-gpu", "wl1-cpu-1000", "wl2-cpu-1000",
-             "wl1-mixed", "wl2-mixed", "wl1-cpu-inputs")  # fmt: skip
+             "wl1-mixed", "wl2-mixed", "wl1-mixed-late", "wl1-cpu-inputs")  # fmt: skip
 
 
 def _best(policies: dict[str, dict[str, float]], paper: bool) -> tuple[str, float]:
@@ -34,24 +36,35 @@ def _best(policies: dict[str, dict[str, float]], paper: bool) -> tuple[str, floa
 
 def main() -> int:
     print(
-        "| workload | ceiling rps (set by, at batch) | GS | best strengthened | best as in the "
-        "paper | ceiling / best baseline |"
+        "| workload | ceiling rps (set by, at batch) | with a slot's wait | GS | GS-T | "
+        "best strengthened | best as in the paper | ceiling / best baseline | "
+        "GS-T / ceiling | GS-T / with the wait | GS-T / best baseline |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in WORKLOADS:
         config = load_sim_config(ROOT / "experiments" / "sim" / f"{name}.yaml")
-        ceiling = throughput_ceiling(config, curves_for(config))
+        curves = curves_for(config)
+        ceiling = throughput_ceiling(config, curves)
+        waited = waited_ceiling(config, curves)
         doc = json.loads((ROOT / "experiments/sim/results" / f"{name}.json").read_text())
         policies = doc["policies"]
         gs = policies["GS"]["max_rps_at_sla"]
+        gs_t = policies.get("GS-T", {}).get("max_rps_at_sla")
         strong, strong_rps = _best(policies, paper=False)
         paper, paper_rps = _best(policies, paper=True)
         best = max(r for r in (strong_rps, paper_rps) if r == r)
         _, batch = ceiling.functions[ceiling.binding]
         shown = f"{paper} {paper_rps:.0f}" if paper_rps == paper_rps else "(not run)"
+        if gs_t is None:
+            t_cells = "(not run) | - | - | -"
+        else:
+            t_cells = (f"{gs_t:.0f} | {gs_t / ceiling.rate_rps:.2f} | {gs_t / waited:.2f} | "
+                       f"{gs_t / best:.2f}")  # fmt: skip
+        t_rps, *t_rest = t_cells.split(" | ")
         print(
-            f"| {name} | {ceiling.rate_rps:.0f} ({ceiling.binding}, {batch}) | {gs:.0f} | "
-            f"{strong} {strong_rps:.0f} | {shown} | {ceiling.rate_rps / best:.2f} |"
+            f"| {name} | {ceiling.rate_rps:.0f} ({ceiling.binding}, {batch}) | {waited:.0f} | "
+            f"{gs:.0f} | {t_rps} | {strong} {strong_rps:.0f} | {shown} | "
+            f"{ceiling.rate_rps / best:.2f} | {' | '.join(t_rest)} |"
         )
     return 0
 

@@ -17,15 +17,16 @@ percent above the ceiling, as a backlog that has not yet grown far does.)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from adapter.policies.throughput_split import AppPath, StageFleet, highest_rate
 from simulator.config import SimConfig
 from simulator.engine import app_slos_ms
 from simulator.inputs import InputSizes
 from simulator.service import ServiceCurve
 
-__all__ = ["Ceiling", "throughput_ceiling"]
+__all__ = ["Ceiling", "throughput_ceiling", "waited_ceiling"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +69,34 @@ def throughput_ceiling(config: SimConfig, curves: Mapping[str, ServiceCurve]) ->
     bounds = {n: per_function[n][0] / share[n] for n in per_function}
     binding = min(bounds, key=bounds.__getitem__)
     return Ceiling(rate_rps=bounds[binding], binding=binding, functions=per_function)
+
+
+def waited_ceiling(config: SimConfig, curves: Mapping[str, ServiceCurve]) -> float:
+    """The ceiling's question asked of every app's path at once, with each stage's wait for a
+    slot: the highest rate (app requests a second, in the apps' weights) at which, for every
+    app, the sum over its stages of ``L(n) · (1 + 1 / slots)`` fits its SLO, ``n`` the least
+    batch with which the function's slots carry its share (GS-T's least budgets,
+    :func:`adapter.policies.throughput_split.highest_rate`, with no room left for bursts). A
+    request that reaches a function whose every slot is busy waits for the first to free, up
+    to a batch's time over the slots when they are staggered evenly; at the ceiling every slot
+    is busy. A model, not a bound: it is what a policy whose batches wait for a free slot can
+    carry with every request on time."""
+    slos = app_slos_ms(config, curves)
+    costs = InputSizes(config, config.seed).mean_cost
+    fleets = {
+        name: StageFleet(
+            _scaled(curves[name], costs[name]),
+            fn.nodes * max(1, fn.container_concurrency),
+            fn.max_batch,
+        )
+        for name, fn in config.functions.items()
+    }
+    apps = {name: AppPath(tuple(app.stages), slos[name]) for name, app in config.apps.items()}
+    total = sum(app.weight for app in config.apps.values())
+    mix = {name: app.weight / total for name, app in config.apps.items()}
+    return highest_rate(fleets, apps, mix, utilisation=1.0, wait=1.0)
+
+
+def _scaled(curve: ServiceCurve, cost: float) -> Callable[[int], float]:
+    """A batch's median latency (ms) with its instances at ``cost`` each."""
+    return lambda n: curve.median_ms(n) * cost

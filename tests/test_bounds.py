@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from adapter.policies.slack import stage_policy
-from simulator.bounds import throughput_ceiling
+from simulator.bounds import throughput_ceiling, waited_ceiling
 from simulator.config import parse_sim_config
 from simulator.engine import Simulation
 from simulator.service import ServiceCurve
@@ -50,6 +50,19 @@ def test_a_stage_serving_two_apps_and_the_other_stages_minimum_time() -> None:
     # f sees half of the requests, g all of them: f bounds at 666.7, g at 800
     assert ceiling.binding == "f"
     assert ceiling.rate_rps == pytest.approx(2 * 8 * 1000.0 / 24.0)
+
+
+def test_the_wait_for_a_slot_lowers_the_ceiling_where_the_room_is_tight() -> None:
+    # one stage, 8 + 2n ms, SLO 25 ms. Without the wait: batch 8 (24 ms), 666.7 a second on 2
+    # nodes. With it, a batch and half a batch must fit: 1.5 (8 + 2n) <= 25 -> n <= 4 (16 ms,
+    # 24 with the wait): 2 x 4 / 16 ms = 500 a second
+    config = _config({"a": {"stages": ["f"], "slo_ms": 25}}, f={"nodes": 2, "max_batch": 16})
+    curves = {"f": _curve("f", 8.0, 2.0)}
+    assert throughput_ceiling(config, curves).rate_rps == pytest.approx(666.67, abs=0.01)
+    assert waited_ceiling(config, curves) == pytest.approx(500.0, rel=0.01)
+    # with room to spare (SLO 100 ms) the largest batch sets both: 2 x 16 / 40 ms = 800
+    loose = _config({"a": {"stages": ["f"], "slo_ms": 100}}, f={"nodes": 2, "max_batch": 16})
+    assert waited_ceiling(loose, curves) == pytest.approx(800.0, rel=0.01)
 
 
 def test_input_costs_lower_the_ceiling_by_the_mean_cost() -> None:

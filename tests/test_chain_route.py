@@ -164,14 +164,14 @@ def test_unknown_apps_and_bad_bodies_get_a_clear_4xx() -> None:
     assert status.status_code == 404
 
 
-@pytest.mark.parametrize("policy", ["GS", "ED-DYN", "EDF-DYN", "GS-Q", "GS-M"])
+@pytest.mark.parametrize("policy", ["GS", "ED-DYN", "EDF-DYN", "GS-Q", "GS-M", "GS-T"])
 def test_the_app_status_shows_the_stage_budgets(policy: str) -> None:
     with client(Upstream(), config(stage_policy=policy)) as c:
         body = c.get("/v1/apps/ipa").json()
     budgets = body["stage_budgets_ms"]
     assert body["stage_policy"] == policy and len(budgets) == 3
     assert sum(budgets) == pytest.approx(2000.0, abs=0.1) or policy == "EDF-DYN"
-    if policy == "GS":  # proportional to the estimates (Eq. 4)
+    if policy in ("GS", "GS-T"):  # proportional to the estimates (Eq. 4; GS-T's at no load)
         est = body["estimates_ms"]
         assert budgets == pytest.approx([2000.0 * e / sum(est) for e in est], abs=0.1)
     if policy == "ED-DYN":
@@ -181,6 +181,16 @@ def test_the_app_status_shows_the_stage_budgets(policy: str) -> None:
         assert all(b >= e - 0.1 for b, e in zip(budgets, est, strict=True))
     if policy == "GS-Q":
         assert budgets == pytest.approx([2000.0 * e / sum(est) for e in est], abs=0.1)
+
+
+def test_a_throughput_aware_chain_answers_and_keeps_its_budgets_within_the_slo() -> None:
+    with client(Upstream(), config(stage_policy="GS-T")) as c:
+        answers = [c.post("/v1/apps/ipa:predict", json={"instances": [{"wav_b64": "x"}]})
+                   for _ in range(5)]  # fmt: skip
+        body = c.get("/v1/apps/ipa").json()
+    assert [r.status_code for r in answers] == [200] * 5
+    assert sum(body["stage_budgets_ms"]) == pytest.approx(2000.0, abs=0.1)
+    assert all(b > 0 for b in body["stage_budgets_ms"])
 
 
 def test_no_batching_policies_send_one_request_per_batch() -> None:

@@ -265,3 +265,17 @@ def test_per_type_fleet_at_load_holds_and_no_node_of_any_function_can_go() -> No
     for name, n in counts.items():
         if n > 1:
             assert not holds({**counts, name: n - 1}), name
+
+
+def test_gs_t_keeps_a_chain_whose_middle_stage_binds_from_collapsing() -> None:
+    """WL1 on the mixed fleet at 1,700 a second (2,234 is the ceiling; ner binds with its two
+    CPU nodes): GS prices ner at the small batches it runs, its queue stalls behind heads served
+    a batch at a time and misses grow; GS-T gives ner the budget its batches need and gives up
+    what only a batch too small to keep up could serve."""
+    from simulator.runner import run_one
+
+    config = load_sim_config(TINY.parent / "wl1-mixed.yaml")
+    curves = curves_for(config)
+    gs = run_one(config, "GS", curves, rate_rps=1700, requests=20_000, seed=1)
+    gs_t = run_one(config, "GS-T", curves, rate_rps=1700, requests=20_000, seed=1)
+    assert gs_t.violation_pct < gs.violation_pct / 2

@@ -37,7 +37,7 @@ from starlette.middleware import Middleware
 
 from adapter.policies.modes import preset
 from adapter.policies.slack import stage_policy
-from adapter.serving.chains import Chain
+from adapter.serving.chains import Chain, share_split
 from adapter.serving.input_limits import InputLimits
 from adapter.serving.platform_view import PlatformView
 from adapter.serving.predict_endpoint import PredictEndpoint, PredictMiddleware
@@ -85,6 +85,7 @@ def create_app(
         chains={name: Chain(app, config.functions, policy) for name, app in config.apps.items()},
         ids=itertools.count(1),
     )
+    share_split(state.chains)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -25,6 +25,7 @@ from typing import Any
 from adapter.policies.admission import expected_finish
 from adapter.policies.estimates import stage_estimates, stage_gains
 from adapter.policies.slack import StagePolicy
+from adapter.policies.throughput_split import AppPath, StageFleet, ThroughputSplit
 from adapter.serving.dispatcher import Dispatcher
 from adapter.serving.errors import AdapterError, StageOutputUnusable
 from adapter.serving.metrics import AdapterMetrics
@@ -35,7 +36,7 @@ from functions.headers import ARRIVED_COLD
 from slackwise_core.clock import Clock
 from slackwise_core.config import AppConfig, FunctionConfig
 
-__all__ = ["Chain", "ChainResult"]
+__all__ = ["Chain", "ChainResult", "share_split"]
 
 #: how a chain waits for a stage's answer: None when the client went away meanwhile
 AwaitAnswer = Callable[[Pending], Awaitable[Answer | None]]
@@ -80,13 +81,19 @@ class Chain:
             edge_for(functions[a].model, functions[b].model)
             for a, b in itertools.pairwise(app.stages)
         ]
+        #: the split every chain shares, for a throughput-aware policy (:func:`share_split`)
+        self.split: ThroughputSplit | None = None
 
     def estimates(
-        self, dispatchers: Mapping[str, Dispatcher], input_bytes: float = 0.0
+        self,
+        dispatchers: Mapping[str, Dispatcher],
+        input_bytes: float = 0.0,
+        now: float | None = None,
     ) -> list[float]:
         """Each stage's estimated batch latency (ms) at the batch sizes its function uses now,
         for a request of ``input_bytes`` per instance where its functions learn what an input's
-        size costs them (``adapter.etc_by_input``; 0: priced as the mix)."""
+        size costs them (``adapter.etc_by_input``; 0: priced as the mix). With a throughput-aware
+        policy, the budgets its split gives the stages (recomputed at ``now`` when due)."""
         stages = [dispatchers[fn] for fn in self.app.stages]
         models, sizes = [d.model for d in stages], [d.batch_sizes.mean for d in stages]
         if self.policy.queue_aware:  # ETC with the queueing term, as the simulator prices it
@@ -95,6 +102,11 @@ class Chain:
             estimates = stage_estimates(models, sizes, queued, slots)
         else:
             estimates = stage_estimates(models, sizes)
+        split = self.split
+        if split is not None:
+            if now is not None and split.due(now):
+                split.recompute(now, _fleets(split, dispatchers))
+            estimates = split.budgets_ms(self.app.name, estimates)
         costs = [d.controller.input_cost for d in stages]
         return [e if c is None else e * c.cost(input_bytes)
                 for e, c in zip(estimates, costs, strict=True)]  # fmt: skip
@@ -131,7 +143,7 @@ class Chain:
 
     def budgets_ms(self, dispatchers: Mapping[str, Dispatcher], now: float) -> list[float]:
         """The plan for a request arriving at ``now`` whose every stage takes all its budget."""
-        estimates, gains = self.estimates(dispatchers), self.gains(dispatchers)
+        estimates, gains = self.estimates(dispatchers, now=now), self.gains(dispatchers)
         deadline = now + self.app.slo_ms / 1000.0
         arrival, budgets = now, []
         for k in range(len(self.app.stages)):
@@ -164,6 +176,8 @@ class Chain:
         app = self.app
         arrival = clock.now()
         deadline = arrival + slo_ms / 1000.0
+        if self.split is not None:
+            self.split.observe(app.name, arrival)
         seq = next(ids)
         timings: list[tuple[str, Answer]] = []
         current = instances
@@ -180,7 +194,7 @@ class Chain:
                     arrival=now,
                     deadline=self.policy.stage_deadline(
                         stage=k, now=now, arrival=arrival, deadline=deadline,
-                        estimates_ms=self.estimates(dispatchers, input_bytes),
+                        estimates_ms=self.estimates(dispatchers, input_bytes, now),
                         gains=self.gains(dispatchers),
                     ),
                     seq=next(ids),
@@ -266,3 +280,28 @@ def _record(
             for fn, a in timings
         ],
     }
+
+
+def share_split(chains: Mapping[str, Chain]) -> ThroughputSplit | None:
+    """One :class:`adapter.policies.throughput_split.ThroughputSplit` over every app, given to
+    each chain, when their policy is throughput-aware (GS-T); None otherwise."""
+    if not chains or not next(iter(chains.values())).policy.throughput_aware:
+        return None
+    split = ThroughputSplit(
+        {name: AppPath(tuple(c.app.stages), c.app.slo_ms) for name, c in chains.items()}
+    )
+    for chain in chains.values():
+        chain.split = split
+    return split
+
+
+def _fleets(split: ThroughputSplit, dispatchers: Mapping[str, Dispatcher]) -> dict[str, StageFleet]:
+    """Every function the split's apps visit, as it sees them now: the latency model, the ready
+    replicas' slots and the function's largest batch."""
+    out = {}
+    for path in split.apps.values():
+        for fn in path.stages:
+            c = dispatchers[fn].controller
+            ready = dispatchers[fn].view.replicas(fn).ready
+            out[fn] = StageFleet(c.reader.estimate_ms, c.slots(ready), c.max_batch)
+    return out

@@ -125,7 +125,9 @@ async def app_status(request: Request) -> Response:
             "slo_ms": app.slo_ms,
             "percentile": app.percentile,
             "stage_policy": state.stage_policy.name,
-            "estimates_ms": [round(e, 2) for e in chain.estimates(state.dispatchers)],
+            "estimates_ms": [
+                round(e, 2) for e in chain.estimates(state.dispatchers, now=state.clock.now())
+            ],
             "stage_budgets_ms": chain.budgets_ms(state.dispatchers, state.clock.now()),
         }
     )

@@ -240,7 +240,8 @@ ADVISOR_MODE = "slackwise+advisor"
 _BASELINES = ("ED-NB", "ED-30", "ED-50", "ED-DYN", "EDF-NB", "EDF-30", "EDF-50", "EDF-DYN")
 STAGE_POLICIES = (
     "FIFO-NB", *_BASELINES, *(f"{n}-paper" for n in _BASELINES), "GS",
-    "GS-Q", "GS-M", "GS-paper", "FIFO-DYN", "GS-NB",  # adapter.policies.slack.VARIANTS
+    "GS-T", "GS-T-split", "GS-TB", "ED-DYN-TB", "EDF-DYN-TB",  # adapter.policies.slack.VARIANTS
+    "GS-Q", "GS-M", "GS-paper", "FIFO-DYN", "GS-NB",
 )  # fmt: skip
 #: an app experiment compares stage policies by default (GrandSLAM Figs. 11-12)
 APP_EXPERIMENT_MODES = ("FIFO-NB", "ED-DYN", "EDF-DYN", "GS")

@@ -1,0 +1,259 @@
+"""GS-T: the SLO split by what binds (adapter.policies.throughput_split) and the batching for
+throughput that goes with it (adapter.policies.scheduling's ``sustain_slots``). Pure, on a
+virtual clock."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+import pytest
+
+from adapter.policies.queue import RequestQueue
+from adapter.policies.scheduling import next_batch, sustaining_batch
+from adapter.policies.slack import proportional_budgets, stage_policy
+from adapter.policies.throughput_split import (
+    AppPath,
+    StageFleet,
+    ThroughputSplit,
+    floor_split,
+    highest_rate,
+    least_budget_ms,
+)
+
+
+def gpu(n: int) -> float:
+    """A stage whose batches cost almost nothing more as they grow (5 ms + 0.01 ms each)."""
+    return 5.0 + 0.01 * n
+
+
+def cpu(n: int) -> float:
+    """A stage whose batches save a part of the per-request work (6 ms + 3 ms each)."""
+    return 6.0 + 3.0 * n
+
+
+FLEETS = {
+    "first": StageFleet(gpu, slots=1, max_batch=64),
+    "middle": StageFleet(cpu, slots=2, max_batch=64),
+    "last": StageFleet(gpu, slots=1, max_batch=64),
+}
+CHAIN = AppPath(("first", "middle", "last"), slo_ms=100.0)
+
+
+def eq4(sizes: tuple[int, int, int]) -> list[float]:
+    return [gpu(sizes[0]), cpu(sizes[1]), gpu(sizes[2])]
+
+
+def fed(split: ThroughputSplit, app: str, rate: float, start: float, end: float) -> float:
+    """Feed ``app`` arrivals at ``rate`` a second from ``start`` to ``end``; returns ``end``."""
+    t = start
+    while t < end:
+        split.observe(app, t)
+        t += 1.0 / rate
+    return end
+
+
+def test_least_budget_is_the_batch_that_carries_the_rate_with_its_wait_for_a_slot() -> None:
+    fleet = FLEETS["middle"]
+    # at no load: one request, and the batch ahead of it on the next slot to free
+    assert least_budget_ms(fleet, 0.0) == pytest.approx(cpu(1) * 1.5)
+    # 500 a second: batches of n carry 2 n / (6 + 3 n) ms; within 85 % the least is n = 15
+    n = next(n for n in range(1, 65) if 500 * cpu(n) <= 0.85 * 2 * n * 1000)
+    assert least_budget_ms(fleet, 500.0) == pytest.approx(cpu(n) * 1.5)
+    # more than the largest batch carries (2 x 64 / 198 ms = 646 a second): no budget does
+    assert least_budget_ms(fleet, 700.0) == math.inf
+    # without the queueing margin, the ceiling's question: the batch that carries it exactly
+    exact = next(n for n in range(1, 65) if 500 * cpu(n) <= 2 * n * 1000)
+    assert least_budget_ms(fleet, 500.0, utilisation=1.0, wait=0.0) == cpu(exact)
+    budgets = [least_budget_ms(fleet, r) for r in range(0, 640, 20)]
+    assert budgets == sorted(budgets)  # never less for more load
+
+
+def test_the_split_gives_the_binding_function_the_budget() -> None:
+    split = ThroughputSplit({"chain": CHAIN})
+    now = fed(split, "chain", rate=450.0, start=0.0, end=30.0)
+    split.recompute(now, FLEETS)
+    sizes = (4, 4, 4)  # what the stages batch at while they keep up
+    budgets = split.budgets_ms("chain", eq4(sizes))
+    eq4_budgets = proportional_budgets(100.0, eq4(sizes))
+    need = least_budget_ms(FLEETS["middle"], split.target_rps)
+    # Eq. 4 prices the middle stage at the small batches it runs and gives it less than it
+    # needs to carry 450 a second with the headroom; the split gives it exactly that
+    assert eq4_budgets[1] < need
+    assert budgets[1] == pytest.approx(need)
+    assert budgets[0] < eq4_budgets[0] and budgets[2] < eq4_budgets[2]
+    # the time comes from the other stages in Eq. 4's proportions
+    assert budgets[0] / budgets[2] == pytest.approx(eq4_budgets[0] / eq4_budgets[2])
+    assert sum(budgets) == pytest.approx(100.0)
+    assert split.target_rps == pytest.approx(min(split.rate_rps, 1.25 * 450.0), rel=0.02)
+
+
+def test_the_split_is_eq_4_when_no_function_binds() -> None:
+    # a light load: every stage's least budget is under what Eq. 4 gives it
+    split = ThroughputSplit({"chain": CHAIN})
+    now = fed(split, "chain", rate=20.0, start=0.0, end=30.0)
+    split.recompute(now, FLEETS)
+    for sizes in ((1, 1, 1), (2, 3, 1), (8, 8, 8)):
+        assert split.budgets_ms("chain", eq4(sizes)) == pytest.approx(
+            proportional_budgets(100.0, eq4(sizes))
+        )
+    # before the first recompute, too
+    fresh = ThroughputSplit({"chain": CHAIN})
+    assert fresh.budgets_ms("chain", eq4((1, 1, 1))) == pytest.approx(
+        proportional_budgets(100.0, eq4((1, 1, 1)))
+    )
+
+
+def test_a_chains_budgets_always_sum_to_its_slo() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        k = rng.randint(1, 5)
+        slo = rng.uniform(1.0, 500.0)
+        estimates = [rng.choice([0.0, rng.uniform(0.1, 200.0)]) for _ in range(k)]
+        floors = [rng.choice([0.0, rng.uniform(0.0, 300.0)]) for _ in range(k)]
+        budgets = floor_split(slo, estimates, floors)
+        assert sum(budgets) == pytest.approx(slo)
+        assert all(b >= 0.0 for b in budgets)
+        if sum(floors) <= slo:  # every floor is kept when they fit
+            assert all(b >= f - 1e-9 for b, f in zip(budgets, floors, strict=True))
+
+
+def test_an_app_whose_share_changes_moves_its_split_within_a_recompute_period() -> None:
+    # two apps share the last stage; only "heavy" goes through the CPU stage
+    apps = {
+        "heavy": AppPath(("first", "middle", "last"), 100.0),
+        "light": AppPath(("first", "last"), 100.0),
+    }
+    split = ThroughputSplit(apps, period_s=1.0)
+    now = fed(split, "heavy", rate=400.0, start=0.0, end=20.0)
+    split.recompute(now, FLEETS)
+    before = split.budgets_ms("heavy", eq4((4, 4, 4)))
+    # the mix turns: "light" arrives, "heavy" fades
+    now = fed(split, "light", rate=400.0, start=now, end=now + 40.0)
+    fed(split, "heavy", rate=5.0, start=now - 2.0, end=now)
+    assert not split.due(now - 40.0 + 0.5)  # not before a period has passed
+    assert split.due(now)
+    split.recompute(now, FLEETS)
+    after = split.budgets_ms("heavy", eq4((4, 4, 4)))
+    assert split.mix()["light"] > 0.9
+    assert after[1] < before[1]  # the CPU stage no longer needs what carried 400 a second
+    assert sum(after) == pytest.approx(100.0)
+
+
+def test_the_highest_rate_is_where_the_chain_stops_fitting() -> None:
+    rate = highest_rate(FLEETS, {"chain": CHAIN}, {"chain": 1.0})
+    needs = [least_budget_ms(FLEETS[f], rate) for f in CHAIN.stages]
+    assert sum(needs) <= CHAIN.slo_ms
+    above = [least_budget_ms(FLEETS[f], rate * 1.02) for f in CHAIN.stages]
+    assert sum(above) > CHAIN.slo_ms
+    # an SLO no stage fits even alone: no rate
+    tight = {"chain": AppPath(CHAIN.stages, 5.0)}
+    assert highest_rate(FLEETS, tight, {"chain": 1.0}) == 0.0
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="utilisation"):
+        least_budget_ms(FLEETS["middle"], 1.0, utilisation=0.0)
+    with pytest.raises(ValueError, match="period_s"):
+        ThroughputSplit({"chain": CHAIN}, period_s=0.0)
+    with pytest.raises(ValueError, match="one estimate and one floor"):
+        floor_split(10.0, [1.0], [1.0, 2.0])
+
+
+def test_gs_t_is_a_proportional_policy_with_the_split_and_the_batching() -> None:
+    policy = stage_policy("gs-t")
+    assert policy.throughput_aware and policy.sustain and policy.division == "proportional"
+    assert stage_policy("GS-T-split").sustain is False
+    assert stage_policy("GS-TB").throughput_aware is False
+
+
+# -- the batching for throughput ---------------------------------------------------------------
+
+
+class PerRequest:
+    """A batch of n takes 1 + 9 n ms: batching saves little."""
+
+    def estimate_ms(self, n: int) -> float:
+        return 1.0 + 9.0 * n
+
+    def p95_ms(self, n: int, now: float) -> float:
+        return self.estimate_ms(n)
+
+
+class Amortised:
+    """A batch of n takes 20 + 1 n ms: batching pays."""
+
+    def estimate_ms(self, n: int) -> float:
+        return 20.0 + n
+
+    def p95_ms(self, n: int, now: float) -> float:
+        return self.estimate_ms(n)
+
+
+@dataclass(slots=True)
+class Item:
+    deadline: float
+    arrival: float
+    seq: int
+    size: int = 1
+    hopeless: bool = False
+    cancelled: bool = False
+    input_bytes: float = 0.0
+
+    @property
+    def due(self) -> float:
+        return self.deadline
+
+
+def queue_of(deadlines: list[float]) -> RequestQueue[Item]:
+    q: RequestQueue[Item] = RequestQueue("deadline")
+    for i, d in enumerate(deadlines):
+        q.push(Item(deadline=d, arrival=0.0, seq=i))
+    return q
+
+
+def step(q: RequestQueue[Item], model: object, **kw: object) -> tuple[int, str]:
+    args: dict[str, object] = {
+        "batching": "dynamic", "deadline_aware": True, "limit": 64, "late_limit": 64,
+        "free_slots": 1, "cold": False, "inflight": 1, "arrival_rate": 1000.0, "slots": 1,
+    }  # fmt: skip
+    args.update(kw)
+    d = next_batch(0.0, q, model, **args)  # type: ignore[arg-type]
+    return d.take, d.reason
+
+
+def test_the_sustaining_batch_is_the_least_that_keeps_up() -> None:
+    # 500 a second on one slot, 20 + n ms a batch, 95 % busy at most: 500 (20 + n) <= 950 n
+    assert sustaining_batch(Amortised(), 500.0, 1, 64) == 23
+    assert sustaining_batch(Amortised(), 500.0, 2, 64) == 8  # two slots: 500 (20 + n) <= 1900 n
+    # more than the largest batch carries: no batch size saves it
+    assert sustaining_batch(Amortised(), 1000.0, 1, 64) == 1
+    # nothing keeps up at 200 a second per slot when every request costs 9 ms: batching
+    # cannot save the function, so no request is given up for it
+    assert sustaining_batch(PerRequest(), 200.0, 1, 64) == 1
+
+
+def test_under_overload_the_requests_only_a_small_batch_could_serve_are_given_up() -> None:
+    """500 a second on one slot that needs batches of 23 (43 ms) to keep up: five heads with
+    30 ms left can still go in a batch of 10 (30 ms), but serving the heads in batches that
+    small is what lets the backlog grow. With the batching for throughput they go behind, and
+    a batch that keeps up leaves with the requests that have the time for it."""
+    deadlines = [0.030] * 5 + [2.0] * 600
+    plain = step(queue_of(deadlines), Amortised(), arrival_rate=500.0)
+    assert plain == (10, "closed")  # as many as the heads' 30 ms allow
+    q = queue_of(deadlines)
+    take, _ = step(q, Amortised(), sustain_slots=1, arrival_rate=500.0)
+    assert take >= 23
+    assert all(item.deadline == 2.0 for item in q.items[:take])
+    # at a load the slots carry with batches of one, nothing changes
+    light = queue_of(deadlines)
+    assert step(light, Amortised(), sustain_slots=1, arrival_rate=10.0) == (10, "closed")
+
+
+def test_a_batch_that_saves_nothing_goes_apart_while_slots_are_free() -> None:
+    take, _ = step(queue_of([0.03] * 3), PerRequest(), free_slots=3, sustain_slots=3)
+    assert take == 1  # 28 ms together against 10 ms each apart, with three slots free
+    # with one slot left, or where batching pays, the batch stays whole
+    assert step(queue_of([0.03] * 3), PerRequest(), free_slots=1, sustain_slots=3)[0] == 3
+    assert step(queue_of([0.05] * 64), Amortised(), free_slots=3, sustain_slots=3)[0] == 30
