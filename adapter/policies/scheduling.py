@@ -66,26 +66,15 @@ def next_batch(
     ``as_in_paper``: GrandSLAM's baselines as the paper defines them: late requests stay where
     their deadline puts them, and dynamic batches are Algorithm 1 as written
     (:func:`adapter.policies.paper_batching.algorithm_1`: no waiting, no timeout).
-    ``sustain_slots`` (the fleet's slots; 0: off): a request is given up as late once it could
-    no longer make its deadline in a batch of the size with which those slots keep up with
-    ``arrival_rate`` (:func:`sustaining_batch`), not only alone: under overload, serving the
-    requests closest to their deadlines one small batch at a time would make every later one
-    late too.
+    ``sustain_slots`` (the fleet's slots; 0: off): batching for throughput (:func:`_demote`,
+    :func:`_apart`).
     """
     if not queue:
         return _EMPTY
     if free_slots <= 0:
         return _BUSY
     if deadline_aware and not as_in_paper:
-        estimate = model.estimate_ms
-        floor = 1
-        if sustain_slots > 0 and arrival_rate:
-            floor = sustaining_batch(model, arrival_rate, sustain_slots, limit)
-        if floor > 1:
-            floor_s = estimate(floor) / 1000.0
-            queue.demote(lambda p: now > p.deadline - max(estimate(p.size) / 1000.0, floor_s))
-        else:
-            queue.demote(lambda p: now > p.deadline - estimate(p.size) / 1000.0)
+        _demote(now, queue, model, arrival_rate, sustain_slots, limit)
     items = queue.items
     if batching == "dynamic" and as_in_paper:
         decision = algorithm_1(now, items, model, limit=limit)
@@ -119,16 +108,43 @@ def next_batch(
         else:
             decision = BatchDecision(take=take, instances=total, wake_at=None, reason="static")
     if sustain_slots > 0 and decision.take > 1 and free_slots > 1 and decision.reason != "late":
-        # a batch that saves less than MIN_RELIEF of what its members cost apart is not worth
-        # their wait for one another: with a slot free, the head goes alone and the next step
-        # sends the rest beside it
-        first = items[0].size
-        apart = decision.instances / first * model.estimate_ms(first)
-        if model.estimate_ms(decision.instances) >= (1.0 - MIN_RELIEF) * apart:
-            return BatchDecision(take=1, instances=first, wake_at=None, reason=decision.reason)
+        decision = _apart(decision, items[0].size, model)
     if decision.take == 0 and inflight == 0 and cold:
         head = items[0]
         return BatchDecision(take=1, instances=head.size, wake_at=None, reason="activate")
+    return decision
+
+
+def _demote(
+    now: float,
+    queue: RequestQueue[T],
+    model: LatencyEstimator,
+    arrival_rate: float | None,
+    sustain_slots: int,
+    limit: int,
+) -> None:
+    """Move the requests that can no longer make their deadline behind the rest: alone, or
+    (``sustain_slots``) in the batch with which the slots keep up with ``arrival_rate``
+    (:func:`sustaining_batch`). Under overload, serving the requests closest to their
+    deadlines one small batch at a time would make every later one late too."""
+    estimate = model.estimate_ms
+    floor = 1
+    if sustain_slots > 0 and arrival_rate:
+        floor = sustaining_batch(model, arrival_rate, sustain_slots, limit)
+    if floor > 1:
+        floor_s = estimate(floor) / 1000.0
+        queue.demote(lambda p: now > p.deadline - max(estimate(p.size) / 1000.0, floor_s))
+    else:
+        queue.demote(lambda p: now > p.deadline - estimate(p.size) / 1000.0)
+
+
+def _apart(decision: BatchDecision, first: int, model: LatencyEstimator) -> BatchDecision:
+    """A batch that saves less than MIN_RELIEF of what its members cost apart is not worth
+    their wait for one another: with a slot free, the head (``first`` instances) goes alone
+    and the next step sends the rest beside it."""
+    apart = decision.instances / first * model.estimate_ms(first)
+    if model.estimate_ms(decision.instances) >= (1.0 - MIN_RELIEF) * apart:
+        return BatchDecision(take=1, instances=first, wake_at=None, reason=decision.reason)
     return decision
 
 
