@@ -10,7 +10,10 @@ app; nothing here does I/O beyond reading model files.
 from __future__ import annotations
 
 import abc
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from functions.tensors import TensorSpec
 
 
 class InvalidInput(ValueError):
@@ -36,6 +39,9 @@ class Model(abc.ABC):
     max_instance_bytes: ClassVar[int | None] = None
     #: the device families the model's framework can compute on
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    #: what a prediction holds, as V2 output tensors (one per field of a record prediction);
+    #: empty: read from the predictions (:mod:`functions.v2_answer`)
+    outputs: ClassVar[tuple[TensorSpec, ...]] = ()
 
     def __init__(self, *, threads: int = 1, device: str = "cpu") -> None:
         from functions.device import check_device, parse_device

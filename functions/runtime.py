@@ -58,7 +58,9 @@ from functions.headers import (
     PROCESS_START,
 )
 from functions.model import InvalidInput, Model
-from functions.v2 import v2_instances, v2_outputs
+from functions.signature import signature
+from functions.v2 import V2Request, v2_request
+from functions.v2_answer import BINARY_HEADER, v2_answer
 
 logger = logging.getLogger(__name__)
 
@@ -154,12 +156,21 @@ def _deeper_than(value: Any, depth: int) -> bool:
     return False
 
 
-def _parse_instances(body: bytes, model: Model, *, v2: bool = False) -> list[Any]:
+def _parse_instances(
+    body: bytes, model: Model, *, v2: bool = False, header_length: str | None = None
+) -> tuple[list[Any], V2Request | None]:
+    """The validated instances of a body, and what a V2 request asks of its answer."""
     if len(body) > MAX_BODY_BYTES:
         raise InvalidInput(f"body of {len(body)} bytes exceeds the limit of {MAX_BODY_BYTES}")
     if not body:
         raise InvalidInput('empty body: send {"instances": [...]}')
-    instances = v2_instances(body) if v2 else v1_instances(body)
+    request = v2_request(body, header_length) if v2 else None
+    if request is None:
+        instances = v1_instances(body)
+    elif (known := signature(model.kind)) is not None:
+        instances = known.instances(request)
+    else:
+        instances = request.instances
     if len(instances) > model.max_instances:
         raise InvalidInput(
             f"{len(instances)} instances exceed this model's limit of {model.max_instances}"
@@ -170,7 +181,7 @@ def _parse_instances(body: bytes, model: Model, *, v2: bool = False) -> list[Any
             decoded.append(model.validate(instance))
         except InvalidInput as exc:
             raise InvalidInput(f"instances[{i}]: {exc}") from None
-    return decoded
+    return decoded, request
 
 
 async def _run_model(state: _State, instances: list[Any]) -> list[Any]:
@@ -263,7 +274,8 @@ async def _predict(state: _State, request: Request, in_flight: int, *, v2: bool)
         return _error(503, reason)
     body = await request.body()
     try:
-        instances = _parse_instances(body, state.model, v2=v2)
+        header_length = request.headers.get(BINARY_HEADER)
+        instances, asked = _parse_instances(body, state.model, v2=v2, header_length=header_length)
     except InvalidInput as exc:
         return _error(400, str(exc))
     start = time.perf_counter()
@@ -283,11 +295,17 @@ async def _predict(state: _State, request: Request, in_flight: int, *, v2: bool)
             500, f"model returned {len(predictions)} predictions for {len(instances)} inputs"
         )
     headers = _answer_headers(state, request, compute_ms, len(instances), in_flight)
-    if v2:
-        content = v2_outputs(state.name, predictions)
-    else:
+    if not v2:
         content = orjson.dumps({"predictions": predictions}, option=orjson.OPT_SERIALIZE_NUMPY)
-    return Response(content, headers=headers, media_type="application/json")
+        return Response(content, headers=headers, media_type="application/json")
+    try:
+        content, head = v2_answer(state.name, predictions, asked, state.model.outputs)
+    except ValueError as exc:  # predictions that do not fit the model's declared outputs
+        return _error(500, f"model error: {exc}")
+    if head is None:
+        return Response(content, headers=headers, media_type="application/json")
+    headers[BINARY_HEADER] = str(head)
+    return Response(content, headers=headers, media_type="application/octet-stream")
 
 
 def _answer_headers(

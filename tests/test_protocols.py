@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 from typing import Any
 
 import httpx
@@ -20,7 +21,7 @@ from slackwise_core.config import ConfigError, parse_config
 def test_v1_is_instances_and_predictions() -> None:
     codec = codec_for("v1", "embed")
     assert codec.path == "/v1/models/embed:predict"
-    assert orjson.loads(codec.encode(["a", "b"])) == {"instances": ["a", "b"]}
+    assert orjson.loads(codec.encode(["a", "b"])[0]) == {"instances": ["a", "b"]}
     assert codec.decode(b'{"predictions": [1, 2]}', 2) == [1, 2]
     with pytest.raises(ValueError, match="1 predictions for 2"):
         codec.decode(b'{"predictions": [1]}', 2)
@@ -29,11 +30,11 @@ def test_v1_is_instances_and_predictions() -> None:
 def test_v2_is_one_tensor_each_way() -> None:
     codec = codec_for("v2", "mnist", input_name="x")
     assert codec.path == "/v2/models/mnist/infer"
-    body = orjson.loads(codec.encode([[1.5, 2.0], [3.0, 4.0]]))
+    body = orjson.loads(codec.encode([[1.5, 2.0], [3.0, 4.0]])[0])
     assert body == {"inputs": [{"name": "x", "shape": [2, 2], "datatype": "FP32",
                                 "data": [1.5, 2.0, 3.0, 4.0]}]}  # fmt: skip
-    assert orjson.loads(codec.encode(["hi", "yo"]))["inputs"][0]["datatype"] == "BYTES"
-    assert orjson.loads(codec.encode([[1, 2]]))["inputs"][0]["datatype"] == "INT64"
+    assert orjson.loads(codec.encode(["hi", "yo"])[0])["inputs"][0]["datatype"] == "BYTES"
+    assert orjson.loads(codec.encode([[1, 2]])[0])["inputs"][0]["datatype"] == "INT64"
     answer = {"outputs": [{"name": "y", "shape": [2, 3], "datatype": "FP32",
                            "data": [1, 2, 3, 4, 5, 6]}]}  # fmt: skip
     assert codec.decode(orjson.dumps(answer), 2) == [[1, 2, 3], [4, 5, 6]]
@@ -43,6 +44,32 @@ def test_v2_is_one_tensor_each_way() -> None:
         codec.decode(orjson.dumps(scalars), 3)
     with pytest.raises(ValueError, match="protocol"):
         codec_for("v3", "m")
+
+
+def test_v2_binary_tensor_data_to_an_upstream_and_back() -> None:
+    """``binary_data: true``: the batch goes out as binary data with its header length, asks
+    for binary outputs; an answer of several outputs becomes a record a row."""
+    codec = codec_for("v2", "m", binary=True)
+    body, headers = codec.encode([[1.5, 2.0], [3.0, 4.0]], "r1")
+    size = int(headers["inference-header-content-length"])
+    head = orjson.loads(body[:size])
+    assert head["id"] == "r1" and head["parameters"] == {"binary_data_output": True}
+    assert head["inputs"][0]["parameters"] == {"binary_data_size": 16}
+    assert struct.unpack("<4f", body[size:]) == (1.5, 2.0, 3.0, 4.0)
+    _, text_headers = codec.encode(["hi", "yo"])
+    assert "inference-header-content-length" in text_headers  # BYTES go binary too
+    answer = orjson.dumps({"outputs": [
+        {"name": "label", "datatype": "INT64", "shape": [2], "parameters": {"binary_data_size": 16}},
+        {"name": "score", "datatype": "FP32", "shape": [2], "data": [0.5, 0.25]},
+    ]})  # fmt: skip
+    framed = answer + struct.pack("<2q", 3, 8)
+    rows = codec.decode(framed, 2, {"inference-header-content-length": str(len(answer))})
+    assert rows == [{"label": 3, "score": 0.5}, {"label": 8, "score": 0.25}]
+    picked = codec_for("v2", "m", output_name="score")
+    assert picked.decode(framed, 2, {"inference-header-content-length": str(len(answer))}) == [
+        0.5, 0.25]  # fmt: skip
+    with pytest.raises(ValueError, match="past the answer"):
+        codec.decode(framed, 2, {"inference-header-content-length": "99999"})
 
 
 def test_an_adapter_fronts_a_v2_server_at_a_fixed_url() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -270,19 +271,27 @@ def test_functions_speak_the_open_inference_protocol_too(digits: TestClient) -> 
                         "data": flat}]}  # fmt: skip
     v2 = digits.post("/v2/models/digits/infer", json=body)
     assert v2.status_code == 200, v2.text
-    (tensor,) = v2.json()["outputs"]
-    assert tensor["shape"][0] == 3
+    label, probability = v2.json()["outputs"]  # the declared outputs, a tensor per field
+    assert (label["name"], label["datatype"], label["shape"]) == ("label", "INT64", [3])
+    assert (probability["datatype"], probability["shape"]) == ("FP32", [3])
     v1 = digits.post("/v1/models/digits:predict", json={"instances": images}).json()
-    # the same predictions, V2 carrying non-numeric ones as JSON strings
-    if tensor["datatype"] == "BYTES":
-        assert [json.loads(x) for x in tensor["data"]] == v1["predictions"]
-    else:
-        assert tensor["data"] == v1["predictions"]
+    assert [{"label": a, "probability": b} for a, b in
+            zip(label["data"], probability["data"], strict=True)] == v1["predictions"]  # fmt: skip
+    # binary both ways, as Triton's client sends by default
+    head = json.dumps({"inputs": [{"name": "input-0", "shape": [3, 64], "datatype": "FP32",
+                                   "parameters": {"binary_data_size": 3 * 64 * 4}}],
+                       "parameters": {"binary_data_output": True}}).encode()  # fmt: skip
+    raw = struct.pack("<192f", *flat)
+    framed = digits.post("/v2/models/digits/infer", content=head + raw,
+                         headers={"Inference-Header-Content-Length": str(len(head))})  # fmt: skip
+    size = int(framed.headers["inference-header-content-length"])
+    assert struct.unpack("<3q", framed.content[size : size + 24]) == tuple(label["data"])
     assert digits.get("/v2/health/live").status_code == 200
     assert digits.get("/v2/health/ready").json() == {"ready": True}
     assert digits.get("/v2/models/digits/ready").status_code == 200
     assert digits.get("/v1/models").json() == {"models": ["digits"]}
-    bad = digits.post("/v2/models/digits/infer", json={"inputs": [{"shape": [2, 3], "data": [1]}]})
+    bad = digits.post("/v2/models/digits/infer", json={"inputs": [
+        {"shape": [2, 3], "datatype": "FP32", "data": [1]}]})  # fmt: skip
     assert bad.status_code == 400 and "2 values" not in bad.json()["error"]
     assert "1 values for shape [2, 3]" in bad.json()["error"]
 

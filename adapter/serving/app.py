@@ -44,6 +44,7 @@ from adapter.serving.predict_endpoint import PredictEndpoint, PredictMiddleware
 from adapter.serving.routes import routes
 from adapter.serving.state import AdapterState
 from adapter.serving.wiring import latency_prior, running
+from functions.signature import Signature, signature
 from slackwise_core.clock import Clock, MonotonicClock
 from slackwise_core.config import Config
 
@@ -111,6 +112,7 @@ def create_app(
         max_body_bytes=body,
         limits=limits,
         app_limits=app_limits,
+        signatures=signatures(config),
     )
     app = Starlette(
         routes=routes(),
@@ -120,3 +122,16 @@ def create_app(
     app.state.predict_endpoint = endpoint
     app.state.adapter = state
     return app
+
+
+def signatures(config: Config) -> dict[str, Signature]:
+    """Each function's and each app's V2 signature where its models are kinds of ours (an
+    app's input is its first stage's, its outputs its last stage's)."""
+    found = {name: known for name, fn in config.functions.items()
+             if (known := signature(fn.model)) is not None}  # fmt: skip
+    for name, app in config.apps.items():
+        first = signature(config.functions[app.stages[0]].model)
+        last = signature(config.functions[app.stages[-1]].model)
+        if first is not None and last is not None and name not in found:
+            found[name] = Signature(first.input, last.outputs, first.records)
+    return found

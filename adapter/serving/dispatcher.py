@@ -89,7 +89,7 @@ class Dispatcher:
         self.function = function
         up = function.upstream
         self._codec = codec_for(up.protocol, function.model_name, input_name=up.input,
-                                output_name=up.output)  # fmt: skip
+                                output_name=up.output, binary=up.binary_data)  # fmt: skip
         self.name = function.name
         self.view = view
         self.upstream = upstream
@@ -303,12 +303,11 @@ class Dispatcher:
         self._m_batch.observe(total)
         if decision.timeout_dispatch:
             self._m_timeouts.inc()
-        body = self._codec.encode(instances, batch[0].id)  # the head's id names the batch
+        body, framing = self._codec.encode(instances, batch[0].id)  # the head's id names it
+        headers, timeout_s = self._send_headers(batch) | framing, float(self.function.timeout_s)
         try:
             response = await send_with_retries(
-                lambda: upstream.post(
-                    self.name, body, self._send_headers(batch), float(self.function.timeout_s)
-                ),
+                lambda: upstream.post(self.name, body, headers, timeout_s),
                 clock=self.clock,
                 earliest_deadline=min(p.deadline for p in batch),
                 expected_s=self.controller.model.estimate_ms(total) / 1000.0,
@@ -354,7 +353,7 @@ class Dispatcher:
         teach: bool = True,
     ) -> None:
         try:
-            predictions = self._codec.decode(response.content, total)
+            predictions = self._codec.decode(response.content, total, response.headers)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             self._fail_all(batch, UpstreamFailed(f"{self.name}: malformed answer: {exc}"))
             return

@@ -45,7 +45,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["Connection", "Server"]
 
-_READ = (b"x-slo-ms", b"traceparent")  # the headers a predict reads
+#: the headers a predict reads (the last: the JSON's length in a body with binary tensor data)
+_READ = (b"x-slo-ms", b"traceparent", b"inference-header-content-length")
 _JSON = (b"content-type", b"application/json")
 _STALLED = f"request body stalled: no bytes for {BODY_STALL_S:g} s"
 
@@ -316,7 +317,7 @@ class Connection(asyncio.Protocol):
         url = httptools.parse_url(self._url)
         path = url.path.decode("latin-1")
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-        name = PredictEndpoint.function_of(method, path)
+        name = self.server.endpoint.target_of(method, path)
         if name is not None:
             self._predict(exchange, name, body)
         elif (status := status_answer(self.server.state, method, path)) is not None:
@@ -338,7 +339,9 @@ class Connection(asyncio.Protocol):
         try:
             now = endpoint.state.clock.now()
             slo, trace = found.get("x-slo-ms"), found.get("traceparent")
-            item = endpoint.admit(name, body, slo, now, trace, waited_s=self._waited_s)
+            binary = found.get("inference-header-content-length")
+            item = endpoint.admit(name, body, slo, now, trace, waited_s=self._waited_s,
+                                  header_length=binary)  # fmt: skip
         except AdapterError as exc:
             self._answer(exchange, *error_answer(exc))
             return

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from functions.v2 import V2Request
 
 __all__ = ["Answer", "Pending"]
 
@@ -46,10 +49,9 @@ class Pending:
     after_s: float = 0.0
     #: its function had no ready replica when it arrived: it waits for a cold start
     arrived_cold: bool = False
-    #: it came in by the Open Inference Protocol (V2), with this ``id`` (or none): it is
-    #: answered the same way
-    v2: bool = False
-    v2_id: str | None = None
+    #: it came in by the Open Inference Protocol (V2), asking this of its answer (its ``id``,
+    #: the outputs it wants, JSON or binary): it is answered the same way
+    v2: V2Request | None = None
     #: the W3C ``traceparent`` it came with (valid ones only): forwarded to its function
     traceparent: str | None = None
     #: bytes per instance of the request's body as it arrived, at every stage of a chain (0:

@@ -29,7 +29,10 @@ from adapter.serving.pending import Answer, Pending
 from functions.headers import ARRIVED_COLD
 from functions.model import InvalidInput
 from functions.runtime import v1_instances
-from functions.v2 import v2_outputs, v2_request
+from functions.signature import Signature
+from functions.tensors import TensorSpec
+from functions.v2 import V2Request, v2_request
+from functions.v2_answer import BINARY_HEADER, v2_answer
 
 if TYPE_CHECKING:
     from adapter.serving.state import AdapterState
@@ -47,6 +50,7 @@ _V2_PREFIX = "/v2/models/"
 _V2_SUFFIX = "/infer"
 _JSON = (b"content-type", b"application/json")
 _ARRIVED_COLD = ARRIVED_COLD.encode("latin-1")
+_BINARY_HEADER = BINARY_HEADER.encode("latin-1")
 
 
 def slo_ms(raw: str | None, configured: float) -> float:
@@ -80,12 +84,17 @@ def parse_body(body: bytes) -> list[Any]:
         raise BadRequest(str(exc)) from None
 
 
-def parse_v2_body(body: bytes) -> tuple[list[Any], str | None]:
-    """The instances of a V2 infer body (one input tensor, a row an instance) and its ``id``."""
+def parse_v2_body(
+    body: bytes, header_length: str | None, known: Signature | None
+) -> tuple[list[Any], V2Request]:
+    """The instances of a V2 infer body (one input tensor, a row an instance; binary tensor
+    data after the JSON when ``header_length`` is given), checked against the model's
+    signature where it is ``known``, and what the request asks of its answer."""
     if not body:
         raise BadRequest('empty body: send {"inputs": [{"name", "shape", "datatype", "data"}]}')
     try:
-        return v2_request(body)
+        request = v2_request(body, header_length)
+        return (request.instances if known is None else known.instances(request)), request
     except InvalidInput as exc:
         raise BadRequest(str(exc)) from None
 
@@ -132,6 +141,7 @@ class PredictEndpoint:
         max_body_bytes: int,
         limits: dict[str, InputLimits] | None = None,
         app_limits: dict[str, InputLimits] | None = None,
+        signatures: dict[str, Signature] | None = None,
     ) -> None:
         self.state = state
         self.slos = slos
@@ -140,6 +150,8 @@ class PredictEndpoint:
         #: each function's and each app's limits (:mod:`adapter.serving.input_limits`)
         self.limits = limits or {}
         self.app_limits = app_limits or {}
+        #: each function's and each app's V2 signature, where its model is one we know
+        self.signatures = signatures or {}
         self._any = InputLimits("the adapter", 2**31, max_body_bytes)
 
     def limits_of(self, method: str, path: str) -> InputLimits:
@@ -147,6 +159,8 @@ class PredictEndpoint:
         anything that is not a predict of a known function or app)."""
         target = self.function_of(method, path)
         if target is not None:
+            if target.name not in self.limits and target.name in self.app_limits:
+                return self.app_limits[target.name]  # an app over V2
             return self.limits.get(target.name, self._any)
         if method == "POST" and path.startswith(_APPS) and path.endswith(_SUFFIX):
             return self.app_limits.get(path[len(_APPS) : -len(_SUFFIX)], self._any)
@@ -168,6 +182,19 @@ class PredictEndpoint:
                 return Target(parts[0], v2=True)
         return None
 
+    def target_of(self, method: str, path: str) -> Target | None:
+        """The function a request is a predict of (None for anything else, an app's V2 infer
+        included: the router answers those, as it does ``/v1/apps/{app}:predict``)."""
+        target = self.function_of(method, path)
+        state = self.state
+        if (
+            target is not None
+            and target.name not in state.dispatchers
+            and target.name in state.chains
+        ):
+            return None
+        return target
+
     def admit(
         self,
         target: Target | str,
@@ -177,9 +204,11 @@ class PredictEndpoint:
         trace: str | None = None,
         *,
         waited_s: float = 0.0,
+        header_length: str | None = None,
     ) -> Pending:
         """Queue the request (its SLO runs from ``now``, when the adapter took it; ``trace``: its
-        ``traceparent`` header); raises :class:`adapter.serving.errors.AdapterError` for a
+        ``traceparent`` header; ``header_length``: its ``Inference-Header-Content-Length``);
+        raises :class:`adapter.serving.errors.AdapterError` for a
         request that cannot be admitted."""
         name, v2 = (target, False) if isinstance(target, str) else target
         dispatcher = self.state.dispatchers.get(name)
@@ -193,9 +222,9 @@ class PredictEndpoint:
         due = now + slo / 1000.0 - waited_s - dispatcher.door.lag.recent_s()
         # refused before the body is parsed: a refusal under overload costs next to nothing
         dispatcher.door.check(now, due, hold=slo_header is None and waited_s == 0.0)
-        request_id = None
+        asked = None
         if v2:
-            instances, request_id = parse_v2_body(body)
+            instances, asked = parse_v2_body(body, header_length, self.signatures.get(name))
         else:
             instances = parse_body(body)
         if name in self.limits:  # before it joins a queue: it never shares a good batch
@@ -209,8 +238,7 @@ class PredictEndpoint:
             deadline=due,
             seq=seq,
             future=asyncio.get_running_loop().create_future(),
-            v2=v2,
-            v2_id=request_id,
+            v2=asked,
             traceparent=traceparent(trace),
             input_bytes=len(body) / max(1, len(instances)),
         )
@@ -248,9 +276,34 @@ class PredictEndpoint:
             (b"x-cold-start", b"1" if answer.cold else b"0"),
             (_ARRIVED_COLD, b"1" if item.arrived_cold else b"0"),
         ]
-        if item.v2:
-            return 200, headers, v2_outputs(item.function, answer.predictions, item.v2_id)
+        if item.v2 is not None:
+            return self.v2_answer(item.function, answer.predictions, item.v2, headers)
         return 200, headers, orjson.dumps({"predictions": answer.predictions})
+
+    def v2_answer(
+        self,
+        name: str,
+        predictions: list[Any],
+        asked: V2Request,
+        headers: list[tuple[bytes, bytes]],
+        specs: tuple[TensorSpec, ...] | None = None,
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """A V2 answer of ``name``'s predictions as ``asked`` (its declared outputs, or
+        ``specs``): JSON, or a JSON header and binary tensor data."""
+        if specs is None:
+            known = self.signatures.get(name)
+            specs = () if known is None else known.outputs
+        try:
+            body, head = v2_answer(name, predictions, asked, specs)
+        except InvalidInput as exc:  # an output another system's model does not answer
+            return 400, [_JSON], orjson.dumps({"error": str(exc)})
+        except ValueError as exc:
+            return 502, [_JSON], orjson.dumps({"error": f"{name}: {exc}"})
+        if head is None:
+            return 200, headers, body
+        binary = [(b"content-type", b"application/octet-stream"),
+                  (_BINARY_HEADER, str(head).encode("latin-1"))]  # fmt: skip
+        return 200, [*binary, *headers[1:]], body
 
 
 class PredictMiddleware:
@@ -264,7 +317,7 @@ class PredictMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            target = PredictEndpoint.function_of(scope["method"], scope["path"])
+            target = self.endpoint.target_of(scope["method"], scope["path"])
             if target is not None:
                 await self._predict(target, scope, receive, send)
                 return
@@ -276,7 +329,8 @@ class PredictMiddleware:
         try:
             body = await self._read_body(scope, receive)
             slo, trace = _header(scope, b"x-slo-ms"), _header(scope, b"traceparent")
-            item = endpoint.admit(name, body, slo, now, trace)
+            item = endpoint.admit(name, body, slo, now, trace,
+                                  header_length=_header(scope, _BINARY_HEADER))  # fmt: skip
         except AdapterError as exc:
             await _respond(send, exc.status, exc.headers(), orjson.dumps({"error": exc.reason}))
             return

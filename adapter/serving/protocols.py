@@ -16,16 +16,21 @@ Protocol (V2), chosen per function (``functions.X.upstream.protocol``).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from functions.tensors import decode_binary, encode_binary
 from functions.v2 import flatten, rows, tensor_shape
+from functions.v2_answer import BINARY_HEADER
 
 __all__ = ["PROTOCOLS", "Codec", "codec_for"]
 
 PROTOCOLS = ("v1", "v2")
+_Headers = dict[str, str]
+_NONE: _Headers = {}
 
 
 def _datatype(flat: list[Any]) -> str:
@@ -46,6 +51,8 @@ class Codec:
     model: str = ""
     input_name: str = "input-0"
     output_name: str | None = None
+    #: V2 batches as binary tensor data, their outputs asked for so
+    binary: bool = False
 
     @property
     def path(self) -> str:
@@ -53,51 +60,97 @@ class Codec:
             return f"/v2/models/{self.model}/infer"
         return f"/v1/models/{self.model}:predict"
 
-    def encode(self, instances: list[Any], request_id: str | None = None) -> bytes:
-        """The body of a batch; V2 carries ``request_id`` as its ``id`` (optional in the
-        protocol, but servers echo it, and some fail answering a request without one)."""
+    def encode(self, instances: list[Any], request_id: str | None = None) -> tuple[bytes, _Headers]:
+        """The body of a batch and the headers it needs; V2 carries ``request_id`` as its
+        ``id`` (optional in the protocol, but servers echo it, and some fail answering a request
+        without one)."""
         if self.protocol != "v2":
-            return orjson.dumps({"instances": instances})
+            return orjson.dumps({"instances": instances}), _NONE
         flat: list[Any] = []
         for instance in instances:
             flatten(instance, flat)
         row = tensor_shape(instances[0]) if instances else []
-        tensor = {
-            "name": self.input_name,
-            "shape": [len(instances), *row],
-            "datatype": _datatype(flat),
-            "data": flat,
-        }
-        if request_id is None:
-            return orjson.dumps({"inputs": [tensor]})
-        return orjson.dumps({"id": request_id, "inputs": [tensor]})
+        datatype = _datatype(flat)
+        tensor: dict[str, Any] = {"name": self.input_name, "shape": [len(instances), *row],
+                                  "datatype": datatype}  # fmt: skip
+        payload: dict[str, Any] = {} if request_id is None else {"id": request_id}
+        payload["inputs"] = [tensor]
+        if not self.binary:
+            tensor["data"] = flat
+            return orjson.dumps(payload), _NONE
+        blob = encode_binary(datatype, flat)
+        tensor["parameters"] = {"binary_data_size": len(blob)}
+        payload["parameters"] = {"binary_data_output": True}
+        head = orjson.dumps(payload)
+        framing = {"content-type": "application/octet-stream", BINARY_HEADER: str(len(head))}
+        return head + blob, framing
 
-    def decode(self, content: bytes, total: int) -> list[Any]:
+    def decode(
+        self, content: bytes, total: int, headers: Mapping[str, str] | None = None
+    ) -> list[Any]:
         """The ``total`` predictions of an answer (ValueError, KeyError or TypeError when it
-        is not one)."""
-        answer = orjson.loads(content)
+        is not one); a V2 answer's binary tensor data is read by its ``headers``."""
         if self.protocol != "v2":
-            predictions = answer["predictions"]
+            predictions = orjson.loads(content)["predictions"]
         else:
-            outputs = answer["outputs"]
-            chosen = [o for o in outputs if o.get("name") == self.output_name] or outputs[:1]
-            if not chosen:
-                raise ValueError("no output tensor in the answer")
-            tensor = chosen[0]
-            shape = [int(d) for d in tensor["shape"]]
-            if not shape or shape[0] != total:
-                raise ValueError(f"output shape {shape} for {total} instances")
-            flat = list(tensor["data"])
-            if len(flat) != math.prod(shape):
-                raise ValueError(f"{len(flat)} values for output shape {shape}")
-            predictions = rows(flat, shape)
+            predictions = self._v2_rows(content, total, headers or {})
         if not isinstance(predictions, list) or len(predictions) != total:
             raise ValueError(f"{len(predictions)} predictions for {total} instances")
         return predictions
 
+    def _v2_rows(self, content: bytes, total: int, headers: Mapping[str, str]) -> list[Any]:
+        """One row per instance: the named output's, the only output's, or a record of every
+        output's values by name."""
+        tensors = output_tensors(content, headers.get(BINARY_HEADER))
+        if not tensors:
+            raise ValueError("no output tensor in the answer")
+        if self.output_name is not None:
+            tensors = [t for t in tensors if t[0] == self.output_name] or tensors[:1]
+        columns = {}
+        for name, shape, flat in tensors:
+            if not shape or shape[0] != total:
+                raise ValueError(f"output {name} shape {shape} for {total} instances")
+            if len(flat) != math.prod(shape):
+                raise ValueError(f"{len(flat)} values for output {name} shape {shape}")
+            columns[name] = rows(flat, shape) if len(shape) > 1 else flat
+        if len(columns) == 1:
+            return next(iter(columns.values()))
+        return [{name: column[i] for name, column in columns.items()} for i in range(total)]
+
+
+def output_tensors(
+    content: bytes, header_length: str | None
+) -> list[tuple[str, list[int], list[Any]]]:
+    """Each output of a V2 answer (JSON, or a JSON header then binary tensor data): its name,
+    shape and flat values."""
+    head, data = (content, b"") if header_length is None else _split(content, header_length)
+    found = []
+    for tensor in orjson.loads(head)["outputs"]:
+        shape = [int(d) for d in tensor["shape"]]
+        size = (tensor.get("parameters") or {}).get("binary_data_size")
+        if size is None:
+            flat = list(tensor["data"])
+            if any(isinstance(x, list) for x in flat):
+                nested, flat = flat, []
+                flatten(nested, flat)
+        else:
+            if int(size) > len(data):
+                raise ValueError(f"output {tensor['name']}: binary data past the answer")
+            flat = decode_binary(tensor["datatype"], shape, data[: int(size)], tensor["name"])
+            data = data[int(size) :]
+        found.append((str(tensor["name"]), shape, flat))
+    return found
+
+
+def _split(content: bytes, header_length: str) -> tuple[bytes, bytes]:
+    size = int(header_length)
+    if not 0 < size <= len(content):
+        raise ValueError(f"Inference-Header-Content-Length {size} past the answer's {len(content)}")
+    return content[:size], content[size:]
+
 
 def codec_for(protocol: str, model: str, *, input_name: str = "input-0",
-              output_name: str | None = None) -> Codec:  # fmt: skip
+              output_name: str | None = None, binary: bool = False) -> Codec:  # fmt: skip
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    return Codec(protocol, model, input_name, output_name)
+    return Codec(protocol, model, input_name, output_name, binary)

@@ -20,15 +20,17 @@ from adapter.serving.predict_endpoint import (
     PredictEndpoint,
     check_reachable,
     parse_body,
+    parse_v2_body,
     slo_ms,
     traceparent,
 )
 from adapter.serving.state import AdapterState
 from functions.headers import SLO
-from functions.samples import sample_instances
-from functions.v2 import tensor_shape
+from functions.v2_answer import BINARY_HEADER
 
 __all__ = ["function_status", "health", "routes", "version"]
+
+_JSON = (b"content-type", b"application/json")
 
 
 async def _read_body(request: Request, limits: InputLimits) -> bytes:
@@ -84,7 +86,12 @@ async def app_predict(request: Request) -> Response:
         endpoint: PredictEndpoint = request.app.state.predict_endpoint
         limits = endpoint.limits_of("POST", request.url.path)
         body = await _read_body(request, limits)
-        instances = parse_body(body)
+        asked = None  # a V2 infer (/v2/models/{app}/infer): what it asks of its answer
+        if request.url.path.endswith("/infer"):
+            header_length = request.headers.get(BINARY_HEADER)
+            instances, asked = parse_v2_body(body, header_length, endpoint.signatures.get(name))
+        else:
+            instances = parse_body(body)
         limits.check_count(len(instances))
         slo = slo_ms(request.headers.get(SLO), chain.app.slo_ms)
         if SLO in request.headers and chain.judged(state.dispatchers):
@@ -108,7 +115,13 @@ async def app_predict(request: Request) -> Response:
     if result is None:
         return Response(status_code=499)
     total_ms = (state.clock.now() - result.arrival) * 1000.0
-    return JSONResponse({"predictions": result.predictions}, headers=result.headers(total_ms))
+    if asked is None:
+        return JSONResponse({"predictions": result.predictions}, headers=result.headers(total_ms))
+    status, headers, content = endpoint.v2_answer(name, result.predictions, asked, [_JSON])
+    media = dict(headers).pop(b"content-type").decode("latin-1")
+    extra = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers[1:]}
+    return Response(content, status, headers={**result.headers(total_ms), **extra},
+                    media_type=media)  # fmt: skip
 
 
 async def app_status(request: Request) -> Response:
@@ -208,50 +221,35 @@ def version() -> str:
         return "(not installed)"
 
 
+#: the V2 extensions the adapter speaks (Triton's and KServe's names)
+V2_EXTENSIONS = ["binary_tensor_data"]
+
+
 async def v2_server(request: Request) -> Response:
     """V2 server metadata."""
-    return JSONResponse({"name": "slackwise", "version": version(), "extensions": []})
-
-
-@functools.cache
-def _tensor(kind: str) -> dict[str, Any]:
-    """The input tensor a function of ``kind`` takes by V2: its sample's shape, a row an
-    instance; ``BYTES`` (one JSON value a row) when its instances are not numbers."""
-    sample = sample_instances(kind, 1)[0]
-    shape = tensor_shape(sample)
-    leaf = sample
-    while isinstance(leaf, list) and leaf:
-        leaf = leaf[0]
-    if isinstance(leaf, int | float) and not isinstance(leaf, bool):
-        return {"name": "input-0", "datatype": "FP32", "shape": [-1, *shape]}
-    return {"name": "input-0", "datatype": "BYTES", "shape": [-1]}
+    return JSONResponse({"name": "slackwise", "version": version(), "extensions": V2_EXTENSIONS})
 
 
 async def v2_model(request: Request) -> Response:
-    """V2 model metadata (``GET /v2/models/{name}``) and readiness (``.../ready``): a function
-    this adapter fronts is ready to take requests (a cold one starts a replica for them)."""
+    """V2 model metadata (``GET /v2/models/{name}``) and readiness (``.../ready``) of a function
+    or an app this adapter fronts: ready to take requests (a cold one starts a replica for
+    them); an app's input is its first stage's, its outputs its last stage's."""
     state: AdapterState = request.app.state.adapter
+    endpoint: PredictEndpoint = request.app.state.predict_endpoint
     name = request.path_params["name"]
-    if name not in state.dispatchers:
-        return _error(UnknownTarget(f"no function named {name!r}"))
+    if name not in state.dispatchers and name not in state.chains:
+        return _error(UnknownTarget(f"no function or app named {name!r}"))
     if request.url.path.endswith("/ready"):
         return JSONResponse({"name": name, "ready": True})
-    kind = state.config.functions[name].model
-    try:
-        inputs = [_tensor(kind)] if kind else []  # another system's model: its shapes are its own
-    except Exception:  # a kind this build does not know: the metadata says nothing of shapes
-        inputs = []
-    return JSONResponse(
-        {
-            "name": name,
-            "versions": [],
-            "platform": f"slackwise/{kind}",
-            "inputs": inputs,
-            # what a prediction is (numbers, or a label with its score) is the model's to say:
-            # the answer's tensor carries its datatype (see functions.v2.v2_outputs)
-            "outputs": [],
-        }
-    )
+    if name in state.dispatchers:
+        platform = f"slackwise/{state.config.functions[name].model}"
+    else:
+        platform = "slackwise/app:" + ">".join(state.chains[name].app.stages)
+    known = endpoint.signatures.get(name)
+    if known is None:  # another system's model: its shapes are its own
+        return JSONResponse({"name": name, "versions": [], "platform": platform,
+                             "inputs": [], "outputs": []})  # fmt: skip
+    return JSONResponse(known.metadata(name, platform))
 
 
 async def metrics(request: Request) -> Response:
@@ -282,5 +280,6 @@ def routes() -> list[Route]:
         Route("/v2", v2_server, methods=["GET"]),
         Route("/v2/models/{name}", v2_model, methods=["GET"]),
         Route("/v2/models/{name}/ready", v2_model, methods=["GET"]),
+        Route("/v2/models/{name}/infer", app_predict, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]

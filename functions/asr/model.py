@@ -17,6 +17,7 @@ from typing import Any
 
 from functions.inputs import Audio, b64_encode, b64_field, wav_audio
 from functions.model import Model
+from functions.tensors import TensorSpec
 
 SAMPLE_RATE = 16000
 MAX_DURATION_S = 30.0
@@ -38,6 +39,7 @@ def sample_wav(name: str) -> bytes:
 
 class SpeechRecognizer(Model):
     kind = "asr"
+    outputs = (TensorSpec("text", "BYTES", (-1,), "text"),)
     summary = "PocketSphinx 5 US English speech to text (16 kHz mono WAV)"
     max_instances = 64
 

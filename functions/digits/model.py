@@ -13,6 +13,7 @@ import numpy as np
 
 from functions.inputs import JSON_SLACK_BYTES
 from functions.model import InvalidInput, Model
+from functions.tensors import TensorSpec
 
 #: share of the data held out from training, and the split's seed
 HELDOUT_FRACTION = 0.2
@@ -21,6 +22,10 @@ SEED = 0
 
 class DigitsClassifier(Model):
     kind = "digits"
+    outputs = (
+        TensorSpec("label", "INT64", (-1,), "label"),
+        TensorSpec("probability", "FP32", (-1,), "probability"),
+    )
     summary = "scikit-learn MLP on the bundled 8x8 digits data (trained at load)"
     max_instances = 1024
     #: 64 numbers of up to 48 characters, separators and whitespace included

@@ -11,6 +11,7 @@ from typing import Any
 
 from functions.inputs import JSON_SLACK_BYTES, json_text_bytes, text
 from functions.model import Model
+from functions.tensors import TensorSpec
 
 MAX_CHARS = 2000
 _SAMPLES = files("functions.embed") / "samples" / "sentences.txt"
@@ -23,6 +24,7 @@ def sample_sentences() -> list[str]:
 
 class SentenceEmbedder(Model):
     kind = "embed"
+    outputs = (TensorSpec("embedding", "FP32", (-1, 384)),)
     summary = "all-MiniLM-L6-v2 sentence embeddings (384 floats, normalised)"
     max_instances = 256
     max_instance_bytes = json_text_bytes(MAX_CHARS) + JSON_SLACK_BYTES

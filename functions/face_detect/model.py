@@ -13,6 +13,7 @@ from functions import images
 from functions.face_models import astronaut_photos, box_json, detect, detector
 from functions.inputs import b64_encode, b64_field, image_bytes, rgb_image
 from functions.model import Model
+from functions.tensors import TensorSpec
 
 
 def sample_pixels() -> list[images.Pixels]:
@@ -22,6 +23,7 @@ def sample_pixels() -> list[images.Pixels]:
 
 class FaceDetector(Model):
     kind = "face_detect"
+    outputs = (TensorSpec("boxes", "BYTES", (-1,), "boxes"),)
     summary = "dlib HOG frontal face detector: face boxes"
     max_instances = 128
 

@@ -28,6 +28,7 @@ from functions.face_models import (
 )
 from functions.inputs import b64_encode, image_bytes
 from functions.model import Model
+from functions.tensors import TensorSpec
 
 #: embeddings closer than this are the same person
 SAME_PERSON_DISTANCE = 0.6
@@ -35,6 +36,7 @@ SAME_PERSON_DISTANCE = 0.6
 
 class FaceEmbedder(Model):
     kind = "face_embed"
+    outputs = tuple(TensorSpec(f, "BYTES", (-1,), f) for f in ("embedding", "box", "error"))
     summary = "dlib ResNet 128-d face embedding (5-point aligned)"
     max_instances = 64
 

@@ -47,6 +47,7 @@ from functions.face_models import (
 )
 from functions.inputs import b64_encode, image_bytes
 from functions.model import Model
+from functions.tensors import TensorSpec
 
 #: the 68-point iBUG shape predictor shipped in face-recognition-models
 SHAPE_PREDICTOR_68 = "shape_predictor_68_face_landmarks.dat"
@@ -117,6 +118,10 @@ SAMPLE_BOXES = (
 
 class FaceLandmarks(Model):
     kind = "face_landmarks"
+    outputs = tuple(
+        TensorSpec(f, "BYTES", (-1,), f)
+        for f in ("box", "ear", "eyes_closed", "yaw_deg", "landmarks", "error")
+    )
     summary = "dlib 68-point landmarks: eye aspect ratio, closed eyes, head yaw"
     max_instances = 64
 

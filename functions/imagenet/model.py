@@ -19,6 +19,7 @@ import numpy.typing as npt
 from functions import images
 from functions.inputs import b64_encode, b64_field, image_bytes, rgb_image
 from functions.model import Model
+from functions.tensors import TensorSpec
 
 TOP_K = 5
 _LABELS = files("functions.imagenet") / "labels.txt"
@@ -54,6 +55,11 @@ def preprocess(pixels: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
 
 class ImageNetClassifier(Model):
     kind = "imagenet"
+    outputs = (
+        TensorSpec("class", "INT64", (-1, TOP_K), "class"),
+        TensorSpec("label", "BYTES", (-1, TOP_K), "label"),
+        TensorSpec("p", "FP32", (-1, TOP_K), "p"),
+    )
     summary = "EfficientNet-Lite0 ImageNet top-5 (onnxruntime)"
     max_instances = 128
     devices = ("cpu", "cuda")

@@ -13,6 +13,7 @@ from typing import Any
 
 from functions.inputs import JSON_SLACK_BYTES, json_text_bytes, text
 from functions.model import Model
+from functions.tensors import TensorSpec
 
 MAX_CHARS = 5000
 _SAMPLES = files("functions.ner") / "samples" / "sentences.txt"
@@ -25,6 +26,7 @@ def sample_sentences() -> list[str]:
 
 class EntityTagger(Model):
     kind = "ner"
+    outputs = tuple(TensorSpec(f, "BYTES", (-1,), f) for f in ("entities", "noun_chunks", "tokens"))
     summary = "spaCy en_core_web_sm: entities, noun chunks, POS tags"
     max_instances = 256
     max_instance_bytes = json_text_bytes(MAX_CHARS) + JSON_SLACK_BYTES

@@ -21,6 +21,7 @@ import numpy as np
 
 from functions.inputs import JSON_SLACK_BYTES, json_text_bytes, text
 from functions.model import InvalidInput, Model
+from functions.tensors import TensorSpec
 
 MAX_CHARS = 1000
 MAX_CANDIDATES = 64
@@ -48,6 +49,11 @@ def sample_questions() -> list[dict[str, Any]]:
 
 class RetrievalQA(Model):
     kind = "qa"
+    outputs = (
+        TensorSpec("answer", "BYTES", (-1,), "answer"),
+        TensorSpec("score", "FP32", (-1,), "score"),
+        TensorSpec("index", "INT64", (-1,), "index"),
+    )
     summary = "question answering by ranking candidate sentences with MiniLM"
     max_instances = 128
     #: a question and up to MAX_CANDIDATES candidate sentences

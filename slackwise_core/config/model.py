@@ -34,7 +34,9 @@ class UpstreamConfig:
     platform's name for it (Knative Service; a KServe InferenceService ``m`` is ``m-predictor``),
     default the function's name; ``model``: the model name in the path, default the function's
     name; ``url``: a fixed endpoint (the platform neither starts nor scales it); ``input`` and
-    ``output``: the V2 tensor names.
+    ``output``: the V2 tensor names (no ``output``: every output, a row a record of them when
+    there are several); ``binary_data``: V2 batches go out as binary tensor data and ask for
+    their outputs so (Triton, KServe; MLServer speaks JSON only).
     """
 
     protocol: str = "v1"
@@ -43,6 +45,7 @@ class UpstreamConfig:
     url: str | None = None
     input: str = "input-0"
     output: str | None = None
+    binary_data: bool = False
 
 
 #: a function's largest batch unless its config says (the live adapter's and the simulator's)

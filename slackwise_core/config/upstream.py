@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from slackwise_core.config.model import NAME_PATTERN, FunctionConfig, UpstreamConfig
-from slackwise_core.config.reader import Reader, choice, optional_string
+from slackwise_core.config.reader import Reader, choice, flag, optional_string
 
 __all__ = ["UPSTREAM_PROTOCOLS", "check_protocols", "upstream_config"]
 
@@ -15,7 +15,7 @@ UPSTREAM_PROTOCOLS = ("v1", "v2")
 
 def upstream_config(r: Reader, raw: Any, path: str) -> UpstreamConfig:
     data = r.mapping(raw, path)
-    r.only(data, path, {"protocol", "service", "model", "url", "input", "output"})
+    r.only(data, path, {"protocol", "service", "model", "url", "input", "output", "binary_data"})
     service = optional_string(r, data, "service", path)
     if service is not None and not NAME_PATTERN.match(service):
         raise r.fail(f"{path}.service", f"must be a DNS label, got {service!r}")
@@ -29,6 +29,7 @@ def upstream_config(r: Reader, raw: Any, path: str) -> UpstreamConfig:
         url=url.rstrip("/") if url else None,
         input=r.string(data, "input", path, "input-0"),
         output=optional_string(r, data, "output", path),
+        binary_data=flag(r, data, "binary_data", path, False),
     )
 
 
