@@ -167,8 +167,14 @@ def test_binary_inputs_requested_outputs_and_binary_outputs() -> None:
             ("label", 16), ("probability", 8)]  # fmt: skip
         assert struct.unpack("<2q2f", every.content[size:]) == (2, 4, 0.5, 0.25)
         # requested outputs: only those, in the asked order, each JSON or binary as asked
-        mixed = ask({"outputs": [{"name": "probability"},
-                                 {"name": "label", "parameters": {"binary_data": True}}]})
+        mixed = ask(
+            {
+                "outputs": [
+                    {"name": "probability"},
+                    {"name": "label", "parameters": {"binary_data": True}},
+                ]
+            }
+        )
         size = int(mixed.headers["inference-header-content-length"])
         probability, label = json.loads(mixed.content[:size])["outputs"]
         assert probability["data"] == [0.5, 0.25] and "data" not in label
@@ -191,8 +197,10 @@ def test_v2_health_server_and_model_metadata() -> None:
         assert meta["name"] == "echo" and meta["platform"] == "slackwise/digits"
         (tensor,) = meta["inputs"]  # digits take 8x8 grey images as 64 numbers a row
         assert tensor["datatype"] == "FP32" and tensor["shape"] == [-1, 64]
-        assert meta["outputs"] == [{"name": "label", "datatype": "INT64", "shape": [-1]},
-                                   {"name": "probability", "datatype": "FP32", "shape": [-1]}]
+        assert meta["outputs"] == [
+            {"name": "label", "datatype": "INT64", "shape": [-1]},
+            {"name": "probability", "datatype": "FP32", "shape": [-1]},
+        ]
         assert c.get("/v2/models/echo/ready").json() == {"name": "echo", "ready": True}
         missing = c.get("/v2/models/nope")
         assert missing.status_code == 404 and "nope" in missing.json()["error"]
@@ -208,9 +216,19 @@ def test_v2_through_the_adapters_own_server() -> None:
             r = await c.post("/v2/models/echo/infer", json=infer([[1.0, 0.25]], "x"))
             assert r.status_code == 200, r.text
             assert r.json()["id"] == "x" and r.json()["outputs"][0]["data"] == [2]
-            head = json.dumps({"inputs": [{"name": "input-0", "shape": [1, 64], "datatype": "FP32",
-                                           "parameters": {"binary_data_size": 256}}],
-                               "parameters": {"binary_data_output": True}}).encode()
+            head = json.dumps(
+                {
+                    "inputs": [
+                        {
+                            "name": "input-0",
+                            "shape": [1, 64],
+                            "datatype": "FP32",
+                            "parameters": {"binary_data_size": 256},
+                        }
+                    ],
+                    "parameters": {"binary_data_output": True},
+                }
+            ).encode()
             raw = struct.pack("<64f", *row(3.0, 0.75))  # binary both ways, by the lean server
             r = await c.post("/v2/models/echo/infer", content=head + raw, headers={
                 "inference-header-content-length": str(len(head))})  # fmt: skip

@@ -58,10 +58,10 @@ def test_v2_binary_tensor_data_to_an_upstream_and_back() -> None:
     assert struct.unpack("<4f", body[size:]) == (1.5, 2.0, 3.0, 4.0)
     _, text_headers = codec.encode(["hi", "yo"])
     assert "inference-header-content-length" in text_headers  # BYTES go binary too
-    answer = orjson.dumps({"outputs": [
-        {"name": "label", "datatype": "INT64", "shape": [2], "parameters": {"binary_data_size": 16}},
-        {"name": "score", "datatype": "FP32", "shape": [2], "data": [0.5, 0.25]},
-    ]})  # fmt: skip
+    label = {"name": "label", "datatype": "INT64", "shape": [2],
+             "parameters": {"binary_data_size": 16}}  # fmt: skip
+    score = {"name": "score", "datatype": "FP32", "shape": [2], "data": [0.5, 0.25]}
+    answer = orjson.dumps({"outputs": [label, score]})
     framed = answer + struct.pack("<2q", 3, 8)
     rows = codec.decode(framed, 2, {"inference-header-content-length": str(len(answer))})
     assert rows == [{"label": 3, "score": 0.5}, {"label": 8, "score": 0.25}]
