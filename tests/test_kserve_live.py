@@ -5,6 +5,7 @@ batching them together."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -26,7 +27,8 @@ SERVER = Path(__file__).with_name("kserve_v2_server.py")
 
 
 @pytest.fixture(scope="module")
-def kserve_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def kserve_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Python of a throwaway venv with KServe in it."""
     where = tmp_path_factory.mktemp("kserve-venv")
     venv.create(where, with_pip=True)
     python = where / "bin" / "python"
@@ -35,6 +37,12 @@ def kserve_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                        capture_output=True, timeout=600)  # fmt: skip
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         pytest.skip(f"{KSERVE} could not be installed here: {exc}")
+    return python
+
+
+@pytest.fixture(scope="module")
+def kserve_url(kserve_python: Path) -> Iterator[str]:
+    python, where = kserve_python, kserve_python.parent.parent
     port = free_port()
     log = (where / "server.log").open("wb")
     server = subprocess.Popen([str(python), str(SERVER), str(port)], stdout=log,
@@ -86,3 +94,45 @@ def test_the_adapter_fronts_a_kserve_model_for_v1_and_v2_clients(kserve_url: str
         assert got == [float(i + 1)]
     assert max(sizes) > 1  # V1 and V2 clients shared KServe's batches
     assert sys.executable  # the adapter ran here; KServe in its own venv
+
+
+CLIENT_CALLS = Path(__file__).with_name("kserve_client_calls.py")
+
+
+@pytest.mark.slow
+def test_kserves_own_client_through_the_adapter_binary_both_ways(
+    kserve_python: Path, kserve_url: str, tmp_path: Path
+) -> None:
+    """KServe's REST client, binary and JSON, against ``slackwise serve`` fronting the KServe
+    server with ``binary_data: true`` (the adapter's batches to KServe are binary too)."""
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"functions": {"adder": {"slo_ms": 2000, "max_batch": 16,
+        "upstream": {"protocol": "v2", "url": kserve_url, "model": "adder",
+                     "binary_data": True}}}}))  # fmt: skip
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "slackwise_cli.main", "serve", "-c",
+                               str(config), "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        done = subprocess.run([str(kserve_python), str(CLIENT_CALLS), url], capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen = json.loads(done.stdout)
+        v1 = httpx.post(f"{url}/v1/models/adder:predict", json={"instances": [[1, 2]]}).json()
+    finally:
+        server.terminate()
+        server.wait(20)
+    for form, framed in (("binary", True), ("json", False)):
+        assert seen[form]["sum"] == [3.0, 7.5] and seen[form]["datatype"] == "FP32", seen
+        assert seen[form]["id"] == f"k-{framed}" and seen[form]["framed"] is framed
+    assert v1 == {"predictions": [3.0]}  # V1 clients of the same V2 upstream

@@ -40,13 +40,19 @@ def main() -> None:
     out["default_id"] = result.get_response().get("id")
     as_json = http.InferInput("input-0", list(rows.shape), "FP32")
     as_json.set_data_from_numpy(rows, binary_data=False)
-    result = c.infer("digits", [as_json], outputs=[
-        http.InferRequestedOutput("label", binary_data=False)])
+    result = c.infer(
+        "digits", [as_json], outputs=[http.InferRequestedOutput("label", binary_data=False)]
+    )
     out["json_label"] = outputs(result, ["label"])
     out["json_names"] = [o["name"] for o in result.get_response()["outputs"]]
-    result = c.infer("digits", [x], outputs=[
-        http.InferRequestedOutput("probability", binary_data=True),
-        http.InferRequestedOutput("label", binary_data=False)])
+    result = c.infer(
+        "digits",
+        [x],
+        outputs=[
+            http.InferRequestedOutput("probability", binary_data=True),
+            http.InferRequestedOutput("label", binary_data=False),
+        ],
+    )
     out["mixed"] = outputs(result, ["probability", "label"])
     half = http.InferInput("input-0", list(rows.shape), "FP16")
     half.set_data_from_numpy(rows.astype(np.float16))

@@ -88,7 +88,7 @@ class Dispatcher:
     ) -> None:
         self.function = function
         up = function.upstream
-        self._codec = codec_for(up.protocol, function.model_name, input_name=up.input,
+        self.codec = codec_for(up.protocol, function.model_name, input_name=up.input,
                                 output_name=up.output, binary=up.binary_data)  # fmt: skip
         self.name = function.name
         self.view = view
@@ -303,7 +303,7 @@ class Dispatcher:
         self._m_batch.observe(total)
         if decision.timeout_dispatch:
             self._m_timeouts.inc()
-        body, framing = self._codec.encode(instances, batch[0].id)  # the head's id names it
+        body, framing = self.codec.encode(instances, batch[0].id)  # the head's id names it
         headers, timeout_s = self._send_headers(batch) | framing, float(self.function.timeout_s)
         try:
             response = await send_with_retries(
@@ -353,7 +353,7 @@ class Dispatcher:
         teach: bool = True,
     ) -> None:
         try:
-            predictions = self._codec.decode(response.content, total, response.headers)
+            predictions = self.codec.decode(response.content, total, response.headers)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             self._fail_all(batch, UpstreamFailed(f"{self.name}: malformed answer: {exc}"))
             return

@@ -280,6 +280,15 @@ class PredictEndpoint:
             return self.v2_answer(item.function, answer.predictions, item.v2, headers)
         return 200, headers, orjson.dumps({"predictions": answer.predictions})
 
+    def outputs_of(self, name: str) -> tuple[TensorSpec, ...]:
+        """What a function or an app answers by V2: its model's declared outputs, or those
+        its V2 upstream's last answer carried (empty: read from the predictions)."""
+        known = self.signatures.get(name)
+        if known is not None:
+            return known.outputs
+        dispatcher = self.state.dispatchers.get(name)
+        return () if dispatcher is None else dispatcher.codec.outputs
+
     def v2_answer(
         self,
         name: str,
@@ -291,8 +300,7 @@ class PredictEndpoint:
         """A V2 answer of ``name``'s predictions as ``asked`` (its declared outputs, or
         ``specs``): JSON, or a JSON header and binary tensor data."""
         if specs is None:
-            known = self.signatures.get(name)
-            specs = () if known is None else known.outputs
+            specs = self.outputs_of(name)
         try:
             body, head = v2_answer(name, predictions, asked, specs)
         except InvalidInput as exc:  # an output another system's model does not answer

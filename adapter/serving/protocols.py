@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from functions.tensors import decode_binary, encode_binary
+from functions.tensors import TensorSpec, decode_binary, encode_binary
 from functions.v2 import flatten, rows, tensor_shape
 from functions.v2_answer import BINARY_HEADER
 
@@ -43,9 +43,11 @@ def _datatype(flat: list[Any]) -> str:
     return "FP32"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Codec:
-    """One function's protocol: the path to POST to, the body of a batch, its predictions."""
+    """One function's protocol: the path to POST to, the body of a batch, its predictions;
+    for V2, the outputs the last answer carried (their names and datatypes, which the adapter's
+    own V2 answers keep for a model that is not of a kind it knows)."""
 
     protocol: str = "v1"
     model: str = ""
@@ -53,6 +55,7 @@ class Codec:
     output_name: str | None = None
     #: V2 batches as binary tensor data, their outputs asked for so
     binary: bool = False
+    outputs: tuple[TensorSpec, ...] = ()
 
     @property
     def path(self) -> str:
@@ -107,7 +110,10 @@ class Codec:
         if self.output_name is not None:
             tensors = [t for t in tensors if t[0] == self.output_name] or tensors[:1]
         columns = {}
-        for name, shape, flat in tensors:
+        many = len(tensors) > 1
+        self.outputs = tuple(TensorSpec(name, datatype, (-1, *shape[1:]), name if many else None)
+                             for name, datatype, shape, _ in tensors)  # fmt: skip
+        for name, _, shape, flat in tensors:
             if not shape or shape[0] != total:
                 raise ValueError(f"output {name} shape {shape} for {total} instances")
             if len(flat) != math.prod(shape):
@@ -120,9 +126,9 @@ class Codec:
 
 def output_tensors(
     content: bytes, header_length: str | None
-) -> list[tuple[str, list[int], list[Any]]]:
+) -> list[tuple[str, str, list[int], list[Any]]]:
     """Each output of a V2 answer (JSON, or a JSON header then binary tensor data): its name,
-    shape and flat values."""
+    datatype, shape and flat values."""
     head, data = (content, b"") if header_length is None else _split(content, header_length)
     found = []
     for tensor in orjson.loads(head)["outputs"]:
@@ -138,7 +144,7 @@ def output_tensors(
                 raise ValueError(f"output {tensor['name']}: binary data past the answer")
             flat = decode_binary(tensor["datatype"], shape, data[: int(size)], tensor["name"])
             data = data[int(size) :]
-        found.append((str(tensor["name"]), shape, flat))
+        found.append((str(tensor["name"]), str(tensor["datatype"]), shape, flat))
     return found
 
 

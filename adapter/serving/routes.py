@@ -246,9 +246,10 @@ async def v2_model(request: Request) -> Response:
     else:
         platform = "slackwise/app:" + ">".join(state.chains[name].app.stages)
     known = endpoint.signatures.get(name)
-    if known is None:  # another system's model: its shapes are its own
+    if known is None:  # another system's model: its outputs as its last answer gave them
+        outputs = [spec.metadata() for spec in endpoint.outputs_of(name)]
         return JSONResponse({"name": name, "versions": [], "platform": platform,
-                             "inputs": [], "outputs": []})  # fmt: skip
+                             "inputs": [], "outputs": outputs})  # fmt: skip
     return JSONResponse(known.metadata(name, platform))
 
 
