@@ -24,7 +24,8 @@ def typed(result):  # type: ignore[no-untyped-def]
 
 def main() -> None:
     c = http.InferenceServerClient(sys.argv[1])
-    rows = np.asarray(json.loads(open(sys.argv[2]).read()), dtype=np.float32)
+    with open(sys.argv[2]) as f:
+        rows = np.asarray(json.load(f), dtype=np.float32)
     out = {
         "live": c.is_server_live(),
         "ready": c.is_server_ready(),
