@@ -14,7 +14,7 @@ from typing import Any
 
 from traces import Trace, hold, load_trace, resolve_trace, scale_to_peak
 
-__all__ = ["Settings", "adapter_slo_ms", "settings_from", "users_at", "verdict"]
+__all__ = ["Recorder", "Settings", "adapter_slo_ms", "settings_from", "users_at", "verdict"]
 
 #: distinct sample bodies drawn from a model (cycled over the requests)
 SAMPLE_BODIES = 64
@@ -29,6 +29,8 @@ class Settings:
     bodies: tuple[bytes, ...]
     #: answers slower than this (ms) are failures; None: no SLO check
     slo_ms: float | None
+    #: where each answer is recorded as the replayer records them (None: not recorded)
+    records: Path | None = None
 
 
 def _number(options: Any, name: str, default: float | None) -> float | None:
@@ -102,7 +104,26 @@ def settings_from(options: Any, host: str | None) -> Settings:
     slo = _number(options, "slackwise_slo_ms", None)
     if slo is None and host:
         slo = adapter_slo_ms(host, status)
-    return Settings(trace, path, _bodies(options), slo)
+    records = getattr(options, "slackwise_records", "") or None
+    return Settings(trace, path, _bodies(options), slo, None if records is None else Path(records))
+
+
+class Recorder:
+    """Each answer as a line of ``slackwise replay --records``'s JSONL (``sent``: seconds from
+    the start, ``latency``: seconds, ``status``), so ``slackwise plot`` windows Locust's run
+    per request as it does the replayer's: Locust's own CSV keeps percentiles, not requests."""
+
+    def __init__(self, path: Path, start: float) -> None:
+        self.start = start
+        self._file = path.open("w", encoding="utf-8", buffering=1)  # a line at a time
+
+    def record(self, sent: float, latency_s: float, status: int) -> None:
+        row = {"sent": round(sent - self.start, 6), "latency": round(latency_s, 6),
+               "status": status}  # fmt: skip
+        self._file.write(json.dumps(row) + "\n")
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def users_at(trace: Trace, t_s: float, current_users: int) -> tuple[int, float] | None:

@@ -20,6 +20,9 @@ each also reads the environment variable named beside it, and the web UI shows t
 * ``--slackwise-slo-ms``: an answer slower than this is a Locust *failure* ("over the SLO"), as
   is any status but 200; default: the function's or app's SLO, read from the adapter's status
   route (``GET /v1/models/NAME``) when the test starts (no SLO check if it has none)
+* ``--slackwise-records``: write each answer to this JSONL file as ``slackwise replay
+  --records`` does, for ``slackwise plot`` to window per request (Locust's CSV history keeps
+  percentiles only: cumulative ones, or over its last 10 s with ``--csv-full-history``)
 
 Locust monkey-patches the standard library when imported, so nothing else in the project imports
 this file.
@@ -27,11 +30,12 @@ this file.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from locust import HttpUser, LoadTestShape, constant_throughput, events, task
 
-from loadtests.locust_options import Settings, settings_from, users_at, verdict
+from loadtests.locust_options import Recorder, Settings, settings_from, users_at, verdict
 
 #: (option, default, help); each also reads its environment variable (``SLACKWISE_TRACE``, ...)
 OPTIONS = (
@@ -45,6 +49,7 @@ OPTIONS = (
     ("--slackwise-model", "", "bodies from this model kind's real samples"),
     ("--slackwise-body-file", "", "one request body, sent every time"),
     ("--slackwise-slo-ms", "", "slower answers are failures (default: the adapter's SLO)"),
+    ("--slackwise-records", "", "each answer to this JSONL file, for slackwise plot"),
 )
 
 
@@ -61,6 +66,7 @@ events.init_command_line_parser.add_listener(add_options)  # type: ignore[no-unt
 
 
 _SETTINGS: dict[int, Settings] = {}
+_RECORDERS: dict[int, Recorder] = {}
 
 
 def settings(environment: Any) -> Settings:
@@ -68,7 +74,16 @@ def settings(environment: Any) -> Settings:
     key = id(environment)
     if key not in _SETTINGS:
         _SETTINGS[key] = settings_from(environment.parsed_options, environment.host)
+        if (path := _SETTINGS[key].records) is not None:
+            _RECORDERS[key] = Recorder(path, time.time())
     return _SETTINGS[key]
+
+
+@events.quitting.add_listener  # type: ignore[untyped-decorator]
+def _close_records(environment: Any, **_: Any) -> None:
+    recorder = _RECORDERS.pop(id(environment), None)
+    if recorder is not None:
+        recorder.close()
 
 
 class TraceShape(LoadTestShape):
@@ -93,12 +108,15 @@ class PredictUser(HttpUser):
         config = settings(self.environment)
         body = config.bodies[self._sent % len(config.bodies)]
         self._sent += 1
+        sent = time.time()
         with self.client.post(
             config.path, data=body, headers={"content-type": "application/json"},
             catch_response=True,
         ) as answer:  # fmt: skip
-            why = verdict(answer.status_code, answer.elapsed.total_seconds() * 1000.0,
-                          config.slo_ms)  # fmt: skip
+            elapsed_s = answer.elapsed.total_seconds()
+            if (recorder := _RECORDERS.get(id(self.environment))) is not None:
+                recorder.record(sent, elapsed_s, answer.status_code)
+            why = verdict(answer.status_code, elapsed_s * 1000.0, config.slo_ms)
             if why is None:
                 answer.success()
             else:

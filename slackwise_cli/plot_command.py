@@ -1,12 +1,18 @@
 """``slackwise plot``: the figures of a load test run outside ``slackwise experiment``: the
-replayer's records (``slackwise replay --records R.jsonl``) or Locust's CSV history
-(``locust ... --csv PREFIX --csv-full-history``: ``PREFIX_stats_history.csv``).
+replayer's records (``slackwise replay --records R.jsonl``), the locustfile's (``locust ...
+--slackwise-records R.jsonl``, the same format), or Locust's CSV history (``locust ... --csv
+PREFIX --csv-full-history``: ``PREFIX_stats_history.csv``).
 
 ``latency.png``: per window, the P95 latency with the SLO line, the share of requests that
 missed it (failed or slower; Locust's failures, which the locustfile counts SLO misses as), and
-the rate of requests. ``ccdf.png`` (records only: Locust keeps no per-request latencies): the
-latency CCDF with the SLO marked. One line per input file, labelled by its name. The replica
-count is not in either input; ``slackwise experiment --plots`` draws it from the platform.
+the rate of requests. From records the P95 is over the same windows as the misses. Locust's CSV
+has no requests, only its percentiles: over its last 10 s with ``--csv-full-history`` (a P95
+that lags the miss panel by up to 10 s), else since the start of the run (cumulative: it says
+nothing of a window and is drawn dotted, labelled so). The latency axis is logarithmic only
+where the values span more than a factor of 20. ``ccdf.png`` (records only: Locust's CSV keeps
+no per-request latencies): the latency CCDF with the SLO marked. One line per input file,
+labelled by its name. The replica count is not in either input; ``slackwise experiment
+--plots`` draws it from the platform.
 """
 
 from __future__ import annotations
@@ -34,6 +40,10 @@ class Series:
     miss: list[float] = field(default_factory=list)
     rate: list[float] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
+    #: what the P95 is taken over
+    p95_over: str = ""
+    #: the P95 is cumulative since the start (Locust's CSV without its full history)
+    cumulative: bool = False
 
 
 def from_records(path: Path, slo_ms: float, window_s: float) -> Series:
@@ -47,7 +57,7 @@ def from_records(path: Path, slo_ms: float, window_s: float) -> Series:
             rows.append((float(r["sent"]), float(r["latency"]) * 1000.0, int(r["status"])))
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{path}:{n}: not a replay record ({exc})") from None
-    series = Series(path.stem)
+    series = Series(path.stem, p95_over=f"{window_s:g} s windows")
     if not rows:
         return series
     end = max(t for t, _, _ in rows)
@@ -66,8 +76,11 @@ def from_records(path: Path, slo_ms: float, window_s: float) -> Series:
 
 
 def from_locust(path: Path) -> Series:
-    """Locust's ``*_stats_history.csv``: its ``Aggregated`` rows, one a second."""
+    """Locust's ``*_stats_history.csv``: its ``Aggregated`` rows, one a second; a history with
+    rows for each request name too is a full history, whose percentiles are over Locust's last
+    10 s (else they are cumulative since the start)."""
     series = Series(path.name.removesuffix("_stats_history.csv"))
+    full = False
     with path.open(encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f)
         needed = {"Timestamp", "Name", "Requests/s", "Failures/s", "95%"}
@@ -76,6 +89,7 @@ def from_locust(path: Path) -> Series:
         start: float | None = None
         for row in reader:
             if row["Name"] != "Aggregated":
+                full = True
                 continue
             t = float(row["Timestamp"])
             start = t if start is None else start
@@ -85,12 +99,23 @@ def from_locust(path: Path) -> Series:
             series.p95.append(float(p95) if p95 not in ("N/A", "") else math.nan)
             series.rate.append(rps)
             series.miss.append(100.0 * fails / rps if rps > 0 else math.nan)
+    series.cumulative = not full
+    series.p95_over = "Locust's last 10 s" if full else "the whole run so far (Locust's cumulative)"
     return series
+
+
+def latency_scale(values: list[float]) -> str:
+    """``log`` where the latencies span more than a factor of 20, else ``linear``."""
+    finite = [v for v in values if v > 0 and math.isfinite(v)]
+    if not finite or max(finite) <= 20 * min(finite):
+        return "linear"
+    return "log"
 
 
 def draw(runs: list[Series], slo_ms: float, out: Path) -> list[Path]:
     """``latency.png`` and, when a run has latencies, ``ccdf.png`` into ``out``."""
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -98,12 +123,17 @@ def draw(runs: list[Series], slo_ms: float, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
     for s in runs:
-        axes[0].plot(s.t, s.p95, label=s.label)
-        axes[1].plot(s.t, s.miss, label=s.label)
-        axes[2].plot(s.t, s.rate, label=s.label)
+        style = ":" if s.cumulative else "-"
+        # each value holds over its window: drawn as steps from the window's start
+        axes[0].step(s.t, s.p95, style, where="post", label=f"{s.label} (P95 over {s.p95_over})")
+        axes[1].step(s.t, s.miss, where="post", label=s.label)
+        axes[2].step(s.t, s.rate, where="post", label=s.label)
     axes[0].axhline(slo_ms, color="black", linestyle="--", linewidth=1, label="SLO")
     axes[0].set_ylabel("P95 latency (ms)")
-    axes[0].set_yscale("log")
+    axes[0].set_yscale(latency_scale([v for s in runs for v in s.p95] + [slo_ms]))
+    if axes[0].get_yscale() == "log":  # plain numbers at the ticks, not 3 x 10^2
+        axes[0].yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        axes[0].yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes[1].set_ylabel("SLO misses (%)")
     axes[2].set_ylabel("requests per second")
     axes[2].set_xlabel("time (s)")

@@ -244,7 +244,8 @@ def test_locust_headless_follows_the_trace_and_counts_slo_misses_as_failures(
             [str(locust), "-f", str(root / "loadtests" / "locustfile.py"), "--headless",
              "--host", f"http://127.0.0.1:{server.server_address[1]}", "--run-time", "60s",
              "--slackwise-trace", str(trace), "--slackwise-function", "m",
-             "--slackwise-body-file", str(body), "--csv", str(tmp_path / "out"), "--only-summary"],
+             "--slackwise-body-file", str(body), "--csv", str(tmp_path / "out"), "--only-summary",
+             "--slackwise-records", str(tmp_path / "answers.jsonl")],
             capture_output=True, text=True, timeout=120, cwd=root,
             env={**os.environ, "PYTHONPATH": str(root)},
         )  # fmt: skip
@@ -260,6 +261,12 @@ def test_locust_headless_follows_the_trace_and_counts_slo_misses_as_failures(
     # 4 users, one a second, for the 4 s trace; those in flight when it ended are not counted
     assert sent <= len(seen) <= sent + 4 and 8 <= sent <= 20
     assert failed >= sent // 2 - 1  # every 4th slow and every 4th refused
+    # each answer recorded as the replayer records them, for slackwise plot's windows
+    rows = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]
+    assert sent <= len(rows) <= len(seen)
+    assert {r["status"] for r in rows} == {200, 503}
+    assert all(0 <= r["sent"] < 10 for r in rows)
+    assert sum(r["latency"] > 0.2 for r in rows) >= len(rows) // 4 - 1  # the slow ones
 
 
 def test_locust_options_are_refused_with_their_name() -> None:
