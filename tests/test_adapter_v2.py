@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from adapter.serving.predict_endpoint import PredictEndpoint, Target
+from slackwise_core.config import parse_config
 from tests.test_adapter import client, config
 
 SEEN: list[int] = []
@@ -73,6 +74,12 @@ def test_a_v2_infer_is_batched_and_answered_as_a_v2_tensor_with_its_id() -> None
         def call(i: int) -> httpx.Response:
             if i % 2:
                 return c.post("/v1/models/echo:predict", json={"instances": [row(i, 0.5)]})
+            if i % 4:  # V2 with binary tensor data in and JSON out
+                raw = struct.pack("<64f", *row(i, 0.5))
+                body, length = _binary({"inputs": [{**_F64, "parameters": {
+                    "binary_data_size": 256}}]}, raw)  # fmt: skip
+                return c.post("/v2/models/echo/infer", content=body,
+                              headers={"inference-header-content-length": length})  # fmt: skip
             return c.post("/v2/models/echo/versions/1/infer", json=infer([[float(i), 0.5]]))
 
         with ThreadPoolExecutor(16) as pool:
@@ -85,6 +92,29 @@ def test_a_v2_infer_is_batched_and_answered_as_a_v2_tensor_with_its_id() -> None
             assert "id" not in a.json()
             assert [o["data"] for o in a.json()["outputs"]] == [[2 * i], [0.5]]
     assert sum(SEEN) == 2 + 32 and max(SEEN) > 1  # every row went up once; some in company
+
+
+def test_an_app_over_v2_with_its_metadata() -> None:
+    """``POST /v2/models/{app}/infer`` runs the chain; its metadata is its first stage's input
+    and its last stage's outputs."""
+    cfg = parse_config({"functions": {"echo": {"model": "digits", "slo_ms": 500}},
+                        "apps": {"classify": {"stages": ["echo"], "slo_ms": 800}}})  # fmt: skip
+    with client(doubler, cfg) as c:
+        meta = c.get("/v2/models/classify").json()
+        assert meta["platform"] == "slackwise/app:echo"
+        assert meta["inputs"][0]["shape"] == [-1, 64]
+        assert [o["name"] for o in meta["outputs"]] == ["label", "probability"]
+        assert c.get("/v2/models/classify/ready").json()["ready"] is True
+        r = c.post("/v2/models/classify/infer", json={**infer([[4.0, 0.5], [1.0, 0.25]], "a1"),
+                   "parameters": {"binary_data_output": True}})  # fmt: skip
+        assert r.status_code == 200, r.text
+        size = int(r.headers["inference-header-content-length"])
+        assert json.loads(r.content[:size])["id"] == "a1"
+        assert struct.unpack("<2q2f", r.content[size:]) == (8, 2, 0.5, 0.25)
+        assert "total;dur=" in r.headers["server-timing"]
+        bad = c.post("/v2/models/classify/infer", content=b'{"inputs": [{"shape": [1], '
+                     b'"datatype": "BYTES", "data": ["x"]}]}')  # fmt: skip
+        assert bad.status_code == 400 and "not one this model takes" in bad.json()["error"]
 
 
 def _binary(header: dict[str, Any], raw: bytes, length: int | None = None) -> tuple[bytes, str]:
