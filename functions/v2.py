@@ -1,11 +1,12 @@
-"""The Open Inference Protocol (V2) bodies of a function: a batch in as one input tensor, the
-predictions out as one output tensor.
+"""The Open Inference Protocol (V2) request of a function: its input tensors, in JSON or as
+binary tensor data after a JSON header (the ``binary_data`` extension), and what it asks of the
+answer.
 
 A request's first input tensor, of shape ``[n, ...]``, is ``n`` instances (each a row, nested as
 the shape says; a ``BYTES`` tensor of shape ``[n]`` is ``n`` strings, as our text models take
-them). Predictions that are numbers or lists of numbers go out as one ``FP32`` (or ``INT64``)
-tensor of shape ``[n, ...]``; anything else (a label with its score, a set of boxes) as a
-``BYTES`` tensor of ``n`` JSON strings, which a V2 client decodes per row.
+them). An input with ``parameters.binary_data_size`` takes its values from the bytes after the
+JSON header (whose length the ``Inference-Header-Content-Length`` header gives), in the order of
+the inputs. The answer is written by :mod:`functions.v2_answer`.
 """
 
 from __future__ import annotations
