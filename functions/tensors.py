@@ -20,8 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from functions.model import InvalidInput
-
 __all__ = ["DATATYPES", "NUMERIC", "TensorSpec", "decode_binary", "encode_binary"]
 
 #: each numeric V2 datatype's little-endian numpy type
@@ -64,14 +62,15 @@ class TensorSpec:
 
 
 def decode_binary(datatype: str, shape: list[int], raw: bytes, what: str) -> list[Any]:
-    """The elements of a tensor sent as binary data, flat (InvalidInput names ``what`` when
-    ``raw`` does not hold exactly ``shape``'s elements of ``datatype``)."""
+    """The elements of a tensor sent as binary data, flat (ValueError names ``what`` when
+    ``raw`` does not hold exactly ``shape``'s elements of ``datatype``: the request's parser
+    answers it as invalid input)."""
     count = math.prod(shape)
     if datatype == "BYTES":
         return _bytes_elements(raw, count, what)
     dtype = np.dtype(_DTYPES[datatype])
     if len(raw) != count * dtype.itemsize:
-        raise InvalidInput(
+        raise ValueError(
             f"{what}: {len(raw)} bytes of binary data for shape {shape} of {datatype} "
             f"({count * dtype.itemsize} expected)"
         )
@@ -84,19 +83,19 @@ def _bytes_elements(raw: bytes, count: int, what: str) -> list[Any]:
     at = 0
     while at < len(raw):
         if at + 4 > len(raw):
-            raise InvalidInput(f"{what}: a BYTES element's length runs past its binary data")
+            raise ValueError(f"{what}: a BYTES element's length runs past its binary data")
         (size,) = _LENGTH.unpack_from(raw, at)
         at += 4
         if at + size > len(raw):
-            raise InvalidInput(f"{what}: a BYTES element of {size} bytes runs past its data")
+            raise ValueError(f"{what}: a BYTES element of {size} bytes runs past its data")
         chunk = raw[at : at + size]
         at += size
         try:
             out.append(chunk.decode("utf-8"))
         except UnicodeDecodeError:
-            raise InvalidInput(f"{what}: BYTES element {len(out)} is not UTF-8 text") from None
+            raise ValueError(f"{what}: BYTES element {len(out)} is not UTF-8 text") from None
     if len(out) != count:
-        raise InvalidInput(f"{what}: {len(out)} BYTES elements for {count} in its shape")
+        raise ValueError(f"{what}: {len(out)} BYTES elements for {count} in its shape")
     return out
 
 

@@ -164,7 +164,10 @@ def _input(tensor: dict[str, Any], data: bytes, what: str) -> tuple[list[Any], b
                 f"{what}.parameters.binary_data_size {size} runs past the body "
                 f"({len(data)} bytes of binary data left)"
             )
-        return decode_binary(datatype, shape, data[:size], what), data[size:]
+        try:
+            return decode_binary(datatype, shape, data[:size], what), data[size:]
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
     values = tensor.get("data")
     if not isinstance(values, list):
         raise InvalidInput(f"{what}.data must be a list (or binary_data_size given)")
