@@ -59,8 +59,9 @@ def test_a_predicts_traceparent_reaches_its_function() -> None:
         r = c.post("/v1/models/echo:predict", json={"instances": [1]},
                    headers={"traceparent": TRACE})  # fmt: skip
         assert r.status_code == 200
+        row = {"shape": [1, 64], "datatype": "INT64", "data": [3] * 64}
         r = c.post("/v2/models/echo/infer", headers={"traceparent": "junk"},
-                   json={"inputs": [{"shape": [1, 64], "datatype": "INT64", "data": [3] * 64}]})  # fmt: skip
+                   json={"inputs": [row]})  # fmt: skip
         assert r.status_code == 200
         assert c.post("/v1/models/echo:predict", json={"instances": [2]}).status_code == 200
     assert seen.traces == [TRACE, None, None]
