@@ -39,6 +39,8 @@ class Model(abc.ABC):
     max_instance_bytes: ClassVar[int | None] = None
     #: the device families the model's framework can compute on
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    #: the V2 input tensor, a row an instance (text: ``BYTES`` of shape ``[-1]``)
+    input: ClassVar[TensorSpec | None] = None
     #: what a prediction holds, as V2 output tensors (one per field of a record prediction);
     #: empty: read from the predictions (:mod:`functions.v2_answer`)
     outputs: ClassVar[tuple[TensorSpec, ...]] = ()

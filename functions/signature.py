@@ -1,11 +1,11 @@
 """What a model kind takes and answers by the Open Inference Protocol (V2), and the checks a V2
 request gets against it before it is queued.
 
-The input is one tensor, a row an instance: numbers of the sample's shape (digits: ``FP32
-[-1, 64]``; any numeric datatype is taken, the model computes in its own), or ``BYTES`` of shape
-``[-1]`` (text as it is; where the model's instances are records, such as a question with its
-candidates, each element is the record's JSON). The outputs are the model's declared ones
-(:attr:`functions.model.Model.outputs`).
+The input is one tensor, a row an instance, as the model declares it
+(:attr:`functions.model.Model.input`): numbers (digits: ``FP32 [-1, 64]``; any numeric datatype
+is taken, the model computes in its own), or ``BYTES`` of shape ``[-1]`` (text as it is; where
+the model's instances are records, such as a question with its candidates, each element is the
+record's JSON). The outputs are the model's declared ones (:attr:`functions.model.Model.outputs`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ import orjson
 
 from functions.model import InvalidInput
 from functions.registry import KINDS, model_class
-from functions.samples import sample_instances
 from functions.tensors import TensorSpec
-from functions.v2 import V2Request, tensor_shape
+from functions.v2 import V2Request
 from functions.v2_answer import chosen
 
 __all__ = ["Signature", "signature"]
@@ -74,15 +73,12 @@ class Signature:
 
 @functools.cache
 def signature(kind: str | None) -> Signature | None:
-    """The V2 signature of model ``kind`` (None for a kind this build does not know: another
-    system's model, whose shapes are its own)."""
+    """The V2 signature of model ``kind`` (None for a kind this build does not know, or one
+    that declares no input: another system's model, whose shapes are its own). Read from the
+    model's class, so an adapter without the model's packages knows it too."""
     if kind is None or kind not in KINDS:
         return None
-    sample = sample_instances(kind, 1)[0]
-    leaf = sample
-    while isinstance(leaf, list) and leaf:
-        leaf = leaf[0]
-    outputs = model_class(kind).outputs
-    if isinstance(leaf, int | float) and not isinstance(leaf, bool):
-        return Signature(TensorSpec("input-0", "FP32", (-1, *tensor_shape(sample))), outputs)
-    return Signature(TensorSpec("input-0", "BYTES", (-1,)), outputs, not isinstance(sample, str))
+    cls = model_class(kind)
+    if cls.input is None:
+        return None
+    return Signature(cls.input, cls.outputs, cls.input.records)

@@ -42,6 +42,9 @@ class TensorSpec:
     shape: tuple[int, ...] = (-1,)
     #: the field of a record prediction this output holds (None: the prediction itself)
     field: str | None = None
+    #: an input of ``BYTES`` whose elements are records as JSON (a question with its
+    #: candidates, an image with its box), not text
+    records: bool = False
 
     def metadata(self) -> dict[str, Any]:
         """The tensor as V2's model metadata lists it."""

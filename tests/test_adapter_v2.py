@@ -13,6 +13,9 @@ import httpx
 import pytest
 
 from adapter.serving.predict_endpoint import PredictEndpoint, Target
+from functions.registry import KINDS, model_class
+from functions.samples import sample_instances
+from functions.v2 import tensor_shape
 from slackwise_core.config import parse_config
 from tests.test_adapter import client, config
 
@@ -272,3 +275,20 @@ def test_v2_through_the_adapters_own_server() -> None:
             assert (await c.get("/v2/models/echo/ready")).json()["ready"] is True
 
     run(scenario, handler=doubler)
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_models_declared_input_is_what_its_samples_are(kind: str) -> None:
+    """The V2 input a model declares (read without its packages) fits its real sample
+    instances: numbers of the sample's shape, text, or records as JSON."""
+    spec = model_class(kind).input
+    assert spec is not None
+    sample = sample_instances(kind, 1)[0]
+    if isinstance(sample, str):
+        assert (spec.datatype, spec.shape, spec.records) == ("BYTES", (-1,), False)
+    elif isinstance(sample, list):
+        assert spec.datatype == "FP32" and spec.fits([1, *tensor_shape(sample)])
+    else:
+        assert (spec.datatype, spec.records) == ("BYTES", True)
+    assert model_class(kind).outputs, "every model declares its outputs"

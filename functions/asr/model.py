@@ -39,6 +39,7 @@ def sample_wav(name: str) -> bytes:
 
 class SpeechRecognizer(Model):
     kind = "asr"
+    input = TensorSpec("input-0", "BYTES", (-1,), records=True)
     outputs = (TensorSpec("text", "BYTES", (-1,), "text"),)
     summary = "PocketSphinx 5 US English speech to text (16 kHz mono WAV)"
     max_instances = 64

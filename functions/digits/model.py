@@ -22,6 +22,7 @@ SEED = 0
 
 class DigitsClassifier(Model):
     kind = "digits"
+    input = TensorSpec("input-0", "FP32", (-1, 64))
     outputs = (
         TensorSpec("label", "INT64", (-1,), "label"),
         TensorSpec("probability", "FP32", (-1,), "probability"),

@@ -24,6 +24,7 @@ def sample_sentences() -> list[str]:
 
 class SentenceEmbedder(Model):
     kind = "embed"
+    input = TensorSpec("input-0", "BYTES", (-1,))
     outputs = (TensorSpec("embedding", "FP32", (-1, 384)),)
     summary = "all-MiniLM-L6-v2 sentence embeddings (384 floats, normalised)"
     max_instances = 256

@@ -23,6 +23,7 @@ def sample_pixels() -> list[images.Pixels]:
 
 class FaceDetector(Model):
     kind = "face_detect"
+    input = TensorSpec("input-0", "BYTES", (-1,), records=True)
     outputs = (TensorSpec("boxes", "BYTES", (-1,), "boxes"),)
     summary = "dlib HOG frontal face detector: face boxes"
     max_instances = 128

@@ -36,6 +36,7 @@ SAME_PERSON_DISTANCE = 0.6
 
 class FaceEmbedder(Model):
     kind = "face_embed"
+    input = TensorSpec("input-0", "BYTES", (-1,), records=True)
     outputs = tuple(TensorSpec(f, "BYTES", (-1,), f) for f in ("embedding", "box", "error"))
     summary = "dlib ResNet 128-d face embedding (5-point aligned)"
     max_instances = 64

@@ -118,6 +118,7 @@ SAMPLE_BOXES = (
 
 class FaceLandmarks(Model):
     kind = "face_landmarks"
+    input = TensorSpec("input-0", "BYTES", (-1,), records=True)
     outputs = tuple(
         TensorSpec(f, "BYTES", (-1,), f)
         for f in ("box", "ear", "eyes_closed", "yaw_deg", "landmarks", "error")

@@ -55,6 +55,7 @@ def preprocess(pixels: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
 
 class ImageNetClassifier(Model):
     kind = "imagenet"
+    input = TensorSpec("input-0", "BYTES", (-1,), records=True)
     outputs = (
         TensorSpec("class", "INT64", (-1, TOP_K), "class"),
         TensorSpec("label", "BYTES", (-1, TOP_K), "label"),

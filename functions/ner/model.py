@@ -26,6 +26,7 @@ def sample_sentences() -> list[str]:
 
 class EntityTagger(Model):
     kind = "ner"
+    input = TensorSpec("input-0", "BYTES", (-1,))
     outputs = tuple(TensorSpec(f, "BYTES", (-1,), f) for f in ("entities", "noun_chunks", "tokens"))
     summary = "spaCy en_core_web_sm: entities, noun chunks, POS tags"
     max_instances = 256

@@ -49,6 +49,7 @@ def sample_questions() -> list[dict[str, Any]]:
 
 class RetrievalQA(Model):
     kind = "qa"
+    input = TensorSpec("input-0", "BYTES", (-1,), records=True)
     outputs = (
         TensorSpec("answer", "BYTES", (-1,), "answer"),
         TensorSpec("score", "FP32", (-1,), "score"),
