@@ -18,7 +18,7 @@ Schema (every key optional unless marked)::
                                       # trace's), scaled so that their peak is rate_rps
                                       # (replaces plain Poisson)
     autoscaling:                      # compare autoscalers on one single-stage app (see
-      compare: [clair_a1, clair_a2, kpa, advisor, slackwise]   # simulator.comparison
+      compare: [clair_a1, clair_a2, minimal_a2, kpa, advisor, slackwise]  # simulator.comparison
       policy: GS                      # the stage policy every run uses
       tick_s: 1.0                     # the clairvoyant scalers' window and decision period
       collect_s: 300                  # ClairA2's lazy collection (Swayam Fig. 9: five minutes)
@@ -102,7 +102,10 @@ __all__ = [
 
 Scaling = Literal["fixed", "kpa"]
 #: the autoscalers a comparison can run (simulator.swayam_scalers)
-SCALERS = ("clair_a1", "clair_a2", "kpa", "advisor", "slackwise")
+SCALERS = ("clair_a1", "clair_a2", "minimal_a1", "minimal_a2", "kpa", "advisor", "slackwise")
+#: what a comparison runs unless its config says (the minimal ClairA1 adds little to the minimal
+#: ClairA2 and costs as many runs)
+DEFAULT_COMPARE = ("clair_a1", "clair_a2", "minimal_a2", "kpa", "advisor", "slackwise")
 Service = Literal["lognormal", "deterministic"]
 
 
@@ -134,7 +137,7 @@ class SimApp:
 class AutoscalingConfig:
     """An autoscaler comparison (Swayam Fig. 9): which scalers, and their settings."""
 
-    compare: tuple[str, ...] = SCALERS
+    compare: tuple[str, ...] = DEFAULT_COMPARE
     policy: str = "GS"
     tick_s: float = 1.0
     collect_s: float = 300.0
@@ -296,7 +299,7 @@ def _autoscaling(r: Reader, raw: Any, apps: Mapping[str, SimApp]) -> Autoscaling
             "an autoscaling comparison needs exactly one app with one stage "
             f"(the clairvoyant scalers read its arrivals), got {len(apps)} app(s)",
         )
-    compare = data.get("compare", list(SCALERS))
+    compare = data.get("compare", list(DEFAULT_COMPARE))
     if not isinstance(compare, list) or not compare:
         raise r.fail(f"{path}.compare", f"must be a non-empty list of scalers, got {compare!r}")
     for i, name in enumerate(compare):

@@ -89,7 +89,7 @@ def test_window_needs_use_each_windows_realised_count() -> None:
     assert window_needs(arrivals, tick_s=1.0, need=lambda rate: int(rate)) == [3, 0, 1]
 
 
-def test_clair_a2_starts_replicas_one_setup_ahead_and_collects_them_lazily() -> None:
+def test_the_minimal_a2_starts_replicas_one_setup_ahead_and_collects_them_lazily() -> None:
     needs = {"f": [1] * 10 + [5] * 10 + [1] * 30}
     a2 = Clairvoyant(needs, tick_s=1.0, lookahead_s={"f": 3.0}, collect_s=5.0)
     assert a2.decide(6.0, "f", IDLE) == 1
@@ -110,7 +110,7 @@ def _run(config: Any, scaler: Any, arrivals: list[float], curve: ServiceCurve) -
     return sim, sim.run()
 
 
-def test_resources_clair_a1_below_clair_a2_below_kpa_on_a_step_load() -> None:
+def test_resources_minimal_a1_below_minimal_a2_below_kpa_on_a_step_load() -> None:
     arrivals = _step_arrivals(20.0, 300.0, at=60.0, end=120.0)
     arrivals += [t + 120.0 for t in _step_arrivals(20.0, 20.0, at=60.0, end=120.0)]
     curve = _curve(cold_s=3.0)
@@ -232,17 +232,20 @@ def test_cli_writes_the_autoscalers_section_from_a_trace_file(
     assert code == 0, capsys.readouterr().err
     doc = json.loads(out.read_text())
     assert doc["trace"] == str(trace) and doc["rate_rps"] == 40
-    assert set(doc["autoscalers"]) == {"clair_a1", "clair_a2", "kpa", "advisor", "slackwise"}
+    assert set(doc["autoscalers"]) == {"clair_a1", "clair_a2", "minimal_a2", "kpa", "advisor",
+                                       "slackwise"}  # fmt: skip
     for row in doc["autoscalers"].values():
         assert {"replica_seconds", "compliance_pct", "violation_pct", "cold_start_hits",
-                "vs_clair_a1", "vs_clair_a2", "normalised"} <= set(row)  # fmt: skip
+                "vs_clair_a1", "vs_clair_a2", "vs_minimal_a2",
+                "normalised"} <= set(row)  # fmt: skip
         assert row["requests"] > 500  # about 10 rps on average for 60 s at peak 40
         assert 0.0 <= row["compliance_pct"] <= 100.0
     rows = doc["autoscalers"]
     assert rows["clair_a1"]["replica_seconds"] <= rows["clair_a2"]["replica_seconds"]
     assert rows["clair_a1"]["vs_clair_a1"] == 1.0
+    assert rows["clair_a1"]["compliance_pct"] == rows["clair_a2"]["compliance_pct"] == 100.0
     printed = capsys.readouterr().out
-    assert "clair_a2" in printed and "compl%" in printed
+    assert "clair_a2" in printed and "minimal_a2" in printed and "compl%" in printed
 
 
 # -- clairvoyants found against the simulator ---------------------------------------------------
@@ -269,7 +272,7 @@ def test_simulated_clairvoyants_meet_the_sla_in_every_window(tmp_path: Path) -> 
         f"trace: {{name: {trace}}}\nrate_rps: 120\n"
         "platform: {scaling: kpa}\nfunctions: {embed: {max_batch: 16}}\n"
         "apps: {embed: {stages: [embed], slo_factor: 3}}\n"
-        "autoscaling: {compare: [clair_a1, clair_a2], collect_s: 10, window: 200, step: 10}\n"
+        "autoscaling: {compare: [minimal_a1, minimal_a2], collect_s: 10, window: 200, step: 10}\n"
     )
     from simulator.comparison import compare
     from simulator.config import load_sim_config
@@ -309,13 +312,13 @@ def test_a_trimmed_clairvoyant_is_minimal_one_replica_fewer_anywhere_breaks_it(
         f"trace: {{name: {trace}}}\nrate_rps: 120\n"
         "platform: {scaling: kpa}\nfunctions: {embed: {max_batch: 16}}\n"
         "apps: {embed: {stages: [embed], slo_factor: 3}}\n"
-        "autoscaling: {compare: [clair_a2], collect_s: 4, window: 100, step: 10, "
+        "autoscaling: {compare: [minimal_a2], collect_s: 4, window: 100, step: 10, "
         "clair_trim: 200}\n"
     )
     loaded = load_sim_config(config)
     auto = loaded.autoscaling
     assert auto is not None and auto.clair_trim == 200
-    row = scaler_run(loaded, "clair_a2", loaded.rate_rps, loaded.seed)
+    row = scaler_run(loaded, "minimal_a2", loaded.rate_rps, loaded.seed)
     counts = row["clair_counts"]
     assert row["compliance_pct"] == 100.0 and sum(counts) > 0
 
@@ -378,10 +381,10 @@ def test_hindsight_pays_for_what_it_did_not_foresee(tmp_path: Path) -> None:
         f"trace: {{name: {trace}}}\nrate_rps: 120\n"
         "platform: {scaling: kpa}\nfunctions: {embed: {max_batch: 16}}\n"
         "apps: {embed: {stages: [embed], slo_factor: 3}}\n"
-        "autoscaling: {compare: [clair_a2], collect_s: 10, window: 200, step: 10}\n"
+        "autoscaling: {compare: [minimal_a2], collect_s: 10, window: 200, step: 10}\n"
     )
     loaded = load_sim_config(config)
-    clair = compare(loaded)["autoscalers"]["clair_a2"]
+    clair = compare(loaded)["autoscalers"]["minimal_a2"]
     rate, seed = loaded.rate_rps, loaded.seed
     short = hindsight_run(loaded, hold_s=2.0, burst_u=1.0, rate_rps=rate, seed=seed)
     long = hindsight_run(loaded, hold_s=30.0, burst_u=1.0, rate_rps=rate, seed=seed)
