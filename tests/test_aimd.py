@@ -233,6 +233,40 @@ def test_presets_describe_the_two_modes() -> None:
         SLACKWISE.cold_aware = False  # type: ignore[misc]
 
 
+def test_the_mlproxy_mode_is_algorithm_2_as_published() -> None:
+    """MLProxy's Algorithm 2: Max_BS starts at 1, grows by 1 each 30 s without a violation, and
+    its timeout input is the ratio of *batches* dispatched on their timeout."""
+    aimd = MLPROXY.aimd_for(64)
+    assert aimd.limit == 1 and MLPROXY.aimd_timeouts_per_batch
+    aimd.update(0.0)  # the clock starts
+    for k in range(3):  # calm periods: +1 each
+        t = 30.0 * k
+        aimd.record(t + 1.0, latency_ms=10.0, slo_ms=100.0, missed=False, timeout_dispatch=False,
+                    cold=False)  # fmt: skip
+        aimd.update(t + 30.0)
+    assert aimd.limit == 4
+    # one batch of 19 left on its timeout, one of 1 filled up: by requests 0.95 of them timed
+    # out (over TO_thresh 0.9), by batches half did (under it): the paper counts batches
+    t = 90.0
+    aimd.dispatched(t + 1.0, bound=False, timeout=True)
+    aimd.dispatched(t + 2.0, bound=False, timeout=False)
+    for i in range(20):
+        aimd.record(t + 3.0, latency_ms=10.0, slo_ms=100.0, missed=False,
+                    timeout_dispatch=i < 19, cold=False)  # fmt: skip
+    decision = aimd.update(t + 30.0)
+    assert decision is not None and decision.action == "increase" and aimd.limit == 5
+    assert decision.stats.timeout_ratio == 0.5
+    by_request = SLACKWISE.aimd(initial=4, maximum=64)  # the request-weighted ratio
+    by_request.update(0.0)
+    by_request.dispatched(1.0, bound=False, timeout=True)
+    by_request.dispatched(2.0, bound=False, timeout=False)
+    for i in range(20):
+        by_request.record(3.0, latency_ms=10.0, slo_ms=100.0, missed=False,
+                          timeout_dispatch=i < 19, cold=False)  # fmt: skip
+    decision = by_request.update(30.0)
+    assert decision is not None and decision.stats.timeout_ratio == 0.95
+
+
 def test_preset_builds_its_aimd() -> None:
     aimd = MLPROXY.aimd(initial=4, maximum=32)
     decision = period(aimd, 0.0, latency_ms=1000.0, missed=15, cold=15)

@@ -11,7 +11,12 @@ Rules chosen where the paper leaves room:
 * **Samples are per request.** :meth:`AIMD.record` is called once for each request that left the
   function's stage, with its own latency and SLO (the stage budget or the end-to-end SLO), whether
   it missed, whether its batch was dispatched on timeout and whether its batch hit a cold start.
-  The timeout ratio is therefore "requests being timed out" (§2.4 wording), request-weighted.
+  The timeout ratio is then "requests being timed out" (§2.4's wording), request-weighted; with
+  ``timeouts_per_batch`` (the MLProxy mode) it is Algorithm 2's input, "the ratio of batches
+  being dispatched due to timeout", from :meth:`AIMD.dispatched`.
+* **The window.** The paper's monitor keeps "the latest response time values" in a sliding
+  window and gives it no length; judged at each 30 s decision over the last 30 s, a sliding
+  window and a tumbling one hold the same samples, which is what this does.
 * **P95 against varying SLOs.** Requests may carry different budgets, so the P95 test is on the
   ratio ``latency / SLO``: a violation when its P95 exceeds ``p95_fraction``. The reported
   ``p95_ms`` is the plain latency P95 of the judged samples.
@@ -103,6 +108,7 @@ class AIMD:
         cold_dominated: float = 0.5,
         backlog_mult: float | None = None,
         backlog_period_s: float = 1.0,
+        timeouts_per_batch: bool = False,
     ) -> None:
         if minimum < 1:
             raise ValueError(f"minimum must be >= 1, got {minimum!r}")
@@ -144,6 +150,7 @@ class AIMD:
         self._cold_dominated = cold_dominated
         self._backlog_mult = backlog_mult
         self._backlog_period_s = backlog_period_s
+        self._timeouts_per_batch = timeouts_per_batch
         self._start: float | None = None
         #: the next point of the finer grid where a backlog-bound window is judged
         self._next_look = math.inf
@@ -159,6 +166,7 @@ class AIMD:
         self._fractions: list[float] = []
         self._dispatches = 0
         self._bound = 0
+        self._timeout_batches = 0
 
     @property
     def limit(self) -> int:
@@ -191,12 +199,14 @@ class AIMD:
         self._latencies.append(latency_ms)
         self._fractions.append(latency_ms / slo_ms)
 
-    def dispatched(self, now: float, *, bound: bool) -> None:
+    def dispatched(self, now: float, *, bound: bool, timeout: bool = False) -> None:
         """A batch left at ``now``; ``bound``: taken whole at the limit while requests stayed
-        queued for a slot (the limit, not the arrivals, set its size)."""
+        queued for a slot (the limit, not the arrivals, set its size); ``timeout``: it left on
+        its dispatch timeout (counted per batch with ``timeouts_per_batch``)."""
         self._roll(now)
         self._dispatches += 1
         self._bound += bound
+        self._timeout_batches += timeout
 
     def update(self, now: float) -> AIMDDecision | None:
         """The decision taken at the end of the period ``now`` closed, if one did since the last
@@ -290,9 +300,17 @@ class AIMD:
             miss_ratio=self._misses / judged if judged else 0.0,
             p95_ms=_p95(self._latencies) if judged else 0.0,
             p95_slo_fraction=_p95(self._fractions) if judged else 0.0,
-            timeout_ratio=self._timeouts / judged if judged else 0.0,
+            timeout_ratio=self._timeout_ratio(judged),
             cold_ratio=self._cold / self._samples if self._samples else 0.0,
         )
+
+    def _timeout_ratio(self, judged: int) -> float:
+        """Requests that left on a timeout over those judged, or (``timeouts_per_batch``:
+        MLProxy's Algorithm 2, "the ratio of batches being dispatched due to timeout") batches
+        over batches."""
+        if self._timeouts_per_batch:
+            return self._timeout_batches / self._dispatches if self._dispatches else 0.0
+        return self._timeouts / judged if judged else 0.0
 
     def _violations(self, stats: WindowStats, *, misses: bool = True) -> tuple[str, ...]:
         found: list[str] = []

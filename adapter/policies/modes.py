@@ -8,9 +8,11 @@ Plain frozen data the adapter reads once at start-up:
   service times against the SLO, and misses of requests that were dispatched in time (a request
   that waited past its slack in the queue says the function is short of capacity, not that
   batches are too big; shrinking them then only cuts throughput and deepens the queue).
-* ``mlproxy``: the MLProxy baseline (SEAMS'22): FIFO queues, batches closed only by the limit or
-  the dispatch timeout, AIMD every 30 s with +1 / ×0.8 on P95 above 80 % of the SLO or too many
-  timeout dispatches, cold starts judged like any other sample.
+* ``mlproxy``: the MLProxy baseline (SEAMS'22) as its paper has it: FIFO queues, batches closed
+  only by the limit or the dispatch timeout (Eq. 1-2 with the windowed P95), AIMD every 30 s
+  from a max batch of 1 (Algorithm 2) with +1 / ×0.8 on P95 above 80 % of the SLO or a ratio of
+  batches dispatched on their timeout above ``TO_thresh``, cold starts judged like any other
+  sample.
 
 The paper leaves ``TO_thresh`` to the user. MLProxy's preset uses 0.9 (nearly every request left
 on a timeout, so the limit is larger than the arrival rate can fill); slackwise's shrinks the
@@ -59,6 +61,8 @@ class ModePreset:
     #: ``aimd_backlog_period_s`` (None: MLProxy's additive steps only; adapter.policies.aimd)
     aimd_backlog_mult: float | None = None
     aimd_backlog_period_s: float = 1.0
+    #: the timeout ratio over batches (MLProxy's Algorithm 2) rather than requests
+    aimd_timeouts_per_batch: bool = False
     #: wait for company only when it pays (adapter.policies.batching rule 6); MLProxy waits until
     #: its
     #: dispatch timeout whatever the rate
@@ -104,6 +108,7 @@ class ModePreset:
             cold_dominated=self.cold_dominated,
             backlog_mult=self.aimd_backlog_mult,
             backlog_period_s=min(self.aimd_backlog_period_s, self.aimd_period_s),
+            timeouts_per_batch=self.aimd_timeouts_per_batch,
         )
 
 
@@ -135,7 +140,14 @@ SLACKWISE = ModePreset(
     wait_pays=True,
     late="predict",
 )
-MLPROXY = ModePreset(name=MLPROXY_NAME, order="arrival", deadline_aware=False)
+#: MLProxy as its paper has it: Algorithm 2 starts at Max_BS 1, its timeout ratio is over batches
+MLPROXY = ModePreset(
+    name=MLPROXY_NAME,
+    order="arrival",
+    deadline_aware=False,
+    aimd_initial=1,
+    aimd_timeouts_per_batch=True,
+)
 PRESETS: Mapping[str, ModePreset] = MappingProxyType({p.name: p for p in (SLACKWISE, MLPROXY)})
 
 
