@@ -44,6 +44,7 @@ from simulator.runner import arrivals_for, curves_for
 from simulator.scalers import KpaScaler, Scaler
 from simulator.service import ServiceCurve
 from simulator.swayam_scalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
+from slackwise_core.config import AdvisorSettings
 
 __all__ = [
     "Case", "bootstrap_count", "case_for", "clairvoyant_service", "compare", "format_fig9",
@@ -182,14 +183,29 @@ def _clair_needs(config: SimConfig, case: Case) -> dict[str, list[int]]:
     return {case.fn_name: window_needs(case.arrivals, tick_s=case.auto.tick_s, need=need)}
 
 
+def swayam_settings(auto: AutoscalingConfig) -> AdvisorSettings:
+    """Swayam as published (§4-5): its own resource model (Eq. 1 / Theorem 2), the predicted
+    rate over 500 s times the burst threshold ``U`` = 2 (its default SLA), 10 s setup assumed
+    until one is measured, backends collected once unused for the collection period (five
+    minutes in Fig. 9), and none of this project's additions (no floor at the current rate, no
+    keep-alive, no evidence rule)."""
+    return replace(
+        auto.advisor, model="swayam", burst_u=2.0, history_s=500.0, default_setup_s=10.0,
+        min_scale_in_gap_s=auto.collect_s, floor_at_current=False, keep_alive=False,
+        evidence=False,
+    )  # fmt: skip
+
+
 def learning_scaler(config: SimConfig, name: str, case: Case) -> tuple[Scaler, int]:
-    """``kpa``, ``advisor`` (the KPA with the advisor's floor) or ``slackwise`` (the owned
-    count) for ``case``, and the ready replicas it starts with."""
+    """``kpa``, ``advisor`` (the KPA with the advisor's floor), ``slackwise`` (the owned count)
+    or ``swayam`` (the owned count with Swayam's published rules) for ``case``, and the ready
+    replicas it starts with."""
     fn_name, auto, fn = case.fn_name, case.auto, config.functions[case.fn_name]
     bootstrap = bootstrap_count(case, _model_need(config, case))
-    if name == "slackwise":
+    if name in ("slackwise", "swayam"):
+        settings = auto.advisor if name == "slackwise" else swayam_settings(auto)
         owned = OwnedScaler(
-            auto.advisor, slos_ms={fn_name: case.slo_ms}, percentiles={fn_name: case.level},
+            settings, slos_ms={fn_name: case.slo_ms}, percentiles={fn_name: case.level},
             container_concurrency={fn_name: fn.container_concurrency},
             max_scale={fn_name: fn.scaling.max_scale}, initial={fn_name: bootstrap},
         )  # fmt: skip
@@ -301,7 +317,8 @@ def scaler_row(
         "peak_replicas": f.peak_replicas,
         "cold_batches": f.cold_batches,
         "duration_s": round(result.duration_s, 3),
-        "bootstrap": bootstrap if name in ("kpa", "advisor", "slackwise", "hindsight") else None,
+        "bootstrap": bootstrap
+        if name in ("kpa", "advisor", "slackwise", "swayam", "hindsight") else None,
         "setup_s": 0.0 if name == "minimal_a1" else round(setup_s, 3),
     }  # fmt: skip
     if rounds is not None:

@@ -18,7 +18,7 @@ Schema (every key optional unless marked)::
                                       # trace's), scaled so that their peak is rate_rps
                                       # (replaces plain Poisson)
     autoscaling:                      # compare autoscalers on one single-stage app (see
-      compare: [clair_a1, clair_a2, minimal_a2, kpa, advisor, slackwise]  # simulator.comparison
+      compare: [clair_a1, clair_a2, minimal_a2, kpa, advisor, swayam, slackwise]  # comparison
       policy: GS                      # the stage policy every run uses
       tick_s: 1.0                     # the clairvoyant scalers' window and decision period
       collect_s: 300                  # ClairA2's lazy collection (Swayam Fig. 9: five minutes)
@@ -102,10 +102,11 @@ __all__ = [
 
 Scaling = Literal["fixed", "kpa"]
 #: the autoscalers a comparison can run (simulator.swayam_scalers)
-SCALERS = ("clair_a1", "clair_a2", "minimal_a1", "minimal_a2", "kpa", "advisor", "slackwise")
+SCALERS = ("clair_a1", "clair_a2", "minimal_a1", "minimal_a2", "kpa", "advisor", "swayam",
+           "slackwise")  # fmt: skip
 #: what a comparison runs unless its config says (the minimal ClairA1 adds little to the minimal
 #: ClairA2 and costs as many runs)
-DEFAULT_COMPARE = ("clair_a1", "clair_a2", "minimal_a2", "kpa", "advisor", "slackwise")
+DEFAULT_COMPARE = ("clair_a1", "clair_a2", "minimal_a2", "kpa", "advisor", "swayam", "slackwise")
 Service = Literal["lognormal", "deterministic"]
 
 

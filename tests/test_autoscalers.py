@@ -233,7 +233,7 @@ def test_cli_writes_the_autoscalers_section_from_a_trace_file(
     doc = json.loads(out.read_text())
     assert doc["trace"] == str(trace) and doc["rate_rps"] == 40
     assert set(doc["autoscalers"]) == {"clair_a1", "clair_a2", "minimal_a2", "kpa", "advisor",
-                                       "slackwise"}  # fmt: skip
+                                       "swayam", "slackwise"}  # fmt: skip
     for row in doc["autoscalers"].values():
         assert {"replica_seconds", "compliance_pct", "violation_pct", "cold_start_hits",
                 "vs_clair_a1", "vs_clair_a2", "vs_minimal_a2",
@@ -244,6 +244,7 @@ def test_cli_writes_the_autoscalers_section_from_a_trace_file(
     assert rows["clair_a1"]["replica_seconds"] <= rows["clair_a2"]["replica_seconds"]
     assert rows["clair_a1"]["vs_clair_a1"] == 1.0
     assert rows["clair_a1"]["compliance_pct"] == rows["clair_a2"]["compliance_pct"] == 100.0
+    assert rows["swayam"]["bootstrap"] == rows["slackwise"]["bootstrap"]  # the same start
     printed = capsys.readouterr().out
     assert "clair_a2" in printed and "minimal_a2" in printed and "compl%" in printed
 
@@ -392,3 +393,15 @@ def test_hindsight_pays_for_what_it_did_not_foresee(tmp_path: Path) -> None:
     assert short["compliance_pct"] < 100.0 and short["violation_pct"] > 0.0
     assert long["replica_seconds"] > short["replica_seconds"]
     assert short["hold_s"] == 2.0 and long["burst_u"] == 1.0
+
+
+def test_swayam_as_published_takes_its_own_rules() -> None:
+    from simulator.comparison import swayam_settings
+
+    auto = _config(autoscaling={"collect_s": 120}).autoscaling
+    assert auto is not None
+    published = swayam_settings(auto)
+    assert (published.model, published.burst_u, published.history_s) == ("swayam", 2.0, 500.0)
+    assert published.min_scale_in_gap_s == 120  # backends go after a collection period unused
+    assert not (published.keep_alive or published.floor_at_current or published.evidence)
+    assert auto.advisor.model != "swayam"  # slackwise's own settings are untouched
