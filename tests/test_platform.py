@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import os
@@ -356,3 +357,31 @@ def test_the_gateway_takes_its_port_before_any_replica_starts(
 
     run(make_config(port=port), body)
     assert seen == [errno.EADDRINUSE]
+
+
+def test_a_starting_replica_yields_the_cpu_and_serves_as_an_equal_once_ready() -> None:
+    from knative.local.priority import can_restore, niceness
+
+    if not can_restore():
+        pytest.skip("this process may not lower a niceness: replicas start at its own")
+    base = niceness()
+
+    async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
+        await platform.set_min_scale("digits", 1)
+        seen: set[int] = set()
+        for _ in range(1200):
+            starting = platform.replica_pids("digits")
+            if platform.replicas("digits").ready == 1:
+                break
+            for pid in starting.values():
+                with contextlib.suppress(ProcessLookupError):
+                    seen.add(os.getpriority(os.PRIO_PROCESS, pid))
+            await asyncio.sleep(0.01)
+        assert platform.replicas("digits").ready == 1
+        assert base + 10 in seen  # it loaded its model at the starting niceness
+        (pid,) = platform.replica_pids("digits", ready=True).values()
+        tids = [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
+        assert {os.getpriority(os.PRIO_PROCESS, tid) for tid in tids} == {base}
+        assert (await post(client, platform)).status_code == 200
+
+    run(make_config(), body)

@@ -16,6 +16,7 @@ from knative.kpa import KPA
 from knative.local.activator import Activator
 from knative.local.cpu_quota import CpuQuota
 from knative.local.events import EventLog, Ledger
+from knative.local.priority import niceness, restore, starting
 from knative.local.replica import Replica, ReplicaStartError, ReplicaState
 from knative.meter import ConcurrencyMeter
 from slackwise_core.clock import Clock
@@ -75,6 +76,8 @@ class Fleet:
         self.log_dir: Path | None = None
         self.client: httpx.AsyncClient | None = None
         self.stopping = False
+        #: the platform's own niceness and the one a replica starts at (knative.local.priority)
+        self.nice = (niceness(), starting(settings.starting_nice))
 
     def add(self, config: FunctionConfig, now: float) -> FunctionRuntime:
         fn = FunctionRuntime(config, self.settings.queue_depth, now)
@@ -170,7 +173,11 @@ class Fleet:
     async def _run_replica(self, fn: FunctionRuntime, replica: Replica) -> None:
         assert self.client is not None
         try:
-            await replica.start(self.client, ready_timeout_s=self.settings.ready_timeout_s)
+            await replica.start(
+                self.client, ready_timeout_s=self.settings.ready_timeout_s, nice=self.nice[1]
+            )
+            if replica.pid is not None and self.nice[1] != self.nice[0]:
+                restore(replica.pid, self.nice[0])  # ready: it serves as an equal
             if fn.quota is not None and replica.pid is not None:
                 fn.quota.add(replica.pid)  # loaded unthrottled, served within the quota
         except ReplicaStartError as exc:

@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -36,6 +37,19 @@ def _die_with_parent() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _child_setup(nice: int | None) -> Callable[[], None]:
+    """What the child runs before ``exec``: die with the platform, and start at ``nice``
+    (:mod:`knative.local.priority`: a starting replica yields the CPU to the serving ones)."""
+
+    def setup() -> None:
+        _die_with_parent()
+        if nice is not None:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, 0, nice)
+
+    return setup
 
 
 class ReplicaState(enum.Enum):
@@ -94,8 +108,11 @@ class Replica:
     def __repr__(self) -> str:
         return f"Replica({self._name!r}, state={self.state.value}, port={self.port})"
 
-    async def start(self, client: httpx.AsyncClient, *, ready_timeout_s: float) -> None:
-        """Spawn the process and wait until it answers ready; raises ReplicaStartError."""
+    async def start(
+        self, client: httpx.AsyncClient, *, ready_timeout_s: float, nice: int | None = None
+    ) -> None:
+        """Spawn the process (at niceness ``nice``, the platform's own when ``None``) and wait
+        until it answers ready; raises ReplicaStartError."""
         fn = self.function
         if fn.cold_start_extra_s > 0:
             await asyncio.sleep(fn.cold_start_extra_s)
@@ -130,7 +147,7 @@ class Replica:
                     env=env,
                     pass_fds=(sock.fileno(),),
                     start_new_session=True,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=_child_setup(nice),
                 )
             finally:
                 sock.close()

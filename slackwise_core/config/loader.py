@@ -75,6 +75,7 @@ def _platform(r: Reader, raw: Any) -> PlatformConfig:
         "ready_timeout_s",
         "drain_timeout_s",
         "cpu_period_ms",
+        "starting_nice",
         "autoscaler",
     }
     r.only(data, "platform", keys)
@@ -99,6 +100,7 @@ def _platform(r: Reader, raw: Any) -> PlatformConfig:
         cpu_period_ms=r.number(
             data, "cpu_period_ms", "platform", d.cpu_period_ms, low=1.0, high=1000.0
         ),
+        starting_nice=r.integer(data, "starting_nice", "platform", d.starting_nice, low=0, high=19),
         autoscaler=autoscaler,
     )
 

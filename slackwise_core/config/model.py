@@ -111,6 +111,9 @@ class PlatformConfig:
     #: the CFS period of the CPU quotas ``set_cores`` writes (a request at a fractional quota
     #: can stall for up to ``(1 - cores) x period``; shorter periods cut that stall)
     cpu_period_ms: float = 100.0
+    #: how far above the platform's niceness a replica runs until it is ready: a starting
+    #: replica yields the CPU to the serving ones (knative.local.priority); 0: off
+    starting_nice: int = 10
     autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
 
 

@@ -48,13 +48,22 @@ class Reader:
             raise self.fail(where, f"unknown key; expected one of {', '.join(sorted(allowed))}")
 
     def integer(
-        self, data: Mapping[str, Any], key: str, path: str, default: int, *, low: int = 0
+        self,
+        data: Mapping[str, Any],
+        key: str,
+        path: str,
+        default: int,
+        *,
+        low: int = 0,
+        high: int | None = None,
     ) -> int:
         value = data.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(f"{path}.{key}", f"must be an integer, got {value!r}")
         if value < low:
             raise self.fail(f"{path}.{key}", f"must be >= {low}, got {value}")
+        if high is not None and value > high:
+            raise self.fail(f"{path}.{key}", f"must be <= {high}, got {value}")
         return value
 
     def number(

@@ -1,0 +1,107 @@
+"""A starting replica yields the CPU to the ones serving: its own niceness until it is ready.
+
+On a cluster a new pod starts on a node's spare capacity, or on a node of its own; on the local
+platform every replica shares the machine's cores, and a replica loading its model (imports,
+weights, a warm-up batch: seconds of CPU) takes them from the replicas answering requests, just when
+the platform started it because those were short of capacity. So a replica is spawned at a niceness
+``starting_nice`` above the platform's own (``platform.starting_nice``, 10 by default, 0 off): the
+kernel's scheduler gives a nice-10 task about a tenth of the CPU a nice-0 one gets while both want
+it, and all of it while the others are idle, so the start costs the serving replicas little and
+takes longer only while they are busy. When it is ready, every thread of it (Linux keeps a niceness
+per thread, and the model's thread pools are made during the load) goes back to the platform's
+niceness, so it serves as an equal.
+
+Going back needs the right to lower a niceness (root, ``CAP_SYS_NICE`` or an ``RLIMIT_NICE`` that
+allows it); without it a replica would serve at the lower priority for its whole life, so the
+platform then starts replicas at its own niceness and logs why once (:func:`can_restore`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import resource
+from pathlib import Path
+
+__all__ = ["can_restore", "niceness", "restore", "starting"]
+
+logger = logging.getLogger(__name__)
+
+#: the highest niceness Linux has
+_MOST_NICE = 19
+
+
+def niceness(pid: int = 0) -> int:
+    """The niceness of ``pid``'s main thread (0: this process)."""
+    return os.getpriority(os.PRIO_PROCESS, pid)
+
+
+def can_restore(base: int | None = None) -> bool:
+    """Whether this process may set a child's niceness back down to ``base`` (its own by
+    default) once raised: root, or an ``RLIMIT_NICE`` whose ceiling ``20 - limit`` is at most
+    ``base`` (``CAP_SYS_NICE`` without root is not probed: such a platform starts replicas at its
+    own niceness)."""
+    if base is None:
+        base = niceness()
+    if os.geteuid() == 0:
+        return True
+    soft, _ = resource.getrlimit(resource.RLIMIT_NICE)
+    return soft == resource.RLIM_INFINITY or 20 - soft <= base
+
+
+def starting(step: int) -> int:
+    """The niceness a replica starts at: ``step`` above this process's own, at most 19; this
+    process's own where ``step`` is 0 or it could not go back (:func:`can_restore`)."""
+    if not 0 <= step <= _MOST_NICE:
+        raise ValueError(f"starting_nice must be within 0..{_MOST_NICE}, got {step!r}")
+    base = niceness()
+    if step == 0:
+        return base
+    if not can_restore(base):
+        logger.warning(
+            "starting replicas at this process's niceness (%d): it may not lower a niceness "
+            "again (not root, RLIMIT_NICE %s), and a replica must not serve at the lower priority",
+            base, resource.getrlimit(resource.RLIMIT_NICE)[0],
+        )  # fmt: skip
+        return base
+    return min(_MOST_NICE, base + step)
+
+
+def restore(pid: int, base: int | None = None) -> int:
+    """Set every thread of ``pid`` (and of the processes in its group that it spawned) to ``base``
+    (this process's niceness by default); returns how many threads changed. Threads that end
+    meanwhile, and a process that has gone, are skipped."""
+    if base is None:
+        base = niceness()
+    changed = 0
+    for tid in _threads(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+            if os.getpriority(os.PRIO_PROCESS, tid) != base:
+                os.setpriority(os.PRIO_PROCESS, tid, base)
+                changed += 1
+    return changed
+
+
+def _threads(pid: int) -> list[int]:
+    """The thread ids of ``pid`` and of its children in its process group (the function's own
+    processes), read from ``/proc``; ``[pid]`` where ``/proc`` cannot say."""
+    try:
+        group = os.getpgid(pid)
+    except ProcessLookupError:
+        return []
+    proc = Path("/proc")
+    tids: list[int] = []
+    try:
+        entries = [p for p in proc.iterdir() if p.name.isdigit()]
+    except OSError:
+        return [pid]
+    for entry in entries:
+        other = int(entry.name)
+        try:
+            if other != pid and os.getpgid(other) != group:
+                continue
+            tids.extend(int(t.name) for t in (entry / "task").iterdir())
+        except (OSError, ValueError):
+            continue
+    return tids or [pid]
