@@ -188,11 +188,11 @@ def swayam_settings(auto: AutoscalingConfig) -> AdvisorSettings:
     rate over 500 s times the burst threshold ``U`` = 2 (its default SLA), 10 s setup assumed
     until one is measured, backends collected once unused for the collection period (five
     minutes in Fig. 9), and none of this project's additions (no floor at the current rate, no
-    keep-alive, no evidence rule)."""
+    keep-alive, no evidence rule, no headroom)."""
     return replace(
         auto.advisor, model="swayam", burst_u=2.0, history_s=500.0, default_setup_s=10.0,
         min_scale_in_gap_s=auto.collect_s, floor_at_current=False, keep_alive=False,
-        evidence=False,
+        evidence=False, headroom=0.0,
     )  # fmt: skip
 
 

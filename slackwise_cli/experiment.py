@@ -41,6 +41,7 @@ from slackwise_cli.results import (
     summarize,
 )
 from slackwise_core.config import ADVISOR_MODE, Config, ExperimentConfig
+from slackwise_core.config.model import headroom_of
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +123,9 @@ def adapter_flags(mode: str) -> list[str]:
         return ["--mode", "slackwise", "--capacity", "kpa"]
     if mode == ADVISOR_MODE:
         return ["--mode", "slackwise", "--capacity", "floor"]
+    headroom = headroom_of(mode)
+    if headroom is not None:
+        return ["--mode", "slackwise", "--capacity", "own", "--headroom", f"{headroom:g}"]
     return ["--mode", "slackwise", "--capacity", "kpa", "--stage-policy", mode]
 
 

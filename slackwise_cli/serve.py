@@ -4,8 +4,12 @@ or Knative Services."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from slackwise_cli.running import load, run_async
+
+if TYPE_CHECKING:
+    from slackwise_core.config import Config
 
 
 def add_arguments(serve: argparse.ArgumentParser) -> None:
@@ -53,6 +57,13 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         "above the advisor's floor, or the advisor itself (own)",
     )
     serve.add_argument(
+        "--headroom",
+        metavar="auto|X",
+        help="the owned count's spare capacity from the measured volatility: auto (cover the "
+        "largest swing of the last two minutes), 0 (none) or a scale on it "
+        "(default: adapter.advisor.headroom, auto)",
+    )
+    serve.add_argument(
         "--stage-policy",
         metavar="NAME",
         help="how chains split their SLO and batch: GS, ED-*, EDF-*, FIFO-NB "
@@ -67,14 +78,11 @@ def run(args: argparse.Namespace) -> int:
     config = load(args.config)
     advisor: bool | None = True if args.advisor else None
     if args.capacity is not None:
-        import dataclasses
-
         advisor = args.capacity != "kpa"
         if advisor:
-            settings = dataclasses.replace(config.adapter.advisor, capacity=args.capacity)
-            config = dataclasses.replace(
-                config, adapter=dataclasses.replace(config.adapter, advisor=settings)
-            )
+            config = _with_advisor(config, capacity=args.capacity)
+    if args.headroom is not None:
+        config = _with_advisor(config, headroom=_headroom_flag(args.headroom))
     cluster_flags = (args.namespace, args.kubeconfig, args.context)
     if args.host or args.probe_port is not None:
         import dataclasses
@@ -137,3 +145,25 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise SystemExit(f"slackwise: cannot listen on {host}:{port}: {exc}") from None
     return 0
+
+
+def _headroom_flag(text: str) -> float | str:
+    """``--headroom``'s value: ``auto`` or a number >= 0; exits naming the value otherwise."""
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < float("inf"):
+        raise SystemExit(f"slackwise serve: --headroom must be auto or a number >= 0, got {text!r}")
+    return value
+
+
+def _with_advisor(config: Config, **changes: object) -> Config:
+    """``config`` with ``adapter.advisor``'s ``changes`` (the flags that override it)."""
+    import dataclasses
+
+    settings = dataclasses.replace(config.adapter.advisor, **changes)  # type: ignore[arg-type]
+    adapter = dataclasses.replace(config.adapter, advisor=settings)
+    return dataclasses.replace(config, adapter=adapter)

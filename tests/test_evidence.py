@@ -206,7 +206,7 @@ def test_a_step_in_service_time_is_seen_as_drift_before_anything_misses() -> Non
         model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
         auto = function_autoscaler(
             "f", AdvisorSettings(enabled=True, default_setup_s=1.0, keep_alive=False,
-                                 evidence=evidence),
+                                 evidence=evidence, headroom=0.0),
             slo_ms=100.0, percentile=95.0, model=model, limit=lambda: 1,
             container_concurrency=1, max_scale=0, now=0.0,
         )  # fmt: skip
@@ -262,7 +262,7 @@ def test_a_burst_beyond_the_forecast_is_counted_in_full_once_the_evidence_disagr
         model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
         auto = function_autoscaler(
             "f", AdvisorSettings(enabled=True, default_setup_s=1.0, keep_alive=False,
-                                 evidence=evidence),
+                                 evidence=evidence, headroom=0.0),
             slo_ms=100.0, percentile=95.0, model=model, limit=lambda: 1,
             container_concurrency=1, max_scale=0, now=0.0,
         )  # fmt: skip

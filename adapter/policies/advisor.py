@@ -196,6 +196,10 @@ class AdvisorDecision:
     burst_u: float
     percentile_ms: float
     service: ServiceModel = field(repr=False)
+    #: the headroom factor the model rate carries (adapter.policies.headroom; 1: none) and how
+    #: many of ``needed`` it added (the count at the rate without it, subtracted)
+    headroom: float = 1.0
+    spare: int = 0
 
 
 def _nearest_rank(values: list[float], percentile: float) -> float:
@@ -319,9 +323,12 @@ class Advisor:
         knee = fewest_meeting(lambda n: at(n) <= good_enough, 1, cfg.max_replicas)
         return knee, at(knee)
 
-    def rates_at(self, now: float, recent_s: float | None = None) -> tuple[float, float, float]:
+    def rates_at(
+        self, now: float, recent_s: float | None = None, headroom: float = 1.0
+    ) -> tuple[float, float, float]:
         """The local forecast ``t_setup`` ahead, the current local rate and the rate the model
-        sizes for (the larger of the two when ``floor_at_current``, × ``n_F`` × ``U``). With
+        sizes for (the larger of the two when ``floor_at_current``, × ``n_F`` × ``U`` ×
+        ``headroom``: :mod:`adapter.policies.headroom`). With
         ``recent_s`` (while measured outcomes disagree with the model), the rate over only the
         last ``recent_s`` replaces it when it is at least ``BURST_RATIO`` times as high: a
         burst beyond the forecast counts in full at once, not spread over
@@ -335,7 +342,7 @@ class Advisor:
             if recent >= BURST_RATIO * current:
                 current = recent
         local = max(forecast, current) if cfg.floor_at_current else forecast
-        return forecast, current, local * self._frontends * cfg.burst_u
+        return forecast, current, local * self._frontends * cfg.burst_u * headroom
 
     def warm(self, rate: float, observed: ObservedService) -> None:
         """Compute and keep the replay model's answer for ``rate`` on ``observed`` so that the
@@ -375,10 +382,12 @@ class Advisor:
         service: ServiceModel | None = None,
         observed: ObservedService | None = None,
         recent_s: float | None = None,
+        headroom: float = 1.0,
     ) -> AdvisorDecision:
         """The floor to pin at ``now``; ``service`` (when given) replaces the service model,
         which follows the latency fit and the batch limit in use, ``observed`` what the
-        replay model replays, and ``recent_s`` how recent a rate counts (:meth:`rates_at`)."""
+        replay model replays, ``recent_s`` how recent a rate counts (:meth:`rates_at`), and
+        ``headroom`` the spare the measured volatility asks for, as a factor on the rate."""
         if isinstance(kpa_wants, bool) or not isinstance(kpa_wants, int) or kpa_wants < 0:
             raise ValueError(f"kpa_wants must be an integer >= 0, got {kpa_wants!r}")
         if service is not None:
@@ -387,9 +396,12 @@ class Advisor:
             self.observed = observed
         cfg = self.config
         setup = self.setup_s
-        forecast, current, model_rate = self.rates_at(now, recent_s)
+        forecast, current, model_rate = self.rates_at(now, recent_s, headroom)
         needed, percentile_ms = self._fewest(model_rate)
         feasible = percentile_ms <= cfg.slo_ms
+        spare = 0
+        if headroom > 1.0:  # what the lean count would be: the spare, shown with its reason
+            spare = max(0, needed - self._fewest(model_rate / headroom)[0])
 
         needs = self._needs
         needs.append((now, needed))
@@ -427,4 +439,6 @@ class Advisor:
             burst_u=cfg.burst_u,
             percentile_ms=percentile_ms,
             service=self.service,
+            headroom=headroom,
+            spare=spare,
         )

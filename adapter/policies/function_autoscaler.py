@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from adapter.policies.advisor import Advisor, AdvisorConfig, AdvisorDecision
 from adapter.policies.evidence import Evidence
+from adapter.policies.headroom import Headroom, HeadroomConfig, parse_headroom
 from adapter.policies.keepalive import KeepAlive, KeepAliveConfig
 from adapter.policies.latency import LatencyModel
 from adapter.policies.percentile import ServiceModel
@@ -58,6 +59,9 @@ class AdvisorSettingsLike(Protocol):
     @property
     def evidence(self) -> bool: ...
 
+    @property
+    def headroom(self) -> float | str: ...
+
 
 @dataclass
 class FunctionAutoscaler:
@@ -81,6 +85,9 @@ class FunctionAutoscaler:
     _recent: tuple[float, float | None] | None = None
     #: the last seconds' service times over the window's (LatencyModel.drift), as last seen
     drift: float | None = None
+    #: spare capacity from the measured volatility (None: the lean count, ``headroom: 0``)
+    headroom: Headroom | None = field(default_factory=Headroom)
+    _factor: tuple[float, float] | None = None
 
     def outcome(self, now: float, missed: bool) -> None:
         """A request finished at ``now``, in time or ``missed`` (late, pruned, refused)."""
@@ -135,17 +142,38 @@ class FunctionAutoscaler:
         at their sizes, those seconds, so the model sees a step in service time before the
         requests it slows miss (``advisor.evidence: false`` turns both off). Worked out once
         per ``now``: the replayed service times and the rate of one decision look as far back."""
-        if self.evidence is None:
-            return None
         if self._recent is not None and self._recent[0] == now:
             return self._recent[1]
-        recent = self.evidence.recent_s(now)
-        if recent is None:
-            self.drift = self.model.drift(now, DRIFT_S)
-            if self.drift is not None and self.drift >= DRIFT_RATIO:
-                recent = DRIFT_S
+        self.drift = self.model.drift(now, DRIFT_S)
+        recent = None if self.evidence is None else self.evidence.recent_s(now)
+        drifting = self.drift is not None and self.drift >= DRIFT_RATIO
+        if recent is None and self.evidence is not None and drifting:
+            recent = DRIFT_S
         self._recent = (now, recent)
         return recent
+
+    def headroom_factor(self, now: float) -> float:
+        """The spare the measured volatility asks for at ``now``, as a factor on the rate the
+        model sizes for (:mod:`adapter.policies.headroom`); 1 while a swing is under way (the
+        model replays the recent service times already) or with ``headroom: 0``. The evidence
+        is taken once per ``now``: :meth:`prepare` and :meth:`decide` see the same factor."""
+        if self._factor is not None and self._factor[0] == now:
+            return self._factor[1]
+        recent = self.recent_s(now)
+        factor = 1.0
+        if self.headroom is not None:
+            advisor = self.advisor
+            setup = max(1.0, advisor.setup_s)
+            sized = advisor.rates_at(now, recent)[2] / advisor.frontends
+            self.headroom.observe(
+                now, drift=self.drift, recent_rate=advisor.rates.current(now, setup),
+                recent_s=setup, sized_rate=sized,
+            )  # fmt: skip
+            factor = self.headroom.factor(now)
+            if recent is not None:
+                factor = 1.0
+        self._factor = (now, factor)
+        return factor
 
     def prepare(self, now: float) -> Callable[[], None] | None:
         """The expensive half of the decision at ``now``, as a call that touches only the
@@ -154,9 +182,16 @@ class FunctionAutoscaler:
         observed = self.observed(now)
         if observed is None:
             return None
-        rate = self.advisor.rates_at(now, self.recent_s(now))[2]
+        factor = self.headroom_factor(now)
+        rate = self.advisor.rates_at(now, self.recent_s(now), factor)[2]
         advisor = self.advisor
-        return lambda: advisor.warm(rate, observed)
+
+        def warm() -> None:
+            advisor.warm(rate, observed)
+            if factor > 1.0:
+                advisor.warm(rate / factor, observed)  # the lean count, for the spare
+
+        return warm
 
     def decide(
         self, now: float, kpa_wants: int, current: int | None = None, overdue: int = 0
@@ -168,7 +203,7 @@ class FunctionAutoscaler:
         does."""
         decision = self.advisor.decide(
             now, kpa_wants=kpa_wants, service=self.service(now), observed=self.observed(now),
-            recent_s=self.recent_s(now),
+            recent_s=self.recent_s(now), headroom=self.headroom_factor(now),
         )  # fmt: skip
         self.last = decision
         pin = self.pin_for(decision, now)
@@ -203,7 +238,9 @@ class FunctionAutoscaler:
                                "evidence": "off" if self.evidence is None
                                else self.evidence.reason,
                                "drift": None if self.drift is None
-                               else round(self.drift, 3)}  # fmt: skip
+                               else round(self.drift, 3),
+                               "headroom": "off" if self.headroom is None
+                               else self.headroom.reason}  # fmt: skip
         if d is not None:
             out.update(
                 reason=d.reason,
@@ -213,6 +250,8 @@ class FunctionAutoscaler:
                 model_rate=round(d.model_rate, 3),
                 frontends=d.frontends,
                 setup_s=round(d.setup_s, 3),
+                headroom_factor=round(d.headroom, 3),
+                spare=d.spare,
             )
         return out
 
@@ -248,4 +287,11 @@ def function_autoscaler(
         container_concurrency=container_concurrency,
         max_scale=max_scale,
         evidence=Evidence() if settings.evidence else None,
+        headroom=_headroom(settings.headroom),
     )
+
+
+def _headroom(value: float | str) -> Headroom | None:
+    """``advisor.headroom`` as the policy: none at 0 (the lean count), else its scale."""
+    scale = parse_headroom(value)
+    return None if scale == 0.0 else Headroom(HeadroomConfig(scale=scale))

@@ -17,6 +17,7 @@ from slackwise_core.config.model import (
     Disturbance,
     ExperimentConfig,
     FunctionConfig,
+    headroom_of,
 )
 from slackwise_core.config.reader import Reader, choice
 
@@ -50,8 +51,11 @@ def parse_modes(text: Any, where: str = "modes", *, app: bool = False) -> tuple[
         mode = str(raw).strip()
         if mode not in known and app:
             mode = policy_name(mode) or mode
-        if mode not in known:
-            raise ValueError(f"{where}: unknown mode {mode!r}; expected some of {', '.join(known)}")
+        if mode not in known and headroom_of(mode) is None:
+            raise ValueError(
+                f"{where}: unknown mode {mode!r}; expected some of {', '.join(known)} "
+                "or slackwise-headroom-X (X >= 0)"
+            )
         modes.append(mode)
     return tuple(modes)
 

@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
@@ -320,6 +321,13 @@ def advisor_settings(
     def optional_flag(key: str) -> bool | None:
         return flag(r, data, key, path, True) if key in data else None
 
+    headroom = data.get("headroom", d.headroom)
+    if headroom != "auto" and (
+        isinstance(headroom, bool)
+        or not isinstance(headroom, (int, float))
+        or not 0 <= headroom < math.inf
+    ):
+        raise r.fail(f"{path}.headroom", f"must be auto or a number >= 0, got {headroom!r}")
     burst_u = number("burst_u")
     if burst_u is not None and burst_u < 1:
         raise r.fail(f"{path}.burst_u", f"must be >= 1 (a headroom factor), got {burst_u:g}")
@@ -336,6 +344,7 @@ def advisor_settings(
         floor_at_current=optional_flag("floor_at_current"),
         model=None if "model" not in data else choice(r, data, "model", path, MODELS, "replay"),
         evidence=flag(r, data, "evidence", path, d.evidence),
+        headroom=headroom if headroom == "auto" else float(headroom),
     )
 
 

@@ -180,6 +180,9 @@ class AdvisorSettings:
     model: str | None = None
     #: the count answers to measured outcomes (adapter.policies.evidence); false is an ablation
     evidence: bool = True
+    #: spare capacity from the measured volatility (adapter.policies.headroom): ``auto`` covers
+    #: the largest swing seen in the last two minutes, 0 holds none, another number scales it
+    headroom: float | str = "auto"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -241,6 +244,21 @@ class AdapterConfig:
 EXPERIMENT_MODES = ("direct", "mlproxy", "slackwise", "slackwise-kpa")
 #: the adapter with the advisor as a floor under the KPA (not run unless asked for)
 ADVISOR_MODE = "slackwise+advisor"
+#: ``slackwise-headroom-X``: the owned count with ``advisor.headroom: X`` (a number >= 0)
+HEADROOM_MODE = "slackwise-headroom-"
+
+
+def headroom_of(mode: str) -> float | None:
+    """The headroom a ``slackwise-headroom-X`` mode names, or None for any other mode."""
+    if not mode.startswith(HEADROOM_MODE):
+        return None
+    try:
+        value = float(mode[len(HEADROOM_MODE) :])
+    except ValueError:
+        return None
+    return value if 0.0 <= value < float("inf") else None
+
+
 #: how chains split their SLO over stages and batch; :mod:`adapter.policies.slack` defines each
 #: (a test holds the two lists equal)
 _BASELINES = ("ED-NB", "ED-30", "ED-50", "ED-DYN", "EDF-NB", "EDF-30", "EDF-50", "EDF-DYN")
