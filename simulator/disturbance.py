@@ -20,15 +20,23 @@ SIMULATED = ("slow", "pause")
 
 
 def finish_s(d: Disturbance | None, start: float, work_s: float) -> float:
-    """When a batch started at ``start`` with ``work_s`` seconds of full-speed work finishes."""
-    if d is None or start >= d.end_s or start + work_s <= d.start_s:
+    """When a batch started at ``start`` with ``work_s`` seconds of full-speed work finishes
+    (through as many of a repeated disturbance's windows as it runs into)."""
+    if d is None:
         return start + work_s
     t, left = start, work_s
-    if t < d.start_s:  # full speed up to the window
-        left -= d.start_s - t
-        t = d.start_s
     rate = 0.0 if d.kind == "pause" else 1.0 / d.factor
-    inside = (d.end_s - t) * rate  # full-speed work the window leaves room for
-    if rate > 0.0 and left <= inside:
-        return t + left / rate
-    return d.end_s + (left - inside)
+    for begin, end in d.windows():
+        if t >= end:
+            continue
+        if t + left <= begin:
+            break
+        if t < begin:  # full speed up to the window
+            left -= begin - t
+            t = begin
+        inside = (end - t) * rate  # full-speed work the window leaves room for
+        if rate > 0.0 and left <= inside:
+            return t + left / rate
+        left -= inside
+        t = end
+    return t + left

@@ -79,11 +79,19 @@ class Throttle:
 
 
 async def disturb(d: Disturbance, replica_pids: Callable[[], list[int]]) -> None:
-    """Sleep until the window, disturb through it, undo (also when cancelled). An ``input``
+    """Sleep until each window, disturb through it, undo (also when cancelled). An ``input``
     step is the replayer's to apply (it sends the larger bodies), so nothing is done here."""
     if d.kind == "input":
         return
-    await asyncio.sleep(d.start_s)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    for start, _ in d.windows():
+        await asyncio.sleep(max(0.0, began + start - loop.time()))
+        await _window(d, replica_pids)
+
+
+async def _window(d: Disturbance, replica_pids: Callable[[], list[int]]) -> None:
+    """One window of ``d``: disturb for ``duration_s``, then undo (also when cancelled)."""
     burners: list[asyncio.subprocess.Process] = []
     paused: list[int] = []
     throttle = Throttle(d.factor) if d.kind == "slow" else None
@@ -127,13 +135,13 @@ def window_split(
     def missed(r: dict[str, Any]) -> bool:
         return bool(r["status"] != 200 or r["latency"] * 1000.0 > slo_ms)
 
-    inside = [r for r in records if d.start_s <= float(r.get("sent", -1.0)) < d.end_s]
-    outside = [r for r in records if not d.start_s <= float(r.get("sent", -1.0)) < d.end_s]
+    inside = [r for r in records if d.inside(float(r.get("sent", -1.0)))]
+    outside = [r for r in records if not d.inside(float(r.get("sent", -1.0)))]
 
     def pct(rows: list[dict[str, Any]]) -> float:
         return round(100.0 * sum(map(missed, rows)) / len(rows), 3) if rows else float("nan")
 
-    in_rs = sum(s["ready"] for s in timeline if d.start_s <= s["t"] < d.end_s)
+    in_rs = sum(s["ready"] for s in timeline if d.inside(s["t"]))
     all_rs = sum(s["ready"] for s in timeline)
     return {
         "inside_violation_pct": pct(inside),

@@ -221,6 +221,8 @@ def _disturbance_text(d: dict[str, Any]) -> str:
         "(the model's own larger instances)",
     }[d["kind"]]
     when = f"from second {d['start_s']:g} for {d['duration_s']:g} s of the replay"
+    if d.get("repeat", 1) > 1:
+        when += f", {d['repeat']} times, every {d['every_s']:g} s"
     return f" The disturbance: {kind} {when}."
 
 

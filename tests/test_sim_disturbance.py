@@ -35,6 +35,20 @@ def test_a_batch_is_slowed_only_for_the_part_of_it_inside_the_window() -> None:
     assert math.isclose(finish_s(SLOW, 19.0, 1.0), 20.75)
 
 
+def test_a_repeated_disturbance_slows_every_window_and_only_them() -> None:
+    again = Disturbance(kind="slow", start_s=10.0, duration_s=2.0, factor=2.0, repeat=3,
+                        every_s=10.0)  # fmt: skip
+    assert again.windows() == [(10.0, 12.0), (20.0, 22.0), (30.0, 32.0)]
+    assert again.end_s == 32.0 and again.inside(21.0) and not again.inside(15.0)
+    assert math.isclose(finish_s(again, 21.0, 0.5), 22.0)  # in the second window: twice
+    assert math.isclose(finish_s(again, 15.0, 0.5), 15.5)  # between windows
+    # from 11 s, 10 s of work: 0.5 in the first window's last second, 8 between, 1 in the
+    # whole second window (2 s), the last 0.5 at full speed: 11 + 1 + 8 + 2 + 0.5
+    assert math.isclose(finish_s(again, 11.0, 10.0), 22.5)
+    with pytest.raises(ValueError, match="every_s"):
+        Disturbance(kind="slow", start_s=0.0, duration_s=5.0, factor=2.0, repeat=2, every_s=5.0)
+
+
 def test_a_pause_holds_every_batch_in_flight_until_it_ends() -> None:
     assert math.isclose(finish_s(PAUSE, 12.0, 0.1), 15.1)
     assert math.isclose(finish_s(PAUSE, 9.9, 0.3), 15.2)  # 0.1 s done before, 0.2 s after
@@ -78,6 +92,13 @@ def test_the_config_takes_the_live_experiments_keys_and_refuses_what_it_cannot_a
     with pytest.raises(ConfigError, match=r"disturbance\.duration_s.*within"):
         _config(trace={"name": "nasa", "duration_s": 60},
                 disturbance={"kind": "pause", "start_s": 50, "duration_s": 20})  # fmt: skip
+    again = {"kind": "slow", "start_s": 10, "duration_s": 10, "factor": 4, "repeat": 3}
+    assert _config(disturbance={**again, "every_s": 60}).disturbance.windows()[-1] == (130, 140)
+    with pytest.raises(ConfigError, match=r"disturbance\.every_s.*above duration_s"):
+        _config(disturbance={**again, "every_s": 10})
+    with pytest.raises(ConfigError, match=r"disturbance\.duration_s.*within"):
+        _config(trace={"name": "nasa", "duration_s": 100},
+                disturbance={**again, "every_s": 45})  # fmt: skip
 
 
 def _steady(rate: float, end: float) -> list[float]:

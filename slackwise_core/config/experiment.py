@@ -117,17 +117,26 @@ def experiment_config(
 
 def disturbance(r: Reader, raw: Any, path: str, duration_s: float) -> Disturbance:
     """``experiment.disturbance``: ``{kind: cpu|pause|slow|input, start_s, duration_s, cores,
-    factor}`` (``cores`` for cpu, ``factor`` > 1 for slow, a whole ``factor`` >= 2 for input)."""
+    factor, repeat, every_s}`` (``cores`` for cpu, ``factor`` > 1 for slow, a whole ``factor``
+    >= 2 for input; ``repeat`` windows ``every_s`` apart, not for input)."""
     data = r.mapping(raw, path)
     r.only(data, path, {f.name for f in fields(Disturbance)})
     kind = choice(r, data, "kind", path, DISTURBANCES, "cpu")
     start = r.number(data, "start_s", path, 0.0)
     length = r.number(data, "duration_s", path, 0.0)
+    repeat = r.integer(data, "repeat", path, 1, low=1)
+    every = r.number(data, "every_s", path, 0.0)
+    if repeat > 1 and not every > length:
+        raise r.fail(f"{path}.every_s", f"must be above duration_s ({length:g}) for a repeated "
+                     f"disturbance, got {every:g}")  # fmt: skip
+    if repeat > 1 and kind == "input":
+        raise r.fail(f"{path}.repeat", f"an input step is one window, got {repeat}")
     if start < 0:
         raise r.fail(f"{path}.start_s", f"must be >= 0, got {start:g}")
-    if length <= 0 or start + length > duration_s:
+    last = start + (repeat - 1) * every
+    if length <= 0 or last + length > duration_s:
         raise r.fail(f"{path}.duration_s", f"must be positive and end within the replay's "
-                     f"{duration_s:g} s, got {length:g} from {start:g}")  # fmt: skip
+                     f"{duration_s:g} s, got {length:g} from {last:g}")  # fmt: skip
     cores = r.integer(data, "cores", path, 1, low=1)
     factor = r.number(data, "factor", path, 2.0 if kind in ("slow", "input") else 1.0)
     if kind == "slow" and not factor > 1.0:
@@ -136,4 +145,5 @@ def disturbance(r: Reader, raw: Any, path: str, duration_s: float) -> Disturbanc
     if kind == "input" and not (factor >= 2.0 and factor == int(factor)):
         raise r.fail(f"{path}.factor", f"must be a whole number >= 2 (inputs this many times "
                      f"the usual size), got {factor:g}")  # fmt: skip
-    return Disturbance(kind=kind, start_s=start, duration_s=length, cores=cores, factor=factor)
+    return Disturbance(kind=kind, start_s=start, duration_s=length, cores=cores, factor=factor,
+                       repeat=repeat, every_s=every)  # fmt: skip

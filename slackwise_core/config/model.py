@@ -283,13 +283,16 @@ class Disturbance:
     throttles every replica of the function to ``1 / factor`` of the CPU time it would take (a
     container's CPU limit, a slower node: its service times ``factor`` times as long), ``input``
     sends requests whose inputs are ``factor`` times the usual size (a step change of input
-    size: the model's own larger instances, so the service time grows as the model makes it)."""
+    size: the model's own larger instances, so the service time grows as the model makes it).
+    ``repeat`` windows, one every ``every_s`` (a service that swings again and again)."""
 
     kind: str
     start_s: float
     duration_s: float
     cores: int = 1
     factor: float = 1.0
+    repeat: int = 1
+    every_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind == "slow" and not self.factor > 1.0:
@@ -298,10 +301,25 @@ class Disturbance:
             raise ValueError(
                 f"an input disturbance needs a whole factor of at least 2, got {self.factor:g}"
             )
+        if self.repeat < 1 or (self.repeat > 1 and not self.every_s > self.duration_s):
+            raise ValueError(
+                f"a repeated disturbance needs repeat >= 1 and every_s above duration_s, got "
+                f"repeat {self.repeat}, every_s {self.every_s:g}"
+            )
 
     @property
     def end_s(self) -> float:
-        return self.start_s + self.duration_s
+        """The end of the last window."""
+        return self.windows()[-1][1]
+
+    def windows(self) -> list[tuple[float, float]]:
+        """Each window's (start, end) in seconds of the replay, in order."""
+        starts = [self.start_s + k * self.every_s for k in range(self.repeat)]
+        return [(start, start + self.duration_s) for start in starts]
+
+    def inside(self, t: float) -> bool:
+        """Whether ``t`` falls in one of the windows."""
+        return any(start <= t < end for start, end in self.windows())
 
 
 @dataclass(frozen=True, kw_only=True)
