@@ -45,18 +45,37 @@ DISTURBANCES = {
         kind="slow", start_s=1200.0, duration_s=300.0, factor=3.0
     ),
     "every replica stopped for 10 s": Disturbance(kind="pause", start_s=1200.0, duration_s=10.0),
+    "every replica 3x slower for 30 s, every 400 s, 6 times": Disturbance(
+        kind="slow", start_s=600.0, duration_s=30.0, factor=3.0, repeat=6, every_s=400.0
+    ),
 }
-#: label: (scaler, evidence rule on)
-SCALERS = {"kpa": ("kpa", True), "slackwise": ("slackwise", True),
-           "slackwise, no evidence rule": ("slackwise", False)}  # fmt: skip
+#: label: (scaler, evidence rule on, advisor.headroom)
+SCALERS: dict[str, tuple[str, bool, float | str]] = {
+    "kpa": ("kpa", True, "auto"),
+    "slackwise": ("slackwise", True, "auto"),
+    "slackwise, headroom 0 (lean)": ("slackwise", True, 0.0),
+    "slackwise, headroom 0.5": ("slackwise", True, 0.5),
+    "slackwise, headroom 2": ("slackwise", True, 2.0),
+    "slackwise, no evidence rule": ("slackwise", False, "auto"),
+}
+#: which scalers run under which disturbance: the headroom's curve where the swings repeat
+RUNS = {
+    "every replica 3x slower for 300 s": ("kpa", "slackwise", "slackwise, headroom 0 (lean)",
+                                          "slackwise, no evidence rule"),
+    "every replica stopped for 10 s": ("kpa", "slackwise", "slackwise, headroom 0 (lean)",
+                                       "slackwise, no evidence rule"),
+    "every replica 3x slower for 30 s, every 400 s, 6 times": (
+        "kpa", "slackwise, headroom 0 (lean)", "slackwise, headroom 0.5", "slackwise",
+        "slackwise, headroom 2"),
+}  # fmt: skip
 AFTER_S = 120.0
 
 
 def _run(config: SimConfig, label: str, seed: int) -> dict[str, Any]:
-    name, evidence = SCALERS[label]
+    name, evidence, headroom = SCALERS[label]
     auto, d = config.autoscaling, config.disturbance
     assert auto is not None and d is not None
-    advisor = replace(auto.advisor, evidence=evidence)
+    advisor = replace(auto.advisor, evidence=evidence, headroom=headroom)
     config = replace(config, autoscaling=replace(auto, advisor=advisor))
     case = case_for(config, config.rate_rps, seed)
     scaler, bootstrap = learning_scaler(config, name, case)
@@ -71,20 +90,27 @@ def _run(config: SimConfig, label: str, seed: int) -> dict[str, Any]:
                      bootstrap, None)  # fmt: skip
     times = np.asarray(case.arrivals[: len(latencies)])
     late = latencies > case.slo_ms
-    inside = (times >= d.start_s) & (times < d.end_s)
-    after = (times >= d.end_s) & (times < d.end_s + AFTER_S)
+    windows = d.windows()
+    spans = [(times >= a) & (times < b) for a, b in windows]
+    inside = np.logical_or.reduce(spans)
+    after = np.logical_or.reduce([(times >= b) & (times < b + AFTER_S) for _, b in windows])
+    after &= ~inside
     counts = [(t, desired) for t, _, desired, _ in sim.decisions]
-    before = max((n for t, n in counts if d.start_s - 10.0 <= t < d.start_s), default=0)
-    risen = [t for t, n in counts if t >= d.start_s and n > before]
+    first, end = windows[0][0], windows[0][1]
+    before = max((n for t, n in counts if first - 10.0 <= t < first), default=0)
+    risen = [t for t, n in counts if t >= first and n > before]
+    later = np.logical_or.reduce(spans[1:]) if len(spans) > 1 else None
     row.update(
         seed=seed,
         scaler=label,
         misses_inside_pct=round(100.0 * float(np.mean(late[inside])), 3),
         misses_after_pct=round(100.0 * float(np.mean(late[after])), 3),
+        misses_first_pct=round(100.0 * float(np.mean(late[spans[0]])), 3),
+        misses_later_pct=None if later is None else round(100.0 * float(np.mean(late[later])), 3),
         count_before=before,
-        rise_s=round(risen[0] - d.start_s, 3) if risen else None,
-        peak_inside=max((n for t, n in counts if d.start_s <= t < d.end_s), default=0),
-        peak_after=max((n for t, n in counts if d.end_s <= t < d.end_s + AFTER_S), default=0),
+        rise_s=round(risen[0] - first, 3) if risen else None,
+        peak_inside=max((n for t, n in counts if first <= t < end), default=0),
+        peak_after=max((n for t, n in counts if end <= t < end + AFTER_S), default=0),
     )
     return row
 
@@ -106,11 +132,28 @@ def _table(out: dict[str, Any]) -> str:
             "| count before | rise s | peak in / after |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        for label in SCALERS:
+        repeated = doc["disturbance"].get("repeat", 1) > 1
+        if repeated:
+            lines[-2:] = [
+                "| scaler | misses in the windows % | in the first / the later ones % "
+                "| misses after them % | compliance % | replica-s |",
+                "|---|---|---|---|---|---|",
+            ]
+        for label in doc["scalers"]:
             runs = [r for r in doc["runs"] if r["scaler"] == label]
             rises = [r["rise_s"] for r in runs if r["rise_s"] is not None]
             missing = len(runs) - len(rises)
             rise = _cell(rises) + (f", none in {missing}" if missing else "")
+            if repeated:
+                lines.append(
+                    f"| {label} | {_cell([r['misses_inside_pct'] for r in runs])} "
+                    f"| {_cell([r['misses_first_pct'] for r in runs])} / "
+                    f"{_cell([r['misses_later_pct'] for r in runs])} "
+                    f"| {_cell([r['misses_after_pct'] for r in runs], 2)} "
+                    f"| {_cell([r['compliance_pct'] for r in runs])} "
+                    f"| {_cell([r['replica_seconds'] for r in runs], 0)} |"
+                )
+                continue
             lines.append(
                 f"| {label} | {_cell([r['misses_inside_pct'] for r in runs])} "
                 f"| {_cell([r['misses_after_pct'] for r in runs], 2)} "
@@ -134,12 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
     base = load_sim_config(ROOT / args.config)
     jobs = [(replace(base, disturbance=d), label, seed)
-            for d in DISTURBANCES.values() for label in SCALERS for seed in seeds]  # fmt: skip
+            for what, d in DISTURBANCES.items() for label in RUNS[what]
+            for seed in seeds]  # fmt: skip
     rows = map_jobs(_run, jobs, args.jobs)
     out: dict[str, Any] = {}
-    per = len(SCALERS) * len(seeds)
-    for i, (what, d) in enumerate(DISTURBANCES.items()):
-        out[what] = {"disturbance": asdict(d), "runs": rows[i * per : (i + 1) * per]}
+    for what, d in DISTURBANCES.items():
+        runs = [r for r, job in zip(rows, jobs, strict=True) if job[0].disturbance == d]
+        out[what] = {"disturbance": asdict(d), "scalers": list(RUNS[what]), "runs": runs}
     print(_table(out), end="")
     print(f"\nMedians of seeds {args.seeds} (range); {args.config}; commit {commit(ROOT)}.")
     if args.json:

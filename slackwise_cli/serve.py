@@ -59,8 +59,8 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--headroom",
         metavar="auto|X",
-        help="the owned count's spare capacity from the measured volatility: auto (cover the "
-        "largest swing of the last two minutes), 0 (none) or a scale on it "
+        help="the owned count's spare capacity from the measured volatility: auto (half the "
+        "largest swing of the last five minutes), 0 (none) or another share of it "
         "(default: adapter.advisor.headroom, auto)",
     )
     serve.add_argument(

@@ -94,6 +94,20 @@ def test_once_it_agrees_again_the_floor_steps_down_one_per_clear_period() -> Non
     assert ev.level is None  # released: the model's count again
 
 
+def test_a_high_floor_comes_down_by_half_its_excess_per_clear_period() -> None:
+    ev = Evidence(EvidenceConfig(clear_s=10.0))
+    t = feed(ev, 0.0, 3.0, 20, 2)
+    assert ev.floor(t, model=20, current=20, setup_s=2.0, most=0) == 40
+    t = feed(ev, t, 4.0, 20, 0)
+    assert ev.floor(t, model=5, current=40, setup_s=2.0, most=0) == 40  # agreement starts
+    seen = []
+    for _ in range(7):
+        t = feed(ev, t, 10.0, 20, 0)
+        seen.append(ev.floor(t, model=5, current=seen[-1] if seen else 40, setup_s=2.0, most=0))
+    assert seen == [23, 14, 10, 8, 7, 6, 5]  # 35 over the model, then 18, 9, 5, 3, 2, 1
+    assert ev.level is None
+
+
 def test_too_few_outcomes_say_nothing() -> None:
     ev = Evidence()
     ev.outcome(0.0, missed=True)

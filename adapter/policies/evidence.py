@@ -21,8 +21,10 @@ holds answers from before they were up: raising sooner only overshoots), but onl
 raise helped (the share missing fell by a tenth) or requests wait in the queue past their deadline:
 requests late in service itself (a service time over the SLO) are not helped by more replicas, and
 doubling on would run to max-scale. When the evidence agrees again for ``clear_s``, the floor steps
-down one replica per ``clear_s`` (passive scale-in) until the model's own count is above it, and it
-is gone. While the floor stands, the model's inputs (the service times the advisor replays) come
+down by half its excess over the model's count (one replica at least) per ``clear_s`` (passive
+scale-in) until the model's own count is above it, and it is gone: it came up by doubling, and it
+goes down as fast (one replica a period took half an hour from a floor of 188). While the floor
+stands, the model's inputs (the service times the advisor replays) come
 from the seconds since it was raised, at most the last two evidence windows
 (:meth:`Evidence.recent_s`), not its long window, so the model itself catches up with the change
 (and a stall's long batches leave it as soon as the stall is over). It never stands under another
@@ -156,7 +158,9 @@ class Evidence:
                 self._agree_since = self._stepped_at = now
             elif now - self._stepped_at >= cfg.clear_s:
                 self._stepped_at = now
-                self.level -= 1
+                # half the excess over the model's count (one replica at least): a floor doubled
+                # in a swing comes down as it went up, not one replica per period for minutes
+                self.level -= max(1, (self.level - model) // 2)
                 if self.level <= model:
                     self.level, self.reason, self._episode = None, None, None
         if self.level is None:

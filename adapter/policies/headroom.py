@@ -19,10 +19,13 @@ service has been calm for a while:
   what Poisson noise explains (three standard deviations), so a second's noise at a low rate does
   not buy a replica.
 * **The factor.** The largest swing seen within ``memory_s``, ``g``, multiplies the rate the model
-  sizes for: ``1 + scale × (g - 1)``, at most ``most``. ``scale`` is ``advisor.headroom``: ``auto``
-  (1: cover the largest swing seen), 0 (none: the lean count), or any other number (less or more
-  than the swings seen; docs/advisor.md draws the curve it moves along). A service that stays calm
-  for ``memory_s`` holds no spare; the advisor's scale-in rule then lets the replicas go.
+  sizes for: ``1 + scale × (g - 1)``, at most ``most`` (3). ``scale`` is ``advisor.headroom``:
+  ``auto`` (0.5: half the largest swing seen; 1 covers all of it, at a cost docs/advisor.md
+  measures), 0 (none: the lean count), or any other number (docs/advisor.md draws the curve it
+  moves along). A service that stays calm
+  for ``memory_s`` (300 s: Swayam's collection period in its Fig. 9, and longer than the gap
+  between the swings of a service that keeps swinging) holds no spare; the advisor's scale-in
+  rule then lets the replicas go.
 
 While a swing is under way (one was seen within ``settle_s``, 10 s, the window the current rate is
 taken over; or the advisor replays the recent service times already: the drift or the evidence's
@@ -43,13 +46,19 @@ __all__ = ["Headroom", "HeadroomConfig", "parse_headroom"]
 CALM = 1.25
 #: standard deviations of Poisson noise a rate swing must exceed
 NOISE_SIGMAS = 3.0
+#: ``headroom: auto``: half the largest swing seen (full cover holds two to five times the lean
+#: count for minutes after a twofold swing in the simulator: docs/advisor.md)
+AUTO = 0.5
+#: the largest factor on the rate, whatever the setting and the swing (a stall's batches read as
+#: a swing of a hundred)
+MOST = 3.0
 
 
 def parse_headroom(value: object) -> float:
     """``advisor.headroom``'s value as the scale: ``auto`` is 1, a number ``>= 0`` itself;
     raises ``ValueError`` naming the value otherwise."""
     if value == "auto" or value is None:
-        return 1.0
+        return AUTO
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"headroom must be auto or a number >= 0, got {value!r}")
     if not (math.isfinite(value) and value >= 0.0):
@@ -62,11 +71,11 @@ class HeadroomConfig:
     """``scale`` (``advisor.headroom``), how long a swing is remembered, what counts as one,
     and the largest factor."""
 
-    scale: float = 1.0
-    memory_s: float = 120.0
+    scale: float = AUTO
+    memory_s: float = 300.0
     calm: float = CALM
     smooth: int = 3
-    most: float = 8.0
+    most: float = MOST
     settle_s: float = 10.0
 
     def __post_init__(self) -> None:

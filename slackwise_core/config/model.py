@@ -180,8 +180,8 @@ class AdvisorSettings:
     model: str | None = None
     #: the count answers to measured outcomes (adapter.policies.evidence); false is an ablation
     evidence: bool = True
-    #: spare capacity from the measured volatility (adapter.policies.headroom): ``auto`` covers
-    #: the largest swing seen in the last two minutes, 0 holds none, another number scales it
+    #: spare capacity from the measured volatility (adapter.policies.headroom): ``auto`` holds
+    #: half the largest swing seen in the last five minutes, 0 none, another number scales it
     headroom: float | str = "auto"
 
 
