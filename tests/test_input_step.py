@@ -165,15 +165,17 @@ def test_the_replayer_sends_larger_inputs_in_the_window_only(server: str, tmp_pa
     rows = [json.loads(line) for line in records.read_text().splitlines()]
     assert len(rows) == len(SEEN) > 60 and all(r["status"] == 200 for r in rows)
     longest_usual = max(len(s) for s in sample_sentences())
-    # judged by when the server saw each (a loopback hop after it was sent), away from the edges
-    sizes = sorted(SEEN)
-    # the first seen is the first scheduled: the window's edges in the server's clock
-    s0, first = min(r["scheduled"] for r in rows), sizes[0][0]
-    lo, hi = first + 1.0 - s0, first + 2.0 - s0
-    inside = [n for t, n in sizes if lo + 0.05 <= t < hi - 0.05]
-    outside = [n for t, n in sizes if t < lo - 0.05 or t >= hi + 0.05]
-    assert inside and outside
-    assert min(inside) > longest_usual >= max(outside)
+    # judged by when each was scheduled, not by when the server saw it (a busy machine delays
+    # that hop by more than any margin): as many larger bodies arrived as were scheduled in the
+    # window, give or take those scheduled within 0.1 s of its edges (the first request stands
+    # for the replay's start, a few ms after it)
+    larger = sum(1 for _, n in SEEN if n > longest_usual)
+    s0 = min(r["scheduled"] for r in rows)
+    starts = [r["scheduled"] - s0 for r in rows]
+    inside = sum(1 for t in starts if 1.0 <= t < 2.0)
+    edges = sum(1 for t in starts if min(abs(t - 1.0), abs(t - 2.0)) < 0.1)
+    assert inside > 10 and larger > 10 and len(SEEN) - larger > 10
+    assert abs(larger - inside) <= edges
 
 
 def test_an_experiment_whose_model_has_no_larger_inputs_is_refused_before_it_starts() -> None:
