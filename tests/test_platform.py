@@ -384,4 +384,4 @@ def test_a_starting_replica_yields_the_cpu_and_serves_as_an_equal_once_ready() -
         assert {os.getpriority(os.PRIO_PROCESS, tid) for tid in tids} == {base}
         assert (await post(client, platform)).status_code == 200
 
-    run(make_config(), body)
+    run(make_config(starting_nice=10), body)

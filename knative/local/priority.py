@@ -4,7 +4,7 @@ On a cluster a new pod starts on a node's spare capacity, or on a node of its ow
 platform every replica shares the machine's cores, and a replica loading its model (imports,
 weights, a warm-up batch: seconds of CPU) takes them from the replicas answering requests, just when
 the platform started it because those were short of capacity. So a replica is spawned at a niceness
-``starting_nice`` above the platform's own (``platform.starting_nice``, 10 by default, 0 off): the
+``starting_nice`` above the platform's own (``platform.starting_nice``; 0, the default, is off): the
 kernel's scheduler gives a nice-10 task about a tenth of the CPU a nice-0 one gets while both want
 it, and all of it while the others are idle, so the start costs the serving replicas little and
 takes longer only while they are busy. When it is ready, every thread of it (Linux keeps a niceness

@@ -111,9 +111,10 @@ class PlatformConfig:
     #: the CFS period of the CPU quotas ``set_cores`` writes (a request at a fractional quota
     #: can stall for up to ``(1 - cores) x period``; shorter periods cut that stall)
     cpu_period_ms: float = 100.0
-    #: how far above the platform's niceness a replica runs until it is ready: a starting
-    #: replica yields the CPU to the serving ones (knative.local.priority); 0: off
-    starting_nice: int = 10
+    #: how far above the platform's niceness a replica runs until it is ready, so that its start
+    #: yields the CPU to the serving ones (knative.local.priority); 0, the default, is off: on
+    #: two cores a yielding start took 1.5-1.7x as long and cost more misses (docs/advisor.md)
+    starting_nice: int = 0
     autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
 
 
