@@ -113,7 +113,8 @@ class PlatformConfig:
     cpu_period_ms: float = 100.0
     #: how far above the platform's niceness a replica runs until it is ready, so that its start
     #: yields the CPU to the serving ones (knative.local.priority); 0, the default, is off: on
-    #: two cores a yielding start took 1.5-1.7x as long and cost more misses (docs/advisor.md)
+    #: two cores a yielding start took longer and spared the serving replicas nothing measurable
+    #: (docs/advisor.md)
     starting_nice: int = 0
     autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
 
