@@ -61,7 +61,7 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="auto|X",
         help="the owned count's spare capacity from the measured volatility: auto (half the "
         "largest swing of the last five minutes), 0 (none) or another share of it "
-        "(default: adapter.advisor.headroom, auto)",
+        "(default: adapter.advisor.headroom, 0)",
     )
     serve.add_argument(
         "--stage-policy",

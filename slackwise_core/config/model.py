@@ -182,9 +182,10 @@ class AdvisorSettings:
     model: str | None = None
     #: the count answers to measured outcomes (adapter.policies.evidence); false is an ablation
     evidence: bool = True
-    #: spare capacity from the measured volatility (adapter.policies.headroom): ``auto`` holds
-    #: half the largest swing seen in the last five minutes, 0 none, another number scales it
-    headroom: float | str = "auto"
+    #: spare capacity from the measured volatility (adapter.policies.headroom): 0 (the default)
+    #: holds none, ``auto`` half the largest swing seen in the last five minutes, another number
+    #: scales it (auto is not the default until it is measured to pay: docs/advisor.md)
+    headroom: float | str = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
