@@ -81,22 +81,27 @@ def _larger_inputs(exp: ExperimentConfig) -> list[str]:
     return ["--larger-inputs", f"{d.start_s:g}:{d.duration_s:g}:{int(d.factor)}"]
 
 
+def _count(platform: LocalPlatform, functions: list[str], start: float) -> dict[str, float]:
+    """One timeline row: the replicas ready and asked for, summed over the functions."""
+    counted = [platform.replicas(fn) for fn in functions]
+    return {
+        "t": round(time.monotonic() - start, 2),
+        "ready": sum(c.ready for c in counted),
+        "desired": sum(c.desired for c in counted),
+    }
+
+
 async def _sample(
     platform: LocalPlatform,
     functions: list[str],
     adapter_url: str | None,
     into: list[dict[str, float]],
+    start: float,
 ) -> None:
-    start = time.monotonic()
     function = functions[0]
     async with httpx.AsyncClient(trust_env=False) as client:
         while True:
-            counted = [platform.replicas(fn) for fn in functions]
-            row: dict[str, float] = {
-                "t": round(time.monotonic() - start, 2),
-                "ready": sum(c.ready for c in counted),
-                "desired": sum(c.desired for c in counted),
-            }
+            row = _count(platform, functions, start)
             if adapter_url is not None and len(functions) == 1:
                 with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
                     status = (await client.get(f"{adapter_url}/v1/models/{function}")).json()
@@ -230,7 +235,10 @@ async def run_mode(config: Config, exp: ExperimentConfig, mode: str, workdir: Pa
                 config, mode, platform.url(functions[0]), platform.token
             )
             target = adapter_url
-        sampler = asyncio.create_task(_sample(platform, functions, adapter_url, timeline))
+        sampled_from = time.monotonic()
+        sampler = asyncio.create_task(
+            _sample(platform, functions, adapter_url, timeline, sampled_from)
+        )
         disturbing: asyncio.Task[None] | None = None
         batches = instances = 0
         per_stage: dict[str, tuple[int, int]] = {}
@@ -259,6 +267,9 @@ async def run_mode(config: Config, exp: ExperimentConfig, mode: str, workdir: Pa
                 with contextlib.suppress(asyncio.CancelledError):
                     await disturbing
             sampler.cancel()
+            # the count as the last answer left: a run shorter than a cold start (or a sampler
+            # slowed by a busy adapter) would otherwise end its timeline before a replica was ready
+            timeline.append(_count(platform, functions, sampled_from))
             usages = [platform.usage(fn) for fn in functions]
             usage = {key: sum(u[key] for u in usages) for key in ("replica_seconds", "cold_starts")}
             if adapter is not None:
