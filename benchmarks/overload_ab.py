@@ -11,10 +11,13 @@ read worse in that table while serving more at every rate. This benchmark holds 
 load fixed: ``slackwise serve -c experiments/overload/digits.yaml`` from each revision's tree
 (the baseline checked out with ``git worktree`` into a temporary folder, run with this venv),
 the same open-loop Poisson generator (this revision's ``benchmarks/loadgen.py``, keep-alive
-clients), each rate for 10 s after 2 s of warm-up, the revisions interleaved within each
-repeat. Reported: goodput (answers within the 100 ms SLO per second, from when each request
-left the client), answers, refusals and the adapter's CPU (cores, from its own process's CPU
-time over the measured seconds), as medians over the repeats with ranges.
+clients) pinned to a CPU of its own and the adapter with its replicas to the others, as in
+``benchmarks/overload.py`` (``--rates`` sets the rates; ``--name`` the docs block), each rate
+for 10 s after 2 s of warm-up, the revisions interleaved within each repeat. Reported: goodput
+(answers within the 100 ms SLO per second, from when each request left the client), answers,
+refusals, the adapter's CPU (cores, from its own process's CPU time over the measured seconds),
+the rate on the wire, the share of answers within the SLO and the refusals' P99, as medians
+over the repeats with ranges.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any
 import httpx
 import psutil
 from overload_report import fit_costs
+from overload_setup import Layout, taskset
 
 from slackwise_cli.repeats import commit
 from slackwise_cli.results import machine
@@ -46,10 +50,10 @@ CONFIG = "experiments/overload/digits.yaml"
 RATES = (2000.0, 4000.0, 6000.0, 9000.0, 12000.0, 16000.0)
 
 
-def _start(tree: Path) -> subprocess.Popen[bytes]:
+def _start(tree: Path, layout: Layout) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=str(tree))
     proc = subprocess.Popen(
-        [PY, "-m", "slackwise_cli.main", "serve", "-c", CONFIG],
+        [*taskset(layout.adapter), PY, "-m", "slackwise_cli.main", "serve", "-c", CONFIG],
         cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     deadline = time.monotonic() + 120
@@ -66,13 +70,14 @@ def _start(tree: Path) -> subprocess.Popen[bytes]:
     raise SystemExit(f"overload_ab: the adapter of {tree} did not come up on :8711")
 
 
-def _cell(tree: Path, rate: float) -> dict[str, Any]:
-    proc = _start(tree)
+def _cell(tree: Path, rate: float, layout: Layout) -> dict[str, Any]:
+    proc = _start(tree, layout)
     try:
         adapter = psutil.Process(proc.pid)
         gen = subprocess.Popen(
-            [PY, str(ROOT / "benchmarks" / "loadgen.py"), "--url", PREDICT, "--model", "digits",
-             "--rate", f"{rate:.1f}", "--warmup-s", "2", "--duration-s", "10", "--slo-ms", "100"],
+            [*taskset(layout.generator), PY, str(ROOT / "benchmarks" / "loadgen.py"),
+             "--url", PREDICT, "--model", "digits", "--rate", f"{rate:.1f}", "--warmup-s", "2",
+             "--duration-s", "10", "--slo-ms", "100"],
             stdout=subprocess.PIPE, text=True, cwd=ROOT,
         )  # fmt: skip
         assert gen.stdout is not None
@@ -100,6 +105,9 @@ def _cell(tree: Path, rate: float) -> dict[str, Any]:
         "adapter_cores": round(busy / (end - start), 3),
         "mean_batch": out["mean_batch"],
         "p50_ms": out["p50_ms"],
+        "on_wire_rps": out["on_wire_rps"],
+        "refusal_p99_ms": out["refusal_p99_ms"],
+        "within_slo_share": out["ok_within_slo"] / out["ok"] if out["ok"] else None,
     }
 
 
@@ -127,19 +135,32 @@ def costs(runs: list[dict[str, Any]], revision: str) -> tuple[float, float, floa
 
 def table(result: dict[str, Any]) -> str:
     base, head = result["meta"]["baseline"], result["meta"]["commit"]
+    # runs before the generator was pinned recorded only the first five columns
+    full = all("refusal_p99_ms" in row["this"] for row in result["summary"])
+    heads = [f"goodput {base}", f"goodput {head}", f"answered {base} / {head}",
+             f"refused {base} / {head}", f"adapter cores {base} / {head}"]  # fmt: skip
+    if full:
+        heads += [f"on the wire {base} / {head}", f"answers in SLO % {base} / {head}",
+                  f"refusal P99 ms {base} / {head}"]  # fmt: skip
     lines = [
-        f"| offered req/s | goodput {base} | goodput {head} | answered {base} / {head} | "
-        f"refused {base} / {head} | adapter cores {base} / {head} |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| offered req/s | " + " | ".join(heads) + " |",
+        "|" + " --- |" * (len(heads) + 1),
     ]
+
+    def pair(b: dict[str, Any], n: dict[str, Any], key: str, digits: int = 0) -> str:
+        return " / ".join(_fmt(x[key], digits) if key in x else "-" for x in (b, n))
+
     for row in result["summary"]:
         b, n = row["baseline"], row["this"]
-        lines.append(
-            f"| {row['rate']:.0f} | {_fmt(b['goodput_rps'])} | {_fmt(n['goodput_rps'])} | "
-            f"{_fmt(b['ok_rps'])} / {_fmt(n['ok_rps'])} | "
-            f"{_fmt(b['refused_rps'])} / {_fmt(n['refused_rps'])} | "
-            f"{_fmt(b['adapter_cores'], 2)} / {_fmt(n['adapter_cores'], 2)} |"
-        )
+        cells = [_fmt(b["goodput_rps"]), _fmt(n["goodput_rps"]), pair(b, n, "ok_rps"),
+                 pair(b, n, "refused_rps"), pair(b, n, "adapter_cores", 2)]  # fmt: skip
+        if full:
+            share = {k: {"within_slo_share": {q: 100 * v for q, v in x["within_slo_share"].items()}}
+                     for k, x in (("b", b), ("n", n)) if "within_slo_share" in x}  # fmt: skip
+            cells += [pair(b, n, "on_wire_rps"),
+                      pair(share.get("b", {}), share.get("n", {}), "within_slo_share", 1),
+                      pair(b, n, "refusal_p99_ms")]  # fmt: skip
+        lines.append(f"| {row['rate']:.0f} | " + " | ".join(cells) + " |")
     lines.append("")
     for label, name in (("baseline", base), ("this", head)):
         idle, answer, refusal = costs(result["runs"], label)
@@ -147,11 +168,22 @@ def table(result: dict[str, Any]) -> str:
             f"- {name}: the adapter's CPU fits {idle:.2f} cores + {answer:.0f} µs per answer + "
             f"{refusal:.0f} µs per refusal (least squares over its cells)."
         )
+    if "layout" in result["meta"]:
+        where = result["meta"]["layout"]
+        lines.append(
+            f"- CPUs: the generator on {where['load_generator']}, the adapter and its replicas "
+            f"on {where['adapter_and_replicas']}."
+        )
     return "\n".join(lines)
 
 
-BEGIN = "<!-- overload before/after table: benchmarks/overload_ab.py -->"
-END = "<!-- end overload before/after table -->"
+def markers(name: str = "") -> tuple[str, str]:
+    """The docs block a comparison is written into (the unnamed one is the first)."""
+    tag = f" {name}" if name else ""
+    return (
+        f"<!-- overload before/after table{tag}: benchmarks/overload_ab.py -->",
+        f"<!-- end overload before/after table{tag} -->",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,12 +193,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--docs", type=Path, help="rewrite the before/after table in this file")
     parser.add_argument("--render", type=Path, help="only rewrite the table from this JSON")
+    parser.add_argument("--rates", default=",".join(f"{r:g}" for r in RATES),
+                        help="offered rates, req/s, comma-separated")  # fmt: skip
+    parser.add_argument("--name", default="",
+                        help="the docs block to rewrite (<!-- overload before/after table NAME: "
+                             "...): several comparisons can live in one file")  # fmt: skip
     args = parser.parse_args(argv)
     if args.render is not None:
         if args.docs is None:
             parser.error("--render needs --docs")
-        _write_docs(args.docs, json.loads(args.render.read_text(encoding="utf-8")))
+        _write_docs(args.docs, json.loads(args.render.read_text(encoding="utf-8")), args.name)
         return 0
+    try:
+        rates = tuple(float(r) for r in args.rates.split(","))
+    except ValueError:
+        parser.error(f"--rates must be numbers separated by commas, got {args.rates!r}")
+    if not rates or min(rates) <= 0:
+        parser.error(f"--rates must be positive, got {args.rates!r}")
+    layout = Layout.split()
+    layout.pin_self()
     if args.repeat < 1:
         parser.error(f"--repeat must be at least 1, got {args.repeat}")
     if args.baseline is None:
@@ -182,20 +227,25 @@ def main(argv: list[str] | None = None) -> int:
                        cwd=ROOT, check=True)  # fmt: skip
         try:
             for r in range(args.repeat):
-                for rate in RATES:
+                for rate in rates:
                     for label, where in (("baseline", tree), ("this", ROOT)):
-                        cell = {"repeat": r + 1, "revision": label, **_cell(where, rate)}
+                        cell = {"repeat": r + 1, "revision": label, **_cell(where, rate, layout)}
                         print(json.dumps(cell), flush=True)
                         runs.append(cell)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
     summary = []
-    for rate in RATES:
+    for rate in rates:
         row: dict[str, Any] = {"rate": rate}
         for label in ("baseline", "this"):
             cells = [c for c in runs if c["rate"] == rate and c["revision"] == label]
-            keys = ("goodput_rps", "ok_rps", "refused_rps", "adapter_cores")
-            row[label] = {key: _stat([float(c[key]) for c in cells]) for key in keys}
+            keys = ("goodput_rps", "ok_rps", "refused_rps", "adapter_cores", "on_wire_rps",
+                    "refusal_p99_ms", "within_slo_share")  # fmt: skip
+            row[label] = {
+                key: _stat(values)
+                for key in keys
+                if (values := [float(c[key]) for c in cells if c.get(key) is not None])
+            }
         summary.append(row)
     result: dict[str, Any] = {"runs": runs, "summary": summary}
     result["meta"] = {
@@ -205,20 +255,24 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "config": CONFIG,
         "date": time.strftime("%Y-%m-%d"),
+        "layout": layout.as_json(),
     }
     print(table(result))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     if args.docs:
-        _write_docs(args.docs, result)
+        _write_docs(args.docs, result, args.name)
     return 0
 
 
-def _write_docs(path: Path, result: dict[str, Any]) -> None:
+def _write_docs(path: Path, result: dict[str, Any], name: str = "") -> None:
+    begin, end = markers(name)
     text = path.read_text(encoding="utf-8")
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    path.write_text(text[:start] + "\n" + table(result) + "\n" + text[end:], encoding="utf-8")
+    if begin not in text or end not in text:
+        raise SystemExit(f"overload_ab: {path} has no {begin} ... {end} block")
+    start, stop = text.index(begin) + len(begin), text.index(end)
+    path.write_text(text[:start] + "\n" + table(result) + "\n" + text[stop:], encoding="utf-8")
 
 
 if __name__ == "__main__":

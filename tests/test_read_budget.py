@@ -112,3 +112,41 @@ def test_a_congested_line_refuses_what_waited_too_long_and_serves_the_newest_fir
         ("served", "new1", 0.004),
     ]
     assert budget.refused == 2
+
+
+def test_a_congested_line_refuses_within_its_share_of_a_turn_and_the_rest_in_later_turns(
+    clock: list[float],
+) -> None:
+    """Refusing a flood is owed work, but done at once it makes the turn as long as the flood:
+    the replicas' answers and the dispatch they pump wait behind it and the admitted requests
+    finish late. So a turn refuses for at most ``refuse_s`` (here 1 ms, at 0.4 ms a refusal:
+    three), the newest still get the read budget, and the next turn goes on with the oldest
+    even when no client read comes to start it."""
+    loop = _Loop()
+    budget = ReadBudget(loop, budget_s=0.002, max_wait_s=0.010, refuse_s=0.001)  # type: ignore[arg-type]
+    log: list[tuple[str, str, float]] = []
+
+    class Costly(_Conn):
+        def refuse(self, waited_s: float) -> None:
+            super().refuse(waited_s)
+            clock[0] += 0.0004
+
+    budget.over()
+    clock[0] += 0.003
+    for i in range(7):
+        budget.defer(Costly(f"old{i}", log))
+    clock[0] += 0.009
+    budget.defer(_Conn("new", log))
+    clock[0] += 0.002  # the old have waited 14 ms, the new one 2 ms
+    loop.turn()
+    assert [(kind, name) for kind, name, _ in log] == [
+        ("refused", "old0"), ("refused", "old1"), ("refused", "old2"), ("served", "new"),
+    ]  # fmt: skip
+    assert budget.waiting == 4 and loop.soon  # the rest is due in the next turn
+    loop.turn()
+    assert [name for _, name, _ in log[4:]] == ["old3", "old4", "old5"]
+    loop.turn()
+    assert [name for _, name, _ in log[7:]] == ["old6"]
+    assert budget.waiting == 0 and budget.refused == 7
+    loop.turn()
+    assert not loop.soon  # an empty line schedules nothing

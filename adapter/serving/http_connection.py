@@ -412,10 +412,11 @@ class Server:
         self.draining = False
         self.state = self.endpoint.state
         #: what is answered before it is parsed: shed for the loop's lag, held refusals
-        shed_after_s = 0.5 * min(self.endpoint.slos.values(), default=1000.0) / 1000.0
-        self.unparsed = Unparsed(self.state, loop, shed_after_s)
-        #: client reads within a bounded share of each loop turn (the rest wait, paused)
-        self.reads = ReadBudget(loop)
+        tightest_s = min(self.endpoint.slos.values(), default=1000.0) / 1000.0
+        self.unparsed = Unparsed(self.state, loop, shed_after_s=0.5 * tightest_s)
+        #: client reads within a bounded share of each loop turn (the rest wait, paused), and
+        #: the refusals of a congested line within 2 % of the tightest SLO a turn
+        self.reads = ReadBudget(loop, refuse_s=0.02 * tightest_s)
 
     def limits_of(self, method: bytes, url: bytes) -> InputLimits:
         """The limits of a request ``method url`` (:mod:`adapter.serving.input_limits`)."""

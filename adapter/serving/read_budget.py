@@ -25,7 +25,19 @@ every request late: each waits behind all the others. So, as servers do under ov
 (10 ms) every read that old is refused at once (a canned 503 with ``Retry-After``, unparsed;
 outside the budget: a refusal is owed either way, and it is the cheapest answer there is),
 and the rest are worked newest first, so what is admitted is what still has its SLO ahead of
-it, and a refusal never waits in line much longer than ``max_wait_s``.
+it.
+
+Those refusals are bounded too: at most ``refuse_s`` of them a turn (the server gives 2 % of the
+tightest SLO: 2 ms for a 100 ms one), the rest in the turns after, oldest first. Refusing a flood
+all at once made each turn as long as the flood (at 30,000 requests a second on the wire, 10-45 ms
+of refusals a turn), and the replicas' answers, read in the next turn, waited behind it: the
+admitted requests finished late, the door's margin grew to its cap, and it refused nearly all
+(digits served 1-5 % of its capacity at 10x). With the refusals spread, a turn stays a few
+milliseconds and what the door admits is served in time; the price is paid by the refused: under
+a flood the adapter refuses more slowly than requests arrive, so a refusal waits longer (its P99
+grows to a few hundred milliseconds at 10x) and a keep-alive client that waits for it sends less
+(the rate on the wire falls: back-pressure, as a full accept queue gives). Measured before and
+after in ``docs/reliability.md``.
 """
 
 from __future__ import annotations
@@ -55,11 +67,16 @@ class ReadBudget:
     """Client reads within ``budget_s`` of each turn; the rest wait, paused (see the module)."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, budget_s: float = 0.002, max_wait_s: float = 0.01
+        self,
+        loop: asyncio.AbstractEventLoop,
+        budget_s: float = 0.002,
+        max_wait_s: float = 0.01,
+        refuse_s: float = 0.001,
     ) -> None:
         self.loop = loop
         self.budget_s = budget_s
         self.max_wait_s = max_wait_s
+        self.refuse_s = refuse_s
         self._started = 0.0
         self._armed = False
         self._waiting: deque[tuple[Deferrable, float]] = deque()
@@ -70,11 +87,14 @@ class ReadBudget:
     def over(self) -> bool:
         """Is this turn's budget for client reads spent? The first call of a turn starts it."""
         if not self._armed:
-            self._armed = True
-            self._started = time.perf_counter()
-            self.loop.call_soon(self._turn_over)  # runs once this turn's I/O is handled
+            self._arm()
             return False
         return time.perf_counter() - self._started > self.budget_s
+
+    def _arm(self) -> None:
+        self._armed = True
+        self._started = time.perf_counter()
+        self.loop.call_soon(self._turn_over)  # runs once this turn's I/O is handled
 
     def defer(self, conn: Deferrable) -> None:
         """``conn`` holds a read to handle in a later turn (it keeps the bytes)."""
@@ -96,11 +116,16 @@ class ReadBudget:
                 conn, since = waiting.popleft()
                 conn.resume(time.perf_counter() - since)
             return
-        # congested: what waited too long is refused now, the rest is worked newest first
+        # congested: what waited too long is refused, at most ``refuse_s`` of it a turn (the
+        # rest in later turns, oldest first), and what has not is worked newest first
         while waiting and now - waiting[0][1] >= self.max_wait_s:
             conn, since = waiting.popleft()
             conn.refuse(now - since)
             self.refused += 1
-        while waiting and not self.over():
+            if time.perf_counter() - now > self.refuse_s:
+                break
+        while waiting and now - waiting[-1][1] < self.max_wait_s and not self.over():
             conn, since = waiting.pop()
             conn.resume(time.perf_counter() - since)
+        if waiting and not self._armed:
+            self._arm()
