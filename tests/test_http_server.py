@@ -307,3 +307,29 @@ def test_the_port_is_taken_before_the_lifespan_starts_the_platform() -> None:
 
     clock.run(main())
     assert seen == {"errno": errno.EADDRINUSE, "bound": port}
+
+
+def test_a_connections_first_request_loses_its_wait_to_be_accepted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new connection that waited in the kernel's accept queue carried a request sent that
+    long ago: its deadline is earlier by the wait (here 200 ms, as the accept queue's reading
+    says), so with a 150 ms SLO it is past its deadline when it comes (refused: pruned as late
+    before dispatch), and the next request on the same connection, which waited for nothing, is
+    served."""
+    from adapter.serving import http_limits
+
+    monkeypatch.setattr(http_limits.AcceptQueue, "wait_s", lambda self, now: 0.2)
+
+    async def scenario(app: Starlette, port: int) -> None:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", trust_env=False) as c:
+            first = await c.post("/v1/models/echo:predict", json={"instances": [1]},
+                                 headers={"x-slo-ms": "150"})  # fmt: skip
+            assert first.status_code == 503, first.text
+            assert "deadline passed 50.0 ms" in first.json()["error"]
+            assert "retry-after" in first.headers
+            second = await c.post("/v1/models/echo:predict", json={"instances": [2]},
+                                  headers={"x-slo-ms": "150"})  # fmt: skip
+            assert second.status_code == 200, second.text
+
+    run(scenario)

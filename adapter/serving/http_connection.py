@@ -95,6 +95,9 @@ class Connection(asyncio.Protocol):
         self._paused = False
         #: how long the bytes being handled waited in that line (they count toward the SLO)
         self._waited_s = 0.0
+        #: how long this connection waited in the kernel's accept queue (set when accepted):
+        #: its first request was sent that long before the adapter could read it
+        self._accept_wait_s = 0.0
 
     def _arm(self, seconds: float, status: int | None, reason: str) -> None:
         """One deadline per connection: past it, answer ``status`` (408) and close, or (None)
@@ -139,7 +142,9 @@ class Connection(asyncio.Protocol):
         # tests/test_nodelay.py reads it off the live sockets)
         self.transport = transport  # type: ignore[assignment]
         self.server.connections.add(self)
-        self.server.unparsed.backlog.accepted += 1
+        backlog = self.server.unparsed.backlog
+        backlog.accepted += 1
+        self._accept_wait_s = backlog.wait_s(self.server.loop.time())
         self._arm(HEAD_TIMEOUT_S, None, "")  # a connection that never sends is closed
 
     def data_received(self, data: bytes) -> None:
@@ -340,7 +345,10 @@ class Connection(asyncio.Protocol):
             now = endpoint.state.clock.now()
             slo, trace = found.get("x-slo-ms"), found.get("traceparent")
             binary = found.get("inference-header-content-length")
-            item = endpoint.admit(name, body, slo, now, trace, waited_s=self._waited_s,
+            # the first request of a connection also waited to be accepted (a client that
+            # opens a connection per request loses that from its SLO too)
+            waited, self._accept_wait_s = self._waited_s + self._accept_wait_s, 0.0
+            item = endpoint.admit(name, body, slo, now, trace, waited_s=waited,
                                   header_length=binary)  # fmt: skip
         except AdapterError as exc:
             self._answer(exchange, *error_answer(exc))
