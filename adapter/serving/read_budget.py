@@ -29,8 +29,8 @@ it.
 
 Those refusals are bounded too: at most ``refuse_s`` of them a turn (the server gives 2 % of the
 tightest SLO: 2 ms for a 100 ms one), the rest in the turns after, oldest first. Refusing a flood
-all at once made each turn as long as the flood (at 30,000 requests a second on the wire, 10-45 ms
-of refusals a turn), and the replicas' answers, read in the next turn, waited behind it: the
+all at once made each turn as long as the flood (under a 10x flood, tens of milliseconds of
+refusals a turn), and the replicas' answers, read in the next turn, waited behind it: the
 admitted requests finished late, the door's margin grew to its cap, and it refused nearly all
 (digits served 1-5 % of its capacity at 10x). With the refusals spread, a turn stays a few
 milliseconds and what the door admits is served in time; the price is paid by the refused: under
