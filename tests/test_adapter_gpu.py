@@ -106,6 +106,68 @@ def test_live_the_adapter_shares_a_gpu_executable_between_two_functions() -> Non
     assert 0 < on_gpu < 240, status  # both the GPU executable and the CPU replicas served
 
 
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+@pytest.mark.gpu
+@pytest.mark.models
+@pytest.mark.slow
+@pytest.mark.skipif(not _cuda(), reason="needs an NVIDIA GPU")
+def test_live_on_a_gpu_the_route_sends_batches_to_a_cuda_executable() -> None:
+    """ROMA's GPU half for real: embed on cuda beside one CPU replica; every answer is the row the
+    model gives on the CPU (cosine > 0.999), and the GPU executable served some of them."""
+    import numpy as np
+
+    pinned = {"autoscaling.knative.dev/min-scale": "1", "autoscaling.knative.dev/max-scale": "1"}
+    model = create_model("embed")
+    texts = model.sample_instances(48)
+    with ServerProcess("embed", device="cuda") as gpu, httpx.Client(trust_env=False) as probe:
+        gpu.wait_ready(probe, timeout_s=180)
+        config = parse_config({
+            "functions": {"e": {"model": "embed", "slo_ms": 1000, "max_batch": 16,
+                                "annotations": pinned}},
+            "adapter": {"max_wait_ms": 0, "gpu": {"url": gpu.base_url, "functions": ["e"],
+                                                  "policy": "roma_batched"}},
+        })  # fmt: skip
+
+        async def go() -> tuple[list[tuple[int, Any]], dict[str, Any]]:
+            from knative.local.platform import LocalPlatform
+
+            async with LocalPlatform(config) as platform:
+                await platform.wait_event("cold_start", "e", timeout_s=180)
+                app = create_app(config, view=LocalView(platform))
+                transport = httpx.ASGITransport(app=app)
+                async with (
+                    app.router.lifespan_context(app),
+                    httpx.AsyncClient(transport=transport, base_url="http://adapter") as client,
+                ):
+
+                    async def one(i: int) -> tuple[int, Any]:
+                        body = {"instances": [texts[i]]}
+                        r = await client.post("/v1/models/e:predict", json=body, timeout=30)
+                        return r.status_code, r.json().get("predictions")
+
+                    codes: list[tuple[int, Any]] = []
+                    for _ in range(3):
+                        codes += await asyncio.gather(*(one(i) for i in range(48)))
+                    status = (await client.get("/v1/models/e")).json()
+            return codes, status
+
+        codes, status = asyncio.run(go())
+    assert [code for code, _ in codes] == [200] * 144
+    model.load()
+    want = np.asarray(model.predict([model.validate(t) for t in texts]))
+    got = np.asarray([p[0] for _, p in codes])
+    cosines = (got * np.tile(want, (3, 1))).sum(axis=1)
+    assert cosines.min() > 0.999, cosines.min()
+    assert status["gpu_served"] > 0, status
+
+
 def test_a_poisoned_member_of_a_gpu_batch_fails_alone() -> None:
     """ROMA's GPU route hands its batch to ``Dispatcher.send_via``: a model that raises on one
     member fails that member only; the partners are answered, and every retry of the split

@@ -109,3 +109,58 @@ def test_a_gpu_executable_refuses_when_one_of_its_models_cannot_use_the_gpu(
     assert main(["--model", "digits", "--model", "embed", "--device", "cuda", "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert "digits" in err and "cannot be used" in err and "Traceback" not in err
+
+
+def _onnx_cuda() -> bool:
+    try:
+        import onnxruntime
+    except ImportError:
+        return False
+    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+
+
+@pytest.mark.gpu
+@pytest.mark.models
+@pytest.mark.skipif(not _cuda(), reason="needs an NVIDIA GPU")
+def test_with_a_gpu_qa_ranks_on_it_as_it_does_on_the_cpu() -> None:
+    models = {}
+    for device in ("cpu", "cuda"):
+        model = create_model("qa", device=device)
+        model.check_device()
+        model.load()
+        models[device] = model
+    queries = [models["cpu"].validate(x) for x in models["cpu"].sample_instances(8)]
+    cpu, gpu = (models[d].predict(queries) for d in ("cpu", "cuda"))
+    assert [r["index"] for r in gpu] == [r["index"] for r in cpu]
+    assert all(abs(g["score"] - c["score"]) < 1e-3 for g, c in zip(gpu, cpu, strict=True))
+    encoder = models["cuda"]._encoder._model  # type: ignore[attr-defined]
+    assert str(encoder.device).startswith("cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.models
+@pytest.mark.slow
+@pytest.mark.skipif(not _cuda(), reason="needs an NVIDIA GPU")
+def test_with_a_gpu_a_served_function_answers_from_it() -> None:
+    import httpx
+
+    from functions.server_process import ServerProcess
+
+    model = create_model("embed")
+    body = {"instances": model.sample_instances(16)}
+    with ServerProcess("embed", device="cuda") as server, httpx.Client(trust_env=False) as client:
+        server.wait_ready(client, timeout_s=180)
+        response = client.post(server.predict_url, json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    rows = response.json()["predictions"]
+    assert len(rows) == 16 and all(len(row) == 384 for row in rows)
+
+
+@pytest.mark.gpu
+@pytest.mark.models
+@pytest.mark.skipif(not _cuda(), reason="needs an NVIDIA GPU")
+@pytest.mark.skipif(_onnx_cuda(), reason="onnxruntime here has its CUDA provider")
+def test_with_a_gpu_but_a_cpu_build_of_onnxruntime_imagenet_refuses_cuda() -> None:
+    model = create_model("imagenet", device="cuda")
+    with pytest.raises(DeviceUnavailable, match="has no CUDA provider"):
+        model.check_device()
