@@ -191,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
             entry["fraction"] = round(rate / best, 3) if rate and best else None
             print(f"  adapter {rate} req/s against {best} in process: {entry['fraction']}")
             runs.append(entry)
+            _write(args, systems, runs)  # after every repeat: a run cut short keeps what it has
+    return 0
+
+
+def _write(args: argparse.Namespace, systems: list[str], runs: list[dict[str, Any]]) -> None:
     summary = {
         "fraction": median_and_range([r["fraction"] for r in runs]),
         "inprocess_best_items_per_s": median_and_range(
@@ -203,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     doc = {
         "benchmark": "gpu_serving",
-        "command": "python benchmarks/gpu_serving.py " + " ".join(argv or sys.argv[1:]),
+        "command": "python benchmarks/gpu_serving.py " + " ".join(sys.argv[1:]),
         "commit": args.commit or commit(ROOT),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "device": args.device,
@@ -211,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         "versions": _versions(),
         "settings": {
             "model": args.model, "slo_ms": args.slo_ms, "repeat": args.repeat,
+            "repeats_done": len(runs),
             "calls": args.calls, "warmup_s": args.warmup_s, "duration_s": args.duration_s,
             "refine": args.refine, "systems": systems,
             "pass_rule": "P95 <= SLO, P99 <= 2x SLO, errors < 0.1 %, none dropped",
@@ -220,8 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    print(json.dumps(summary))
-    return 0
+    print(json.dumps(summary), flush=True)
 
 
 def gpu_name_or_none(device: str) -> str | None:

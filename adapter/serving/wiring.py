@@ -154,7 +154,9 @@ def _dispatchers(state: AdapterState, upstream: Upstream) -> None:
             function=fn,
             preset=state.preset,
             aimd=tuned.aimd_for(fn.max_batch),
-            model=latency_prior(fn.model, curve=config.adapter.latency_model == "curve"),
+            model=latency_prior(
+                fn.model, curve=config.adapter.latency_model == "curve", device=fn.device
+            ),
             view=state.view,
             upstream=upstream,
             clock=state.clock,
@@ -181,15 +183,18 @@ def batching_settings(adapter: AdapterConfig) -> BatchingSettings:
 
 
 def latency_prior(
-    kind: str, profiles_dir: Path | None = None, *, curve: bool = False
+    kind: str, profiles_dir: Path | None = None, *, curve: bool = False, device: str = "cpu"
 ) -> LatencyModel:
-    """A latency model seeded from the shipped profile of ``kind`` (HTTP batch times, see
-    :mod:`functions.profiles`) or ``profiles_dir/KIND.json``, when there is one; ``curve``
-    makes it follow the measured per-batch-size curve once it has samples."""
+    """A latency model seeded from the shipped profile of ``kind`` on the function's device
+    (``cpu``, or the ``gpu`` tree for ``cuda``; see :mod:`functions.profiles`) or
+    ``profiles_dir/KIND.json``, when there is one; ``curve`` makes it follow the measured
+    per-batch-size curve once it has samples. A GPU function with no GPU profile starts from
+    the fallback and learns online: a CPU profile would cap its batches at what a CPU carries."""
     from functions.profile_format import ProfileFormatError, load_profile
-    from functions.profiles import packaged
+    from functions.profiles import Device, packaged
 
-    path = packaged(kind) if profiles_dir is None else profiles_dir / f"{kind}.json"
+    tree: Device = "cpu" if device == "cpu" else "gpu"
+    path = packaged(kind, tree) if profiles_dir is None else profiles_dir / f"{kind}.json"
     if kind and path.is_file():  # no kind: served by another system, learned online
         try:
             profile = load_profile(path)
