@@ -1,8 +1,11 @@
 """The GPU profile set: our stages on one H100, from measured batch-latency curves.
 
-No model of ours runs on a GPU here, so each stage is mapped to the nearest of the models whose
+Most of our models have no GPU build, so each stage is mapped to the nearest of the models whose
 batch latency was measured on one H100 (PyTorch eager fp16, median ms per batch; shared
-MODELS.md, GPU table) and takes that curve:
+MODELS.md, GPU table) and takes that curve. embed and qa were measured on a GPU once
+(``functions/profiles/gpu/h200``; docs/gpu.md sets the MiniLM-L6 curve against them: a bare fp16
+forward pass, it is 2-16x faster than the real functions); qa keeps the curve below until the
+mixed fleets' tables are regenerated with the measured one:
 
 ======================  ==============  ==================================================
 stage                   GPU model       why

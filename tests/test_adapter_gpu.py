@@ -348,3 +348,13 @@ def test_roma_batched_takes_as_much_of_the_queue_as_the_heads_deadline_allows() 
     capped = _route_run("roma_batched", waits, max_batch=5)
     assert capped[0][:2] == ("a", 5) and max(n for _, n, _ in capped) == 5
     assert sum(n for f, n, _ in capped if f == "a") == 12
+
+
+def test_a_gpu_functions_latency_prior_comes_from_the_gpu_profile() -> None:
+    """A CPU profile would size a GPU function's batches for a CPU (embed: 290 ms for 64 on one
+    core against 19 measured on a GPU); with no GPU profile the prior is the generic one."""
+    from adapter.serving.wiring import latency_prior
+
+    cpu, gpu = latency_prior("embed"), latency_prior("embed", device="cuda:0")
+    assert gpu.estimate_ms(64) < cpu.estimate_ms(64) / 5
+    assert latency_prior("digits", device="cuda").estimate_ms(8) == latency_prior("").estimate_ms(8)

@@ -1,9 +1,11 @@
 """The measured batch-latency profiles shipped with the package, one tree per device.
 
-``cpu/<kind>.json`` is written by ``slackwise profile`` on this machine; ``gpu/<kind>.json`` by
-``python -m simulator.gpu_profiles`` from H100 curves; ``memory.json`` (each kind's resident set,
-loaded and after a batch) by ``benchmarks/function_memory.py``. Both are package data, found with
-:mod:`importlib.resources`, so an installed (non-editable) package reads the same files.
+``cpu/<kind>.json`` is written by ``slackwise profile`` on this machine; ``gpu/<kind>.json``
+by ``python -m simulator.gpu_profiles`` from H100 curves, except ``gpu/embed.json``, measured by
+``slackwise profile embed --device cuda`` on an H200 (``gpu/h200/``: what that run measured);
+``memory.json`` (each kind's resident set, loaded and after a batch) by
+``benchmarks/function_memory.py``. All are package data, found with :mod:`importlib.resources`,
+so an installed (non-editable) package reads the same files.
 """
 
 from __future__ import annotations
