@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -63,10 +62,14 @@ def echo(request: httpx.Request) -> httpx.Response:
 
 
 def client(
-    handler: Callable[[httpx.Request], httpx.Response], cfg: Config | None = None, **kw: Any
+    handler: Callable[[httpx.Request], httpx.Response | Awaitable[httpx.Response]],
+    cfg: Config | None = None,
+    **kw: Any,
 ) -> TestClient:
     app = create_app(
-        cfg or config(), view=FakeView(kw.pop("ready", 1)), transport=httpx.MockTransport(handler)
+        cfg or config(),
+        view=FakeView(kw.pop("ready", 1)),
+        transport=httpx.MockTransport(handler),  # type: ignore[arg-type]
     )
     return TestClient(app, **kw)
 
@@ -78,8 +81,32 @@ def many(c: TestClient, bodies: list[Any], headers: dict[str, str] | None = None
         )
 
 
+async def hold_first_batch(
+    holder: dict[str, Any], sizes: list[int], total: int, per_request: int = 1
+) -> None:
+    """In the first upstream call: wait (on the adapter's loop) until all ``total`` requests are in
+    the adapter, dispatched (``sizes``: instances per upstream call, ``per_request`` each) or
+    queued, so the next batch is made of them on any machine, however busy; no bet on wall-clock
+    time. Bounded (10 s) against a hang."""
+    queue = holder["app"].state.adapter.dispatchers["echo"].queue
+    for _ in range(2000):
+        if sum(sizes) // per_request + len(queue) >= total:
+            return
+        await asyncio.sleep(0.005)
+
+
 def test_each_member_gets_its_own_share_of_a_batch() -> None:
-    with client(echo) as c:
+    sizes: list[int] = []
+    holder: dict[str, Any] = {}
+
+    async def gated(request: httpx.Request) -> httpx.Response:
+        sizes.append(len(json.loads(request.content)["instances"]))
+        if len(sizes) == 1:
+            await hold_first_batch(holder, sizes, 24, per_request=2)
+        return echo(request)
+
+    with client(gated) as c:
+        holder["app"] = c.app
         bodies = [{"instances": [i, i + 1000]} for i in range(24)]
         responses = many(c, bodies)
     for i, r in enumerate(responses):
@@ -156,18 +183,20 @@ def test_a_refused_instance_fails_only_its_own_request() -> None:
 
 def test_a_batch_refused_without_naming_the_instance_is_split_until_the_bad_one_is_alone() -> None:
     sizes: list[int] = []
+    holder: dict[str, Any] = {}
 
-    def standard(request: httpx.Request) -> httpx.Response:
+    async def standard(request: httpx.Request) -> httpx.Response:
         # a standard server: refuses the whole request, says nothing about which instance
         instances = json.loads(request.content)["instances"]
         sizes.append(len(instances))
-        if len(sizes) == 1:  # the first batch holds the loop a moment: the rest queue behind it
-            time.sleep(0.1)
+        if len(sizes) == 1:  # the first batch is held until all thirteen are in the adapter
+            await hold_first_batch(holder, sizes, 13)
         if "bad" in instances:
             return httpx.Response(400, json={"error": "Failed to decode the request"})
         return echo(request)
 
     with client(standard, ready=1) as c:
+        holder["app"] = c.app
         bodies = [{"instances": [n]} for n in range(12)] + [{"instances": ["bad"]}]
         responses = many(c, bodies)
     assert [r.status_code for r in responses[:12]] == [200] * 12
@@ -179,18 +208,20 @@ def test_a_batch_refused_without_naming_the_instance_is_split_until_the_bad_one_
 
 def test_a_model_that_raises_on_one_valid_instance_fails_only_that_request() -> None:
     sizes: list[int] = []
+    holder: dict[str, Any] = {}
 
-    def poisoned(request: httpx.Request) -> httpx.Response:
+    async def poisoned(request: httpx.Request) -> httpx.Response:
         # the input passed validation; the model itself raises on it, failing the whole batch
         instances = json.loads(request.content)["instances"]
         sizes.append(len(instances))
-        if len(sizes) == 1:  # the first batch holds the loop a moment: the rest queue behind it
-            time.sleep(0.1)
+        if len(sizes) == 1:  # the first batch is held until all thirteen are in the adapter
+            await hold_first_batch(holder, sizes, 13)
         if "poison" in instances:
             return httpx.Response(500, json={"error": "model error: ValueError: bad pixel"})
         return echo(request)
 
     with client(poisoned, ready=1) as c:
+        holder["app"] = c.app
         bodies = [{"instances": [n]} for n in range(12)] + [{"instances": ["poison"]}]
         responses = many(c, bodies)
     assert [r.status_code for r in responses[:12]] == [200] * 12
