@@ -6,7 +6,12 @@
 # at half precision (to fit the 64 MiB a run may carry) in .gpu/site; the model computes in float32.
 # Writes under $OUT: env.txt, pytest-gpu.txt, profiles/{embed,qa}.json, gpu-serving-embed.json and
 # the logs. Each step has its own time limit, so one that hangs leaves the others' results.
+# STEPS picks the steps (default "tests profiles serving"; the three took ~1.2, ~2 and ~1.4 min a
+# repeat on an H200): a lease of 15 minutes holds all three with two serving repeats, or the
+# serving benchmark alone with SERVING_REPEAT=3.
 set -u
+STEPS=${STEPS:-tests profiles serving}
+want() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT/profiles"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -21,7 +26,8 @@ print("transformers", transformers.__version__, "sentence-transformers", sentenc
 print("onnxruntime", o.__version__, o.get_available_providers())'
 } >"$OUT/env.txt" 2>&1
 
-timeout 200 python3 -m pytest -m gpu -p no:cacheprovider -q -rs tests/test_device.py \
+want tests && {
+timeout 200 python3 -m pytest -m gpu -p no:cacheprovider -v -rs tests/test_device.py \
     tests/test_adapter_gpu.py >"$OUT/pytest-gpu.txt" 2>&1
 status=$?
 echo "pytest -m gpu exit $status" >>"$OUT/pytest-gpu.txt"
@@ -30,15 +36,17 @@ if [ "$status" -ne 0 ]; then  # once more with warnings shown, not errors: which
         tests/test_device.py tests/test_adapter_gpu.py >>"$OUT/pytest-gpu.txt" 2>&1
     echo "pytest -m gpu -W default exit $?" >>"$OUT/pytest-gpu.txt"
 fi
+}
 
-for kind in embed qa; do
+want profiles && for kind in embed qa; do
     timeout 120 python3 -m functions.profile "$kind" --device cuda --out "$OUT/profiles" \
         --batch-sizes 1,2,4,8,16,32,64,128 --repeats 20 --budget-s 4 \
         >"$OUT/profiles/$kind.log" 2>&1
     echo "profile $kind exit $?" >>"$OUT/profiles/$kind.log"
 done
 
+want serving || exit 0
 timeout "${SERVING_LIMIT_S:-300}" python3 benchmarks/gpu_serving.py --model embed --slo-ms 100 \
-    --repeat "${SERVING_REPEAT:-3}" --duration-s 4 --warmup-s 1.5 --refine 2 \
+    --repeat "${SERVING_REPEAT:-2}" --duration-s 4 --warmup-s 1.5 --refine 2 --systems slackwise \
     --commit "$COMMIT" --json "$OUT/gpu-serving-embed.json" >"$OUT/gpu-serving.log" 2>&1
 echo "gpu_serving exit $?" >>"$OUT/gpu-serving.log"

@@ -19,9 +19,15 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Clock", "MonotonicClock", "VirtualClock", "wait_until"]
+__all__ = ["Clock", "MonotonicClock", "VirtualClock", "deadline_for", "wait_until"]
 
 R = TypeVar("R")
+
+
+def deadline_for(start_s: float, slo_ms: float) -> float:
+    """When a request that started at ``start_s`` (seconds, on a clock) is due under an SLO of
+    ``slo_ms`` milliseconds: the one place the project turns an SLO into a deadline."""
+    return start_s + slo_ms / 1000.0
 
 
 class Clock(Protocol):

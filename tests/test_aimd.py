@@ -14,6 +14,17 @@ from adapter.policies.aimd import AIMD, AIMDDecision
 from adapter.policies.modes import MLPROXY, PRESETS, SLACKWISE, preset
 
 
+def aimd_with(**settings: Any) -> AIMD:
+    """An AIMD with the judging rules these tests were written for (a 5 % miss ratio, no
+    timeout ratio, cold-aware); a test names what it changes. The modes own the defaults."""
+    rules: dict[str, Any] = {
+        "miss_threshold": 0.05,
+        "timeout_ratio_threshold": None,
+        "cold_aware": True,
+    }
+    return AIMD(**{**rules, **settings})
+
+
 def feed(
     aimd: AIMD,
     now: float,
@@ -46,7 +57,7 @@ def period(aimd: AIMD, start: float, **window: Any) -> AIMDDecision:
 
 
 def test_additive_increase_each_good_period() -> None:
-    aimd = AIMD(initial=4, maximum=64)
+    aimd = aimd_with(initial=4, maximum=64)
     limits = []
     for k in range(3):
         decision = period(aimd, 30.0 * k)
@@ -57,7 +68,7 @@ def test_additive_increase_each_good_period() -> None:
 
 
 def test_misses_decrease_by_mult() -> None:
-    aimd = AIMD(initial=10, maximum=64, miss_threshold=0.05)
+    aimd = aimd_with(initial=10, maximum=64, miss_threshold=0.05)
     decision = period(aimd, 0.0, missed=4)
     assert (decision.old_limit, decision.new_limit, decision.action) == (10, 8, "decrease")
     assert decision.stats.miss_ratio == pytest.approx(0.2)
@@ -66,7 +77,7 @@ def test_misses_decrease_by_mult() -> None:
 
 
 def test_p95_above_the_fraction_of_the_slo_decreases() -> None:
-    aimd = AIMD(initial=10, maximum=64, p95_fraction=0.8, miss_threshold=None)
+    aimd = aimd_with(initial=10, maximum=64, p95_fraction=0.8, miss_threshold=None)
     decision = period(aimd, 0.0, latency_ms=85.0, slo_ms=100.0)
     assert decision.action == "decrease"
     assert decision.stats.p95_ms == 85.0
@@ -76,14 +87,14 @@ def test_p95_above_the_fraction_of_the_slo_decreases() -> None:
 
 
 def test_too_many_timeout_dispatches_decrease() -> None:
-    aimd = AIMD(initial=10, maximum=64, timeout_ratio_threshold=0.5)
+    aimd = aimd_with(initial=10, maximum=64, timeout_ratio_threshold=0.5)
     decision = period(aimd, 0.0, timeouts=12)
     assert decision.action == "decrease" and decision.stats.timeout_ratio == pytest.approx(0.6)
     assert period(aimd, 30.0, timeouts=10).action == "increase"  # 0.5 is not above 0.5
 
 
 def test_cold_dominated_window_holds_when_cold_aware() -> None:
-    aimd = AIMD(initial=10, maximum=64, cold_aware=True, cold_dominated=0.5)
+    aimd = aimd_with(initial=10, maximum=64, cold_aware=True, cold_dominated=0.5)
     decision = period(aimd, 0.0, latency_ms=1000.0, missed=15, cold=15)
     assert decision.action == "hold-cold" and decision.new_limit == 10
     assert decision.stats.cold_ratio == pytest.approx(0.75)
@@ -91,14 +102,14 @@ def test_cold_dominated_window_holds_when_cold_aware() -> None:
 
 
 def test_cold_dominated_window_decreases_when_not_cold_aware() -> None:
-    aimd = AIMD(initial=10, maximum=64, cold_aware=False)
+    aimd = aimd_with(initial=10, maximum=64, cold_aware=False)
     decision = period(aimd, 0.0, latency_ms=1000.0, missed=15, cold=15)
     assert (decision.action, decision.new_limit) == ("decrease", 8)
     assert decision.stats.judged == 20
 
 
 def test_a_few_cold_samples_are_left_out_of_the_judgement() -> None:
-    aimd = AIMD(initial=10, maximum=64, cold_aware=True)
+    aimd = aimd_with(initial=10, maximum=64, cold_aware=True)
     feed(aimd, 0.0, 4, latency_ms=5000.0, missed=4, timeouts=4, cold=4)
     feed(aimd, 0.0, 16)
     decision = aimd.update(30.0)
@@ -108,7 +119,7 @@ def test_a_few_cold_samples_are_left_out_of_the_judgement() -> None:
 
 
 def test_empty_window_holds() -> None:
-    aimd = AIMD(initial=10, maximum=64)
+    aimd = aimd_with(initial=10, maximum=64)
     assert aimd.update(0.0) is None  # starts the clock
     decision = aimd.update(30.0)
     assert decision is not None
@@ -116,19 +127,19 @@ def test_empty_window_holds() -> None:
 
 
 def test_bounds_are_respected() -> None:
-    high = AIMD(initial=4, maximum=6)
+    high = aimd_with(initial=4, maximum=6)
     assert [period(high, 30.0 * k).new_limit for k in range(5)] == [5, 6, 6, 6, 6]
-    low = AIMD(initial=4, minimum=2, maximum=6)
+    low = aimd_with(initial=4, minimum=2, maximum=6)
     assert [period(low, 30.0 * k, missed=20).new_limit for k in range(4)] == [3, 2, 2, 2]
 
 
 def test_fractional_add_accumulates() -> None:
-    aimd = AIMD(initial=4, maximum=64, add=0.5)
+    aimd = aimd_with(initial=4, maximum=64, add=0.5)
     assert [period(aimd, 30.0 * k).new_limit for k in range(4)] == [4, 5, 5, 6]
 
 
 def test_period_boundaries_with_injected_time() -> None:
-    aimd = AIMD(initial=4, maximum=64, period_s=30.0)
+    aimd = aimd_with(initial=4, maximum=64, period_s=30.0)
     feed(aimd, 100.0, 5)  # the first record starts the clock at 100
     assert aimd.update(129.999) is None
     first = aimd.update(130.0)
@@ -160,11 +171,11 @@ def test_period_boundaries_with_injected_time() -> None:
 )
 def test_bad_settings_name_the_key(kwargs: dict[str, Any], key: str) -> None:
     with pytest.raises(ValueError, match=key):
-        AIMD(**kwargs)
+        aimd_with(**kwargs)
 
 
 def test_bad_samples_are_refused() -> None:
-    aimd = AIMD(initial=2, maximum=4)
+    aimd = aimd_with(initial=2, maximum=4)
     with pytest.raises(ValueError, match="slo_ms"):
         feed(aimd, 0.0, 1, slo_ms=0.0)
     with pytest.raises(ValueError, match="latency_ms"):
@@ -196,7 +207,7 @@ def test_limit_stays_within_bounds(
     events: list[Event], minimum: int, span: int, cold_aware: bool
 ) -> None:
     maximum = minimum + span
-    aimd = AIMD(initial=minimum, minimum=minimum, maximum=maximum, cold_aware=cold_aware)
+    aimd = aimd_with(initial=minimum, minimum=minimum, maximum=maximum, cold_aware=cold_aware)
     now = 0.0
     for step, is_record, latency_ms, missed, timeout, cold in events:
         now += step
@@ -282,7 +293,7 @@ def test_the_limit_does_not_depend_on_how_often_it_is_asked() -> None:
     samples = [(i * 0.37, rng.uniform(5.0, 120.0)) for i in range(400)]
 
     def run(ask_every: int) -> list[int]:
-        aimd = AIMD(initial=4, maximum=32, period_s=10.0, miss_threshold=0.05)
+        aimd = aimd_with(initial=4, maximum=32, period_s=10.0, miss_threshold=0.05)
         aimd.update(0.0)
         limits = []
         for i, (now, latency) in enumerate(samples):
@@ -314,20 +325,20 @@ def backlogged(
 
 
 def test_a_limit_that_holds_a_backlog_back_doubles_every_second_without_violations() -> None:
-    aimd = AIMD(initial=4, maximum=64, period_s=30.0, backlog_mult=2.0, backlog_period_s=1.0)
+    aimd = aimd_with(initial=4, maximum=64, period_s=30.0, backlog_mult=2.0, backlog_period_s=1.0)
     decisions = backlogged(aimd, 0.0, 5)
     assert [d.action for d in decisions] == ["increase-backlog"] * 4  # at 1, 2, 3 and 4 s
     assert [d.new_limit for d in decisions] == [8, 16, 32, 64]
     assert aimd.limit == 64  # at the maximum it stays
     # MLProxy's AIMD (no backlog rule) over the same 5 s: nothing until its period ends
-    plain = AIMD(initial=4, maximum=64, period_s=30.0)
+    plain = aimd_with(initial=4, maximum=64, period_s=30.0)
     assert backlogged(plain, 0.0, 5) == [] and plain.limit == 4
 
 
 def test_batches_the_arrivals_sized_or_a_violation_keep_the_additive_steps() -> None:
-    free = AIMD(initial=4, maximum=64, period_s=30.0, backlog_mult=2.0, backlog_period_s=1.0)
+    free = aimd_with(initial=4, maximum=64, period_s=30.0, backlog_mult=2.0, backlog_period_s=1.0)
     assert backlogged(free, 0.0, 5, bound=False) == [] and free.limit == 4
-    slow = AIMD(initial=8, maximum=64, period_s=30.0, backlog_mult=2.0, backlog_period_s=1.0,
+    slow = aimd_with(initial=8, maximum=64, period_s=30.0, backlog_mult=2.0, backlog_period_s=1.0,
                 p95_fraction=0.8)  # fmt: skip
     assert backlogged(slow, 0.0, 5, latency_ms=90.0) == [] and slow.limit == 8
     decision = slow.update(30.0)  # the period's end judges it as any window: too slow
@@ -336,7 +347,7 @@ def test_batches_the_arrivals_sized_or_a_violation_keep_the_additive_steps() -> 
 
 def test_the_backlog_rule_decides_the_same_however_often_it_is_asked() -> None:
     def run(ask_every: int) -> list[tuple[float, int]]:
-        aimd = AIMD(initial=2, maximum=64, backlog_mult=2.0, backlog_period_s=1.0)
+        aimd = aimd_with(initial=2, maximum=64, backlog_mult=2.0, backlog_period_s=1.0)
         limits = []
         for tick in range(700):
             now = tick / 100.0
@@ -355,15 +366,15 @@ def test_the_backlog_rule_decides_the_same_however_often_it_is_asked() -> None:
 def test_the_backlog_rule_is_slackwise_modes_not_mlproxys() -> None:
     assert SLACKWISE.aimd_backlog_mult == 2.0 and MLPROXY.aimd_backlog_mult is None
     with pytest.raises(ValueError, match="backlog_mult"):
-        AIMD(initial=4, maximum=64, backlog_mult=1.0)
+        aimd_with(initial=4, maximum=64, backlog_mult=1.0)
     with pytest.raises(ValueError, match="backlog_period_s"):
-        AIMD(initial=4, maximum=64, period_s=1.0, backlog_period_s=2.0)
+        aimd_with(initial=4, maximum=64, period_s=1.0, backlog_period_s=2.0)
 
 
 def test_behind_a_backlog_misses_from_queueing_do_not_hold_the_limit_small() -> None:
     # every tenth request missed its deadline (it queued), the batches themselves are quick:
     # the backlog rule grows the limit; the period's end still judges the misses
-    aimd = AIMD(initial=4, maximum=64, period_s=30.0, miss_threshold=0.01, backlog_mult=2.0)
+    aimd = aimd_with(initial=4, maximum=64, period_s=30.0, miss_threshold=0.01, backlog_mult=2.0)
     decisions = []
     for tick in range(300):
         now = tick / 100.0

@@ -99,6 +99,10 @@ def _integer(name: str, value: int, minimum: int) -> None:
         raise AdvisorConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
+#: the percentile an SLO bounds when its app does not say (``apps.X.percentile``)
+DEFAULT_PERCENTILE = 95.0
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AdvisorConfig:
     """Settings of one function's advisor (seconds, milliseconds and percent as named).
@@ -114,7 +118,7 @@ class AdvisorConfig:
     """
 
     slo_ms: float
-    percentile: float = 95.0
+    percentile: float = DEFAULT_PERCENTILE
     history_s: float = 500.0
     bucket_s: float = 1.0
     current_window_s: float = 10.0

@@ -27,6 +27,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 
+from adapter.policies.advisor import DEFAULT_PERCENTILE
 from adapter.policies.function_autoscaler import FunctionAutoscaler, function_autoscaler
 from adapter.policies.latency import LatencyModel
 from adapter.serving.background import cancel_and_wait
@@ -74,7 +75,7 @@ class Autoscaling:
                 name,
                 settings,
                 slo_ms=slos[name],
-                percentile=(percentiles or {}).get(name, 95.0),
+                percentile=(percentiles or {}).get(name, DEFAULT_PERCENTILE),
                 model=models[name],
                 limit=limits[name],
                 container_concurrency=fn.container_concurrency,

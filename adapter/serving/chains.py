@@ -33,7 +33,7 @@ from adapter.serving.pending import Answer, Pending
 from adapter.serving.records import RecordWriter
 from functions.edges import Edge, EdgeError, edge_for
 from functions.headers import ARRIVED_COLD
-from slackwise_core.clock import Clock
+from slackwise_core.clock import Clock, deadline_for
 from slackwise_core.config import AppConfig, FunctionConfig
 
 __all__ = ["Chain", "ChainResult", "share_split"]
@@ -144,7 +144,7 @@ class Chain:
     def budgets_ms(self, dispatchers: Mapping[str, Dispatcher], now: float) -> list[float]:
         """The plan for a request arriving at ``now`` whose every stage takes all its budget."""
         estimates, gains = self.estimates(dispatchers, now=now), self.gains(dispatchers)
-        deadline = now + self.app.slo_ms / 1000.0
+        deadline = deadline_for(now, self.app.slo_ms)
         arrival, budgets = now, []
         for k in range(len(self.app.stages)):
             due = self.policy.stage_deadline(
@@ -175,7 +175,7 @@ class Chain:
         ``input_bytes``: its body's bytes per instance (what its stages are priced for)."""
         app = self.app
         arrival = clock.now()
-        deadline = arrival + slo_ms / 1000.0
+        deadline = deadline_for(arrival, slo_ms)
         if self.split is not None:
             self.split.observe(app.name, arrival)
         seq = next(ids)

@@ -33,6 +33,7 @@ from functions.signature import Signature
 from functions.tensors import TensorSpec
 from functions.v2 import V2Request, v2_request
 from functions.v2_answer import BINARY_HEADER, v2_answer
+from slackwise_core.clock import deadline_for
 
 if TYPE_CHECKING:
     from adapter.serving.state import AdapterState
@@ -219,7 +220,7 @@ class PredictEndpoint:
             check_reachable(slo, dispatcher.controller.reader.estimate_ms(1), f"function {name}")
         # the SLO runs from when the client sent it: the time it sat unread before the adapter
         # took it (behind the loop's turns, or in line for a turn's budget) is gone already
-        due = now + slo / 1000.0 - waited_s - dispatcher.door.lag.recent_s()
+        due = deadline_for(now, slo) - waited_s - dispatcher.door.lag.recent_s()
         # refused before the body is parsed: a refusal under overload costs next to nothing
         dispatcher.door.check(now, due, hold=slo_header is None and waited_s == 0.0)
         asked = None
