@@ -9,6 +9,8 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Any
 
+import numpy as np
+
 from functions.inputs import JSON_SLACK_BYTES, json_text_bytes, text
 from functions.model import Model
 from functions.tensors import TensorSpec
@@ -46,7 +48,10 @@ class SentenceEmbedder(Model):
 
     def predict(self, batch: list[Any]) -> list[Any]:
         rows = self._encoder.encode(batch)
-        return [[round(float(v), 6) for v in row] for row in rows]
+        # rounded by numpy, not per value in Python: 384 round() calls a row cost more than a
+        # GPU's forward pass at large batches (benchmarks/row_encoding.py)
+        rounded: list[Any] = np.round(rows.astype(np.float64), 6).tolist()
+        return rounded
 
     def sample_instances(self, n: int) -> list[Any]:
         sentences = sample_sentences()
