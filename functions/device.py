@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import re
 
+from functions.errors import FunctionsError
+
 __all__ = ["DeviceUnavailable", "check_device", "onnx_providers", "parse_device", "torch_device"]
 
 _DEVICE = re.compile(r"^(cpu|cuda)(?::(\d+))?$")
 
 
-class DeviceUnavailable(RuntimeError):
+class DeviceUnavailable(FunctionsError, RuntimeError):
     """The function was asked for a device it cannot use; the message says why."""
 
 

@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from functions.errors import FunctionsError
 from functions.qa.model import MAX_CHARS as QA_MAX_CHARS
 
 #: ``edge(prediction, stage_input, app_input) -> next_instance``
@@ -48,11 +49,11 @@ Edge = Callable[[Any, Any, Any], Any]
 _BOX_KEYS = ("left", "top", "right", "bottom")
 
 
-class EdgeError(ValueError):
+class EdgeError(FunctionsError, ValueError):
     """A prediction that cannot feed the next stage; the message is the reason (HTTP 422)."""
 
 
-class NoEdge(KeyError):
+class NoEdge(FunctionsError, KeyError):
     """No edge adapter joins these two model kinds."""
 
     def __init__(self, upstream: str, downstream: str) -> None:

@@ -12,15 +12,17 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from functions.errors import FunctionsError
+
 if TYPE_CHECKING:
     from functions.tensors import TensorSpec
 
 
-class InvalidInput(ValueError):
+class InvalidInput(FunctionsError, ValueError):
     """An instance the model cannot take; the message is the reason sent back with HTTP 400."""
 
 
-class ModelError(RuntimeError):
+class ModelError(FunctionsError, RuntimeError):
     """The model failed on a valid batch; answered with HTTP 500, the process keeps serving."""
 
 

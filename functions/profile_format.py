@@ -25,8 +25,10 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+from functions.errors import FunctionsError
 
-class ProfileFormatError(ValueError):
+
+class ProfileFormatError(FunctionsError, ValueError):
     """A profile file that does not follow the schema; the message names the key."""
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 
+from functions.errors import FunctionsError
 from functions.model import Model
 
 #: kind -> "module:Class"; the module is imported only when the kind is used
@@ -20,7 +21,7 @@ KINDS: dict[str, str] = {
 }
 
 
-class UnknownModel(KeyError):
+class UnknownModel(FunctionsError, KeyError):
     """No model kind of that name."""
 
     def __init__(self, kind: str) -> None:

@@ -20,12 +20,14 @@ from typing import IO
 
 import httpx
 
+from functions.errors import FunctionsError
+
 logger = logging.getLogger(__name__)
 
 _POLL_S = 0.02
 
 
-class ServerStartError(RuntimeError):
+class ServerStartError(FunctionsError, RuntimeError):
     """The server process exited or did not become ready in time; the message has its output."""
 
 

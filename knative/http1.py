@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+from knative.errors import PlatformError
+
 __all__ = [
     "Http1ConnectionError",
     "Http1Error",
@@ -36,7 +38,7 @@ __all__ = [
 _MAX_HEAD = 64 * 1024
 
 
-class Http1Error(Exception):
+class Http1Error(PlatformError):
     """The request got no usable answer."""
 
 

@@ -18,13 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from knative.http1 import Http1Pool, Origin
+from loadtests.errors import LoadError
 
 __all__ = ["DispatchError", "GaveUp", "RandDispatcher", "Served"]
 
 _JSON = {"content-type": "application/json"}
 
 
-class DispatchError(RuntimeError):
+class DispatchError(LoadError, RuntimeError):
     """A backend answered neither 200 nor a bounce (429), or ``max_tries`` ran out."""
 
 

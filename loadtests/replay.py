@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 import httpx
 
+from loadtests.errors import LoadError
 from loadtests.input_step import body_picker
 from loadtests.openloop import LATE_S, Progress, Record, Summary, run_open_loop, summarize
 from traces import (
@@ -49,7 +50,7 @@ logger = logging.getLogger(__name__)
 SAMPLE_BODIES = 64
 
 
-class UsageError(Exception):
+class UsageError(LoadError):
     """A flag's value cannot be used; the message names the flag and the value."""
 
 

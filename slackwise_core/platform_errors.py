@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from slackwise_core.errors import CoreError
+
 __all__ = ["PinUnsupported"]
 
 
-class PinUnsupported(RuntimeError):
+class PinUnsupported(CoreError, RuntimeError):
     """The platform cannot be told the replica count at all (no hook in its version, no
     permission, a fixed endpoint): asking again will not help, so the advisor stops, once, with
     this message. Anything else that goes wrong is transient and retried on the next tick."""

@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from slackwise_core.durations import parse_duration
+from slackwise_core.errors import CoreError
 
 GROUP = "autoscaling.knative.dev"
 KPA_CLASS = "kpa.autoscaling.knative.dev"
@@ -27,7 +28,7 @@ AGGREGATIONS = ("linear", "weighted-exponential")
 RPS_TARGET_UTILIZATION_PERCENTAGE = 70.0
 
 
-class ScalingConfigError(ValueError):
+class ScalingConfigError(CoreError, ValueError):
     """A scaling setting out of Knative's range; the message names key and value."""
 
 

@@ -1,18 +1,24 @@
-"""What can go wrong with a request in the adapter, and the HTTP status each is answered with.
+"""What can go wrong in the adapter, and the HTTP status each request error is answered with.
 
 ::
 
-    AdapterError                 every error a client can get back, with a reason
-    ├── BadRequest               400: not JSON, no instances, bad header, ...
-    ├── PayloadTooLarge          413: body over the configured limit
-    ├── UnknownTarget            404: no such function or app
-    ├── Overloaded               503: the queue is full, or refused while scaling from zero
-    ├── Refused                  429: refused at the door, it would finish late
-    ├── DeadlinePruned           503: the deadline passed before dispatch and the function prunes
-    ├── UpstreamRejected         the function's own 4xx (its reason relayed)
-    ├── UpstreamFailed           502: the function or platform failed the batch
-    ├── UpstreamTimeout          504: no answer within the function's timeout
-    └── ShuttingDown             503: the adapter is stopping
+    ServingError                 the root: everything the serving package raises
+    ├── PlatformUnreachable      the platform cannot be reached at start (a CLI line)
+    ├── RecordsUnwritable        the per-request records file cannot be written (a CLI line)
+    ├── Refuse                   the HTTP server's own refusal from a parser callback, with the
+    │                            status it is answered with (http_limits)
+    ├── SendFailed, SendTimeout  no answer came back from upstream (become Upstream* below)
+    └── AdapterError             every error a client can get back, with a reason
+        ├── BadRequest           400: not JSON, no instances, bad header, ...
+        ├── PayloadTooLarge      413: body over the configured limit
+        ├── UnknownTarget        404: no such function or app
+        ├── Overloaded           503: the queue is full, or refused while scaling from zero
+        ├── Refused              429: refused at the door, it would finish late
+        ├── DeadlinePruned       503: the deadline passed before dispatch and the function prunes
+        ├── UpstreamRejected     the function's own 4xx (its reason relayed)
+        ├── UpstreamFailed       502: the function or platform failed the batch
+        ├── UpstreamTimeout      504: no answer within the function's timeout
+        └── ShuttingDown         503: the adapter is stopping
 
 The one table :data:`STATUS` maps classes to statuses; handlers never choose a status themselves.
 Every answer for load (429, 503) carries ``Retry-After``.
@@ -25,7 +31,11 @@ import math
 from adapter.policies.admission import DoorRefusal
 
 
-class AdapterError(Exception):
+class ServingError(Exception):
+    """Anything the adapter's serving package raises; the subclass says what."""
+
+
+class AdapterError(ServingError):
     """A request failed; ``reason`` is sent to the client, and ``retry_after_s`` (when set) as
     ``Retry-After`` in whole seconds: every refusal for load says when to come back."""
 

@@ -9,6 +9,8 @@ import socket
 import struct
 from typing import Any
 
+from adapter.serving.errors import ServingError
+
 __all__ = [
     "BODY_STALL_S",
     "BODY_TIMEOUT_S",
@@ -44,7 +46,7 @@ IDLE_TIMEOUT_S = 30.0
 DRAIN_RETRY_S = 5
 
 
-class Refuse(Exception):
+class Refuse(ServingError):
     """Raised from a parser callback: answer ``status`` with ``reason`` and close."""
 
     def __init__(self, status: int, reason: str) -> None:

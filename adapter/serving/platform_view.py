@@ -15,6 +15,7 @@ from typing import Protocol
 
 import httpx
 
+from adapter.serving.errors import ServingError
 from knative.local.events import ReplicaCounts
 from knative.local.guard import ENV_VAR as TOKEN_ENV
 from knative.local.guard import read_token
@@ -63,7 +64,7 @@ class PlatformView(Protocol):
         ...
 
 
-class PlatformUnreachable(RuntimeError):
+class PlatformUnreachable(ServingError, RuntimeError):
     """The platform the adapter was pointed at does not answer: the adapter cannot start."""
 
 

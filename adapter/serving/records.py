@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapter.serving.background import cancel_and_wait
+from adapter.serving.errors import ServingError
 
 if TYPE_CHECKING:
     from adapter.serving.pending import Pending
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 STDOUT = "-"
 
 
-class RecordsUnwritable(RuntimeError):
+class RecordsUnwritable(ServingError, RuntimeError):
     """The records file cannot be created or appended to: the adapter cannot start."""
 
 

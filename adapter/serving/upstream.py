@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import httpx
 
+from adapter.serving.errors import ServingError
 from knative.http1 import Http1ConnectionError, Http1Pool, Http1Response, Http1Timeout, Origin
 
 if TYPE_CHECKING:
@@ -29,11 +30,11 @@ if TYPE_CHECKING:
 __all__ = ["HttpUpstream", "PlatformUpstream", "SendFailed", "SendTimeout", "Upstream"]
 
 
-class SendTimeout(Exception):
+class SendTimeout(ServingError):
     """No answer within the function's timeout."""
 
 
-class SendFailed(Exception):
+class SendFailed(ServingError):
     """The batch could not be delivered, or the connection broke before the answer."""
 
 

@@ -18,12 +18,13 @@ from knative.cluster.client import (
     ready_condition,
 )
 from knative.cluster.errors import KnativeError
+from knative.errors import PlatformError
 from slackwise_core.config import ConfigError
 
 Obj = dict[str, Any]
 
 
-class _Refused(Exception):
+class _Refused(PlatformError):
     """A one-line reason the command cannot go on (printed without a traceback)."""
 
 

@@ -28,6 +28,7 @@ from typing import Any, TypeGuard
 
 import yaml
 
+from knative.errors import PlatformError
 from slackwise_core.knative_scaling import AutoscalerConfig, resolve_spec
 from slackwise_core.scaling_values import GROUP, ScalingConfigError
 
@@ -80,7 +81,7 @@ _OBJECT_META: dict[str, Any] = {
 }
 
 
-class ManifestError(ValueError):
+class ManifestError(PlatformError, ValueError):
     """A manifest the cluster would refuse (or silently change); the message says where."""
 
 

@@ -7,6 +7,8 @@ import contextlib
 import json
 from typing import TYPE_CHECKING
 
+from knative.errors import PlatformError
+
 if TYPE_CHECKING:
     from kubernetes.client.exceptions import ApiException
 
@@ -29,7 +31,7 @@ __all__ = [
 ]
 
 
-class KnativeError(Exception):
+class KnativeError(PlatformError):
     """Base of every error this module raises."""
 
 

@@ -28,6 +28,8 @@ import re
 import shlex
 from collections.abc import Callable, Sequence
 
+from knative.errors import PlatformError
+
 __all__ = ["KnLineError", "check_kn_args", "check_kn_line"]
 
 _GO_DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
@@ -36,7 +38,7 @@ _METRICS = frozenset({"concurrency", "rps", "cpu", "memory"})
 _TOLERATION_KEYS = frozenset({"Key", "Operator", "Value", "Effect", "TolerationSeconds"})
 
 
-class KnLineError(ValueError):
+class KnLineError(PlatformError, ValueError):
     """A kn line kn itself would refuse; the message names the flag and the value."""
 
 

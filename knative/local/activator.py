@@ -13,8 +13,10 @@ import asyncio
 from collections import deque
 from typing import Generic, Protocol, TypeVar
 
+from knative.errors import PlatformError
 
-class BufferFull(Exception):
+
+class BufferFull(PlatformError):
     """The activator's buffer for this function is full."""
 
     def __init__(self, function: str, depth: int) -> None:
@@ -23,7 +25,7 @@ class BufferFull(Exception):
         self.depth = depth
 
 
-class WaitTimeout(Exception):
+class WaitTimeout(PlatformError):
     """No replica slot came free within the request timeout."""
 
     def __init__(self, function: str, timeout_s: float) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from knative.errors import PlatformError
 from knative.local.events import EventLog, PlatformEvent, ReplicaCounts
 from knative.local.fleet import Fleet, FunctionRuntime
 from knative.local.guard import new_token
@@ -35,7 +36,7 @@ from slackwise_core.knative_scaling import require_kpa
 __all__ = ["Forwarded", "LocalPlatform", "PlatformStopping", "UnknownFunction"]
 
 
-class UnknownFunction(KeyError):
+class UnknownFunction(PlatformError, KeyError):
     """No function of that name on this platform."""
 
     def __init__(self, name: str) -> None:

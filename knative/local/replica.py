@@ -25,6 +25,7 @@ from pathlib import Path
 import httpx
 
 from functions.limits import TOKEN_ENV
+from knative.errors import PlatformError
 from knative.http1 import Http1Pool, Origin
 from slackwise_core.config import FunctionConfig
 
@@ -60,7 +61,7 @@ class ReplicaState(enum.Enum):
     FAILED = "failed"
 
 
-class ReplicaStartError(RuntimeError):
+class ReplicaStartError(PlatformError, RuntimeError):
     """The replica's process exited or did not become ready in time."""
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from functions.headers import ARRIVED_COLD, FUNCTION_ANSWER, PASSED_ON, PLATFORM_WAIT_MS, REPLICA
+from knative.errors import PlatformError
 from knative.http1 import Http1ConnectionError, Http1Timeout
 from knative.local.activator import BufferFull, WaitTimeout
 from knative.local.fleet import Fleet, FunctionRuntime
@@ -19,7 +20,7 @@ from slackwise_core.clock import Clock
 __all__ = ["Forwarded", "PlatformStopping", "Router"]
 
 
-class PlatformStopping(Exception):
+class PlatformStopping(PlatformError):
     """The platform is shutting down; buffered requests are answered with this."""
 
 

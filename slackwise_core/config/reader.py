@@ -6,6 +6,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from slackwise_core.errors import CoreError
+
 __all__ = [
     "ConfigError",
     "Reader",
@@ -18,7 +20,7 @@ __all__ = [
 ]
 
 
-class ConfigError(ValueError):
+class ConfigError(CoreError, ValueError):
     """A bad configuration value; the message names the file, the key and the value."""
 
 
