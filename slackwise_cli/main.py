@@ -19,7 +19,8 @@ from typing import Any
 
 from slackwise_cli.running import load, run_async
 from slackwise_core.config import Config, FunctionConfig
-from slackwise_core.scaling_values import KPA_CLASS, ScalingConfigError
+from slackwise_core.errors import CoreError
+from slackwise_core.scaling_values import KPA_CLASS
 
 logger = logging.getLogger("slackwise")
 
@@ -327,7 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         result: int = args.func(args)
-    except ScalingConfigError as exc:  # e.g. an HPA-class function on the local platform
+    except CoreError as exc:  # a setting no command caught (an HPA-class function on the
+        # local platform, a pin the platform cannot make): one line, never a traceback
         raise SystemExit(f"slackwise: {exc}") from None
     except ModuleNotFoundError as exc:  # a plain install: no cluster extra
         if (exc.name or "").partition(".")[0] != "kubernetes":
