@@ -6,8 +6,8 @@
 # at half precision (to fit the 64 MiB a run may carry) in .gpu/site; the model computes in float32.
 # Writes under $OUT: env.txt, pytest-gpu.txt, profiles/{embed,qa}.json, gpu-serving-embed.json and
 # the logs. Each step has its own time limit, so one that hangs leaves the others' results.
-# STEPS picks the steps (default "tests profiles serving"; the three took ~1.2, ~2 and ~1.4 min a
-# repeat on an H200): a lease of 15 minutes holds all three with two serving repeats, or the
+# STEPS picks the steps (default "tests profiles serving"; by the logs they took 67 s, ~70 s and
+# ~80 s a serving repeat on an H200): a 15-minute lease holds all three with two repeats, or the
 # serving benchmark alone with SERVING_REPEAT=3.
 set -u
 STEPS=${STEPS:-tests profiles serving}
