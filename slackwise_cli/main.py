@@ -328,9 +328,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         result: int = args.func(args)
-    except CoreError as exc:  # a setting no command caught (an HPA-class function on the
-        # local platform, a pin the platform cannot make): one line, never a traceback
-        raise SystemExit(f"slackwise: {exc}") from None
     except ModuleNotFoundError as exc:  # a plain install: no cluster extra
         if (exc.name or "").partition(".")[0] != "kubernetes":
             raise
@@ -338,7 +335,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"slackwise {args.command}: talking to a Kubernetes cluster needs its client, the "
             "'cluster' extra: pip install 'slackwise[cluster]'"
         ) from None
+    except Exception as exc:
+        if isinstance(exc, one_line_errors()):  # what no command caught: one line, exit 1
+            raise SystemExit(f"slackwise: {exc}") from None
+        raise
     return result
+
+
+def one_line_errors() -> tuple[type[Exception], ...]:
+    """The command line's boundary table: the package roots whose errors it answers with one
+    line and exit status 1 when no command caught them first (a command that can say more,
+    or exit 2 for a bad argument, catches its own). Imported here, when one is raised, so no
+    command pays for the imports."""
+    from functions.errors import FunctionsError
+    from knative.errors import PlatformError
+    from loadtests.errors import LoadError
+    from traces.errors import TraceError
+
+    return (CoreError, PlatformError, FunctionsError, TraceError, LoadError)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ import ast
 import builtins
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 #: each package (or sub-package with a layer of its own) and its exceptions' one root
 ROOTS = {
@@ -63,3 +65,30 @@ def test_every_exception_descends_from_its_packages_root() -> None:
     assert len(exceptions) > 40  # the walk found them (no silent pass on a wrong path)
     wrong = {n: (classes[n][0], root(n)) for n in exceptions if root(n) != ROOTS[classes[n][0]]}
     assert wrong == {}, wrong
+
+
+def test_the_command_line_answers_an_uncaught_package_error_with_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import argparse
+
+    from knative.cluster.kn_rules import KnLineError
+    from slackwise_cli import main as cli
+
+    def failing(_: argparse.Namespace) -> int:
+        raise KnLineError("kn service create: --scale-window 'x' is not a duration")
+
+    def broken(_: argparse.Namespace) -> int:
+        raise ZeroDivisionError("a bug, not a user's mistake")
+
+    for func, expected in ((failing, SystemExit), (broken, ZeroDivisionError)):
+        parser = argparse.ArgumentParser()
+        parser.set_defaults(func=func, verbose=0, command="x")
+        monkeypatch.setattr(cli, "build_parser", lambda parser=parser: parser)
+        monkeypatch.setattr(cli, "_check_positive", lambda args, parser: None)
+        with pytest.raises(expected) as raised:
+            cli.main([])
+        if expected is SystemExit:
+            assert str(raised.value.code) == (
+                "slackwise: kn service create: --scale-window 'x' is not a duration"
+            )
