@@ -42,8 +42,9 @@ import bisect
 import math
 from collections import deque
 from collections.abc import Callable, Iterator
+from typing import TypedDict, Unpack
 
-__all__ = ["LatencyModel", "LatencyModels"]
+__all__ = ["LatencyModel", "LatencyModels", "LatencySettings"]
 
 
 def _check_finite(name: str, value: float, *, minimum: float = 0.0) -> None:
@@ -139,6 +140,18 @@ class _RunningFit:
         return mean_y - b * mean_x, b
 
 
+class LatencySettings(TypedDict, total=False):
+    """:class:`LatencyModel`'s settings beyond its prior (the constructor holds the defaults)."""
+
+    half_life_samples: float
+    window_s: float
+    min_samples: int
+    max_samples_per_size: int
+    prior_strength: float
+    floor_ms: float
+    curve: bool
+
+
 class LatencyModel:
     """Round-trip latency of batches of one function (one input-size class), in milliseconds.
 
@@ -198,28 +211,11 @@ class LatencyModel:
         a_ms: float,
         b_ms_per_item: float,
         spread: float = 1.2,
-        *,
-        half_life_samples: float = 100.0,
-        window_s: float = 30.0,
-        min_samples: int = 10,
-        max_samples_per_size: int = 256,
-        prior_strength: float = 1.0,
-        floor_ms: float = 0.1,
-        curve: bool = False,
+        **settings: Unpack[LatencySettings],
     ) -> LatencyModel:
-        """A model that answers from a profile's ``linear_fit`` until traffic teaches it more."""
-        return cls(
-            a_ms=a_ms,
-            b_ms_per_item=b_ms_per_item,
-            spread=spread,
-            half_life_samples=half_life_samples,
-            window_s=window_s,
-            min_samples=min_samples,
-            max_samples_per_size=max_samples_per_size,
-            prior_strength=prior_strength,
-            floor_ms=floor_ms,
-            curve=curve,
-        )
+        """A model that answers from a profile's ``linear_fit`` until traffic teaches it more
+        (the other settings and their defaults are the constructor's)."""
+        return cls(a_ms=a_ms, b_ms_per_item=b_ms_per_item, spread=spread, **settings)
 
     @property
     def a_ms(self) -> float:
