@@ -41,6 +41,7 @@ __all__ = [
     "max_rps_at_sla",
     "run_one",
     "scaled_fleet",
+    "summarise",
     "sweep",
 ]
 
@@ -282,6 +283,15 @@ def sweep(
         },
         "policies": by_name,
     }
+    summarise(doc, per_type=per_type)
+    return doc
+
+
+def summarise(doc: dict[str, Any], *, per_type: bool) -> None:
+    """Set the document's comparisons from its ``policies``: each policy's max rate and
+    instances against GS's, and GS against the best baseline of each family (in place, so a
+    document whose policies were re-run in part is summarised the same way)."""
+    by_name: dict[str, Any] = doc["policies"]
     gs = by_name.get("GS", {}).get("max_rps_at_sla")
     for out in by_name.values():
         mine = out.get("max_rps_at_sla")
@@ -315,7 +325,6 @@ def sweep(
                            ("best_paper_per_type_over_gs", True)):  # fmt: skip
             fewest = tops(baselines(paper), "instances_at_load_per_type")
             doc[key] = round(min(fewest) / need, 4) if need and fewest else None
-    return doc
 
 
 def with_overrides(config: SimConfig, **changes: Any) -> SimConfig:

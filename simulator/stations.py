@@ -11,7 +11,7 @@ from adapter.policies.estimates import stage_estimates, stage_gains
 from adapter.policies.latency import LatencyModel
 from adapter.policies.modes import SLACKWISE
 from adapter.policies.slack import StagePolicy
-from adapter.policies.throughput_split import AppPath, StageFleet, ThroughputSplit
+from adapter.policies.throughput_split import AppPath, ThroughputSplit
 from knative.meter import ConcurrencyMeter
 from simulator.config import SimConfig, SimFunction
 from simulator.request import SimRequest
@@ -149,8 +149,7 @@ class SharedSplit:
         if not self.plan.due(now):
             return
         fleets = {
-            name: StageFleet(st.model.estimate_ms, st.controller.slots(st.ready), st.max_batch)
-            for name, st in self.stations.items()
+            name: st.controller.stage_fleet(st.ready, now) for name, st in self.stations.items()
         }
         self.plan.recompute(now, fleets)
         self.at = now

@@ -20,10 +20,10 @@ from typing import Any, TextIO
 from functions.profile_format import ProfileFormatError
 from simulator.config import SimConfig, TraceConfig, load_sim_config
 from simulator.profiles import ProfileSetError
-from simulator.runner import sweep
+from simulator.runner import summarise, sweep
 from slackwise_core.config import ConfigError
 
-__all__ = ["add_arguments", "format_table", "run"]
+__all__ = ["add_arguments", "format_table", "run", "updated"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--per-type",
         action="store_true",
         help="with the search: also the fewest nodes of each function at the config's rate",
+    )
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="re-run only --policies into the existing --json file, keeping its other "
+        "policies' results (each result records the commit it ran at)",
     )
     parser.add_argument("--jobs", type=int, default=1, help="processes for the policy sweep")
     parser.add_argument(
@@ -115,6 +121,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             return _fail(f"--{flag.replace('_', '-')} must be positive, got {value}")
     if args.max_rps is not None and not args.trace:
         return _fail("--max-rps needs --trace")
+    if getattr(args, "update", False) and not (args.json and args.policies):
+        return _fail("--update needs --json (the file to update) and --policies (what to re-run)")
     from simulator.roma import is_roma_config
 
     if is_roma_config(args.config):
@@ -151,6 +159,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return _fail(str(exc))
     doc["wall_s"] = round(time.perf_counter() - started, 3)
     doc.update(_provenance())
+    if getattr(args, "update", False):
+        try:
+            doc = updated(json.loads(Path(args.json).read_text()), doc, per_type=args.per_type)
+        except (OSError, ValueError) as exc:
+            return _fail(f"--update {args.json}: {exc}")
     if doc["policies"]:
         print(format_table(doc), file=out)
     if "autoscalers" in doc:
@@ -207,6 +220,33 @@ def plot_stages(doc: dict[str, Any], out_dir: Path) -> list[Path]:
         title = f"{doc['workload']} ({doc['profile']}): {app}, mean latency per stage"
         paths.append(plot_stage_latency(breakdown, out_dir / f"stages-{app}.png", title))
     return paths
+
+
+#: what two documents must share for one's policies to be merged into the other's
+_SAME_RUN = ("workload", "profile", "config", "scaling", "seed", "rate_rps", "requests", "trace",
+             "sla")  # fmt: skip
+
+
+def updated(old: dict[str, Any], new: dict[str, Any], *, per_type: bool) -> dict[str, Any]:
+    """``old`` with the policies ``new`` re-ran replaced (or added), every policy's result
+    stamped with the commit it ran at, and the comparisons recomputed from the merged set.
+    Raises ValueError when the two are not runs of the same experiment."""
+    for key in _SAME_RUN:
+        if old.get(key) != new.get(key):
+            raise ValueError(f"{key} differs: {old.get(key)!r} in the file, {new.get(key)!r} now")
+    policies = {}
+    for name, result in old["policies"].items():
+        policies[name] = {**result, "commit": result.get("commit", old.get("commit"))}
+    for name, result in new["policies"].items():
+        policies[name] = {**result, "commit": new["commit"]}
+    doc = {**old, "policies": policies, "commit": new["commit"], "machine": new["machine"]}
+    doc["updated"] = {
+        "policies": list(new["policies"]),  # the ones this run re-ran, in new["wall_s"]
+        "wall_s": new["wall_s"],
+        "commits": sorted({str(r["commit"]) for r in policies.values()}),
+    }
+    summarise(doc, per_type=per_type)
+    return doc
 
 
 def _provenance() -> dict[str, Any]:

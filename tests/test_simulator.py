@@ -279,3 +279,32 @@ def test_gs_t_keeps_a_chain_whose_middle_stage_binds_from_collapsing() -> None:
     gs = run_one(config, "GS", curves, rate_rps=1700, requests=20_000, seed=1)
     gs_t = run_one(config, "GS-T", curves, rate_rps=1700, requests=20_000, seed=1)
     assert gs_t.violation_pct < gs.violation_pct / 2
+
+
+def test_update_re_runs_some_policies_into_an_existing_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.json"
+    base = ["simulate", "-c", str(TINY), "--json", str(out), "--requests", "600"]
+    assert main([*base, "--policies", "FIFO-NB,GS"]) == 0
+    before = json.loads(out.read_text())
+    before["policies"]["GS"]["max_rps_at_sla"] = 1.0  # as if GS had run at an older commit
+    before["commit"] = "0000000"
+    out.write_text(json.dumps(before))
+    assert main([*base, "--policies", "GS,GS-T", "--update"]) == 0
+    doc = json.loads(out.read_text())
+    assert list(doc["policies"]) == ["FIFO-NB", "GS", "GS-T"]
+    assert doc["policies"]["FIFO-NB"]["commit"] == "0000000"  # kept, and says from when
+    assert doc["policies"]["GS"]["commit"] == doc["commit"] != "0000000"
+    assert doc["policies"]["GS"]["max_rps_at_sla"] > 1.0  # re-run
+    fifo = doc["policies"]["FIFO-NB"]["max_rps_at_sla"]
+    assert doc["gs_over_best_prior"] == pytest.approx(
+        doc["policies"]["GS"]["max_rps_at_sla"] / fifo, rel=1e-3
+    )  # the comparisons are the merged set's
+    assert doc["updated"]["policies"] == ["GS", "GS-T"]
+    capsys.readouterr()
+    # another run of the experiment cannot be merged into it, nor an update without a file
+    assert main([*base, "--policies", "GS", "--update", "--seed", "8"]) == 2
+    assert "seed differs" in capsys.readouterr().err
+    assert main(["simulate", "-c", str(TINY), "--policies", "GS", "--update"]) == 2
+    assert "--update needs --json" in capsys.readouterr().err

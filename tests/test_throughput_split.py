@@ -11,7 +11,12 @@ from dataclasses import dataclass
 import pytest
 
 from adapter.policies.queue import RequestQueue
-from adapter.policies.scheduling import next_batch, sustaining_batch
+from adapter.policies.scheduling import (
+    cheapest_batch,
+    efficient_batch,
+    next_batch,
+    sustaining_batch,
+)
 from adapter.policies.slack import proportional_budgets, stage_policy
 from adapter.policies.throughput_split import (
     AppPath,
@@ -257,3 +262,69 @@ def test_a_batch_that_saves_nothing_goes_apart_while_slots_are_free() -> None:
     # with one slot left, or where batching pays, the batch stays whole
     assert step(queue_of([0.03] * 3), PerRequest(), free_slots=1, sustain_slots=3)[0] == 3
     assert step(queue_of([0.05] * 64), Amortised(), free_slots=3, sustain_slots=3)[0] == 30
+
+
+def test_the_efficient_batch_is_where_the_fixed_cost_stops_paying() -> None:
+    # 20 ms fixed, 1 ms an instance: past 200 the fixed cost is under a tenth of the members'
+    assert efficient_batch(20.0, 1.0, 1000) == 200
+    assert efficient_batch(20.0, 1.0, 64) == 64
+    assert efficient_batch(1.0, 9.0, 64) == 2  # 1 + 9 n: one more instance saves under a tenth
+    # a batch costs at least its members apart (a CPU model that batches super-linearly)
+    assert efficient_batch(-1.0, 16.0, 64) == 1
+    assert efficient_batch(0.0, 16.0, 64) == 1
+    assert efficient_batch(5.0, 0.0, 64) == 64  # the cost does not grow with the batch
+
+
+def test_the_cheapest_batch_follows_a_curve_that_bends() -> None:
+    # cheapest per instance at 8 (4.8 ms), dearer past it: the least within a tenth of that
+    qa = {1: 18.5, 2: 24.8, 4: 26.9, 8: 38.4, 16: 126.0, 32: 278.0, 64: 550.0}
+
+    def curve(n: int) -> float:
+        lower = max(k for k in qa if k <= n)
+        upper = min((k for k in qa if k >= n), default=64)
+        if upper == lower:
+            return qa[lower]
+        return qa[lower] + (qa[upper] - qa[lower]) * (n - lower) / (upper - lower)
+
+    assert cheapest_batch(curve, 64) == 7  # 7: 5.2 ms an instance, within a tenth of 4.8
+    assert cheapest_batch(curve, 4) == 4  # within 4 the cheapest is 4 itself
+    assert cheapest_batch(PerRequest().estimate_ms, 64) == 2  # 1 + 9 n: 9.5 ms within 9.9
+    assert cheapest_batch(Amortised().estimate_ms, 64) == 46  # 20 + n: 1.43 within 1.31 + 10 %
+
+
+def _controller(policy: str, a_ms: float, b_ms: float) -> object:
+    from adapter.policies.controller import Controller
+    from adapter.policies.latency import LatencyModel
+    from adapter.policies.modes import preset
+
+    return Controller(
+        name="f", preset=preset("slackwise"), model=LatencyModel(a_ms=a_ms, b_ms_per_item=b_ms),
+        max_batch=64, container_concurrency=1, now=0.0, stage_policy=stage_policy(policy),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("policy", "a_ms", "largest"),
+    [
+        ("GS-T", -1.0, 1),
+        ("GS-TB", 2.0, 2),
+        ("GS-T", 20.0, 13),
+        ("GS-T", 40.0, 16),
+        ("GS", -1.0, 16),
+    ],
+)
+def test_batching_for_throughput_sends_no_batch_past_the_efficient_size(
+    policy: str, a_ms: float, largest: int
+) -> None:
+    """A backlog of 16 with all the time in the world, one slot: GS sends it in one batch;
+    with the batching for throughput a function whose batches cost what their members cost
+    apart (imagenet on this CPU) sends them one at a time, a 2 + 16 n one two at a time, and a
+    20 + 16 n one no more than 13 (20 / (0.1 · 16))."""
+    from adapter.policies.queue import QueuedRequest
+
+    c = _controller(policy, a_ms, 16.0)
+    for seq in range(16):
+        c.queue.push(QueuedRequest(deadline=100.0, arrival=0.0, seq=seq))  # type: ignore[attr-defined]
+    c.limit = lambda: 64  # type: ignore[attr-defined]  # AIMD's limit out of the way
+    step = c.step(0.0, ready=1)  # type: ignore[attr-defined]
+    assert step.batch is not None and len(step.batch) == largest

@@ -27,6 +27,7 @@ import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, Literal, TypeVar
 
 from adapter.policies.admission import DoorRefusal, Drain, Lateness, at_the_door
@@ -39,13 +40,16 @@ from adapter.policies.lagged_p95 import LaggedP95
 from adapter.policies.latency import LatencyModel
 from adapter.policies.modes import ModePreset
 from adapter.policies.queue import Queued, RequestQueue
-from adapter.policies.scheduling import next_batch
+from adapter.policies.scheduling import cheapest_batch, efficient_batch, next_batch
 from adapter.policies.slack import Batching, StagePolicy
+from adapter.policies.throughput_split import StageFleet
 from adapter.policies.waiting import PathMargin, RecentRate
 
 __all__ = ["Controller", "DoorRefusal", "Late", "Step"]
 
 T = TypeVar("T", bound=Queued)
+#: how often, at most, the batching for throughput re-reads its efficient batch (seconds)
+CAP_PERIOD_S = 1.0
 #: what happens to a request that cannot make its deadline (``functions.X.late``)
 Late = Literal["serve", "prune", "predict"]
 
@@ -103,6 +107,8 @@ class Controller(Generic[T]):
         self.stage_policy = stage_policy
         #: give up requests that only a batch too small to keep up could still serve (GS-T)
         self._sustains = stage_policy is not None and stage_policy.sustain
+        self._curve_cap = 1  # the curve's part of batch_cap(), re-read by step()
+        self._cap_at = -math.inf
         self.late = late
         self.settings = settings
         if stage_policy is None:
@@ -171,7 +177,9 @@ class Controller(Generic[T]):
             "drain_ms_per_instance": None if pace is None else round(1000.0 * pace, 3),
             "path_margin_ms": round(self.path_margin.margin_ms(), 2),
             "batch_1_ms": round(self.reader.estimate_ms(1), 2),
-            "batch_limit_ms": round(self.reader.estimate_ms(self.limit()), 2),
+            "batch_limit_ms": round(
+                self.reader.estimate_ms(min(self.limit(), self.batch_cap())), 2
+            ),
         }
 
     def _judge(
@@ -183,7 +191,7 @@ class Controller(Generic[T]):
             size=size,
             queued=self.queue.instances,
             queued_requests=len(self.queue),
-            batch_limit=self.limit(),
+            batch_limit=min(self.limit(), self.batch_cap()),
             slots=max(1, self.slots(ready)),
             ready=ready,
             estimate_ms=self.reader.estimate_ms,
@@ -233,6 +241,32 @@ class Controller(Generic[T]):
         dynamic = self.max_batch if aimd is None else max(1, min(aimd.limit, self.max_batch))
         return dynamic if self.stage_policy is None else self.stage_policy.batch_limit(dynamic)
 
+    def batch_cap(self) -> int:
+        """The largest batch this function sends: its maximum, or with the batching for
+        throughput (GS-T and the ``-TB`` policies) the largest worth its members' wait
+        by the model's line as it is now or by its curve as it was at most a second ago,
+        whichever is larger (:func:`adapter.policies.scheduling.efficient_batch`,
+        :func:`adapter.policies.scheduling.cheapest_batch`), late batches included."""
+        if not self._sustains:
+            return self.max_batch
+        model = self.model
+        return max(
+            efficient_batch(model.a_ms, model.b_ms_per_item, self.max_batch), self._curve_cap
+        )
+
+    def _refresh_curve_cap(self, now: float) -> None:
+        """Re-read the curve's efficient batch, at most once a second (it walks the curve)."""
+        if self._sustains and now - self._cap_at >= CAP_PERIOD_S:
+            self._curve_cap = cheapest_batch(self.model.estimate_ms, self.max_batch)
+            self._cap_at = now
+
+    def stage_fleet(self, ready: int, now: float) -> StageFleet:
+        """This function as the throughput split sees it at ``now``: the P95 of its batches
+        (a stage's budget must hold its slow inputs, not its median: with the median, the
+        binding stage's floor took the time the other stages' large inputs need), the slots of
+        its ``ready`` replicas and the largest batch it sends."""
+        return StageFleet(partial(self.reader.p95_ms, now=now), self.slots(ready), self.batch_cap())
+
     def step(self, now: float, ready: int) -> Step[T]:
         """One scheduling step at ``now`` with ``ready`` ready replicas (see :class:`Step`)."""
         queue = self.queue
@@ -254,14 +288,16 @@ class Controller(Generic[T]):
         if free <= 0:
             return Step(busy=True, late=late) if late else _BUSY
         tuned = None if self.aimd is None else self.aimd.update(now)
+        self._refresh_curve_cap(now)
+        cap = self.batch_cap()
         decision = next_batch(
             now,
             queue,
             self.reader,
             batching=self.batching,
             deadline_aware=self.deadline_aware,
-            limit=self.limit(),
-            late_limit=self.max_batch,
+            limit=min(self.limit(), cap),
+            late_limit=cap,
             free_slots=free,
             cold=ready == 0,
             inflight=self.inflight,

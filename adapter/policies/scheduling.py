@@ -17,6 +17,8 @@ a replica is ready.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import TypeVar
 
 from adapter.policies.batching import MIN_RELIEF, BatchDecision, LatencyEstimator, decide
@@ -25,7 +27,7 @@ from adapter.policies.paper_batching import algorithm_1
 from adapter.policies.queue import Queued, RequestQueue
 from adapter.policies.slack import Batching
 
-__all__ = ["next_batch", "sustaining_batch"]
+__all__ = ["cheapest_batch", "efficient_batch", "next_batch", "sustaining_batch"]
 
 T = TypeVar("T", bound=Queued)
 
@@ -146,6 +148,32 @@ def _apart(decision: BatchDecision, first: int, model: LatencyEstimator) -> Batc
     if model.estimate_ms(decision.instances) >= (1.0 - MIN_RELIEF) * apart:
         return BatchDecision(take=1, instances=first, wake_at=None, reason=decision.reason)
     return decision
+
+
+def efficient_batch(a_ms: float, b_ms_per_item: float, limit: int) -> int:
+    """The largest batch worth its members' wait for one another by the fitted line ``a + b·n``
+    (GrandSLAM Eq. 2), at most ``limit``: past ``n = a / (MIN_RELIEF · b)`` the fixed cost ``a``
+    is under a tenth of what the members cost themselves, so a larger batch saves at most that
+    much per instance and makes every member wait for the whole of it. With ``a <= 0`` (a batch
+    costs at least its members apart: a CPU model that batches super-linearly) 1, with
+    ``b <= 0`` ``limit``. The line is fitted to means, which throughput is made of; a curve of
+    medians misprices small batches of mixed inputs (their median is the small inputs' cost)."""
+    limit = max(1, limit)
+    if a_ms <= 0.0:
+        return 1
+    if b_ms_per_item <= 0.0:
+        return limit
+    return max(1, min(limit, math.ceil(a_ms / (MIN_RELIEF * b_ms_per_item))))
+
+
+def cheapest_batch(estimate_ms: Callable[[int], float], limit: int) -> int:
+    """The least batch within ``limit`` whose cost per instance by ``estimate_ms`` (a measured
+    curve) is within MIN_RELIEF of the least any batch within ``limit`` reaches. A line cannot
+    see a curve that bends: a GPU model whose cost per instance keeps falling to its largest
+    batch, or a CPU model cheapest per instance at 8 and dearer past it."""
+    costs = [estimate_ms(n) / n for n in range(1, max(1, limit) + 1)]
+    least = min(costs)
+    return next(n for n, c in enumerate(costs, start=1) if c <= (1.0 + MIN_RELIEF) * least)
 
 
 #: the share of the slots' time the sustaining batch may use: the rest drains what bursts bring

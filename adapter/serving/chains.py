@@ -105,7 +105,7 @@ class Chain:
         split = self.split
         if split is not None:
             if now is not None and split.due(now):
-                split.recompute(now, _fleets(split, dispatchers))
+                split.recompute(now, _fleets(split, dispatchers, now))
             estimates = split.budgets_ms(self.app.name, estimates)
         costs = [d.controller.input_cost for d in stages]
         return [e if c is None else e * c.cost(input_bytes)
@@ -295,13 +295,15 @@ def share_split(chains: Mapping[str, Chain]) -> ThroughputSplit | None:
     return split
 
 
-def _fleets(split: ThroughputSplit, dispatchers: Mapping[str, Dispatcher]) -> dict[str, StageFleet]:
-    """Every function the split's apps visit, as it sees them now: the latency model, the ready
-    replicas' slots and the function's largest batch."""
+def _fleets(
+    split: ThroughputSplit, dispatchers: Mapping[str, Dispatcher], now: float
+) -> dict[str, StageFleet]:
+    """Every function the split's apps visit, as it sees them ``now``
+    (:meth:`adapter.policies.controller.Controller.stage_fleet`)."""
     out = {}
     for path in split.apps.values():
         for fn in path.stages:
             c = dispatchers[fn].controller
             ready = dispatchers[fn].view.replicas(fn).ready
-            out[fn] = StageFleet(c.reader.estimate_ms, c.slots(ready), c.max_batch)
+            out[fn] = c.stage_fleet(ready, now)
     return out
