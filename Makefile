@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 CONFIG ?= experiments/embed-twitter.yaml
 DURATION ?= 60
 
-.PHONY: run demo test install lint unit profile bench bench-peers bench-overload bench-overload-ab bench-models clean
+.PHONY: run demo test install lint unit profile bench bench-peers bench-overload bench-overload-ab bench-models bench-chains clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ BASELINE ?= a19949d
 bench-overload-ab: $(STAMP)
 	$(PY) benchmarks/overload_ab.py --baseline $(BASELINE) --repeat 3 \
 		--json docs/results/overload_ab.json --docs docs/reliability.md
+
+# the img-query chain live under GS-T, GS and ED-DYN on a fixed fleet: the largest rate under
+# the SLO and each stage's P99 there, medians of 3 (about 30 minutes)
+bench-chains: $(STAMP)
+	$(PY) benchmarks/chain_split.py --repeat 3 --json docs/results/chain-split.json --docs docs/benchmarks.md
 
 # the advisor's models against live runs: the replay and batched models against the adapter in
 # front of a fixed fleet, and Swayam's Eq. 1 / Theorem 2 against a live RAND frontend (~50 minutes)

@@ -304,27 +304,29 @@ def _controller(policy: str, a_ms: float, b_ms: float) -> object:
 
 
 @pytest.mark.parametrize(
-    ("policy", "a_ms", "largest"),
+    ("policy", "a_ms", "ready", "largest"),
     [
-        ("GS-T", -1.0, 1),
-        ("GS-TB", 2.0, 2),
-        ("GS-T", 20.0, 13),
-        ("GS-T", 40.0, 16),
-        ("GS", -1.0, 16),
+        ("GS-T", -1.0, 1, 1),  # a batch costs what its members cost apart: one at a time
+        ("GS-TB", -1.0, 2, 1),
+        ("GS-T", 40.0, 2, 16),  # 40 + 16 n: worth 25 (40 / 1.6), and 16 are queued
+        ("GS-T", 20.0, 2, 13),  # 20 + 16 n: worth 13, and two slots take the 16 at that size
+        ("GS-T", 20.0, 1, 16),  # one slot: a backlog, and the cheapest per instance is the most
+        ("GS", -1.0, 1, 16),  # GS batches what its deadlines allow
     ],
 )
 def test_batching_for_throughput_sends_no_batch_past_the_efficient_size(
-    policy: str, a_ms: float, largest: int
+    policy: str, a_ms: float, ready: int, largest: int
 ) -> None:
-    """A backlog of 16 with all the time in the world, one slot: GS sends it in one batch;
-    with the batching for throughput a function whose batches cost what their members cost
-    apart (imagenet on this CPU) sends them one at a time, a 2 + 16 n one two at a time, and a
-    20 + 16 n one no more than 13 (20 / (0.1 · 16))."""
+    """A queue of 16 with all the time in the world. GS sends it in one batch; with the
+    batching for throughput a function whose batches cost what their members cost apart
+    (imagenet on this CPU) sends them one at a time, and one whose fixed cost is small against
+    its members' no larger a batch than is worth their wait, unless the slots free now could
+    not take the queue at that size (a backlog: then the cheapest per instance)."""
     from adapter.policies.queue import QueuedRequest
 
     c = _controller(policy, a_ms, 16.0)
     for seq in range(16):
         c.queue.push(QueuedRequest(deadline=100.0, arrival=0.0, seq=seq))  # type: ignore[attr-defined]
     c.limit = lambda: 64  # type: ignore[attr-defined]  # AIMD's limit out of the way
-    step = c.step(0.0, ready=1)  # type: ignore[attr-defined]
+    step = c.step(0.0, ready=ready)  # type: ignore[attr-defined]
     assert step.batch is not None and len(step.batch) == largest

@@ -40,7 +40,11 @@ from adapter.policies.lagged_p95 import LaggedP95
 from adapter.policies.latency import LatencyModel
 from adapter.policies.modes import ModePreset
 from adapter.policies.queue import Queued, RequestQueue
-from adapter.policies.scheduling import cheapest_batch, efficient_batch, next_batch
+from adapter.policies.scheduling import (
+    cheapest_batch,
+    efficient_batch,
+    next_batch,
+)
 from adapter.policies.slack import Batching, StagePolicy
 from adapter.policies.throughput_split import StageFleet
 from adapter.policies.waiting import PathMargin, RecentRate
@@ -107,7 +111,9 @@ class Controller(Generic[T]):
         self.stage_policy = stage_policy
         #: give up requests that only a batch too small to keep up could still serve (GS-T)
         self._sustains = stage_policy is not None and stage_policy.sustain
-        self._curve_cap = 1  # the curve's part of batch_cap(), re-read by step()
+        self._cap = max_batch  # batch_cap(), set by every step while batching for throughput
+        #: the curve's efficient and cheapest batches, re-read at most once a CAP_PERIOD_S
+        self._curve_caps = (1, 1)
         self._cap_at = -math.inf
         self.late = late
         self.settings = settings
@@ -242,23 +248,36 @@ class Controller(Generic[T]):
         return dynamic if self.stage_policy is None else self.stage_policy.batch_limit(dynamic)
 
     def batch_cap(self) -> int:
-        """The largest batch this function sends: its maximum, or with the batching for
-        throughput (GS-T and the ``-TB`` policies) the largest worth its members' wait
-        by the model's line as it is now or by its curve as it was at most a second ago,
-        whichever is larger (:func:`adapter.policies.scheduling.efficient_batch`,
-        :func:`adapter.policies.scheduling.cheapest_batch`), late batches included."""
-        if not self._sustains:
-            return self.max_batch
-        model = self.model
-        return max(
-            efficient_batch(model.a_ms, model.b_ms_per_item, self.max_batch), self._curve_cap
-        )
+        """The largest batch this function sends, late batches included, as the latest step
+        set it: its maximum, or with the batching for throughput (GS-T and the ``-TB``
+        policies) the largest worth its members' wait (:meth:`_set_cap`)."""
+        return self._cap
 
-    def _refresh_curve_cap(self, now: float) -> None:
-        """Re-read the curve's efficient batch, at most once a second (it walks the curve)."""
-        if self._sustains and now - self._cap_at >= CAP_PERIOD_S:
-            self._curve_cap = cheapest_batch(self.model.estimate_ms, self.max_batch)
+    def _set_cap(self, now: float, free: int) -> None:
+        """The largest batch worth its members' wait: by the model's line as it is now or by its
+        curve as it was at most a second ago, whichever is larger
+        (:func:`adapter.policies.scheduling.efficient_batch`, :func:`cheapest_batch`, a tenth
+        of the least cost per instance allowed); while a backlog waits (more queued than the
+        ``free`` slots take at that size), the cheapest per instance by the curve itself: then
+        throughput is what the members wait for. 1 when the line says a batch costs at least its
+        members apart."""
+        if not self._sustains:
+            return
+        model = self.model
+        if now - self._cap_at >= CAP_PERIOD_S:
+            self._curve_caps = (
+                cheapest_batch(model.estimate_ms, self.max_batch),
+                cheapest_batch(model.estimate_ms, self.max_batch, within=0.0),
+            )
             self._cap_at = now
+        if model.a_ms <= 0.0:
+            self._cap = 1
+            return
+        efficient, cheapest = self._curve_caps
+        cap = max(efficient_batch(model.a_ms, model.b_ms_per_item, self.max_batch), efficient)
+        if self.queue.instances > cap * max(1, free):
+            cap = max(cap, cheapest)
+        self._cap = cap
 
     def stage_fleet(self, ready: int, now: float) -> StageFleet:
         """This function as the throughput split sees it at ``now``: the P95 of its batches
@@ -288,8 +307,8 @@ class Controller(Generic[T]):
         if free <= 0:
             return Step(busy=True, late=late) if late else _BUSY
         tuned = None if self.aimd is None else self.aimd.update(now)
-        self._refresh_curve_cap(now)
-        cap = self.batch_cap()
+        self._set_cap(now, free)
+        cap = self._cap
         decision = next_batch(
             now,
             queue,
