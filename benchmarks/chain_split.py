@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +30,7 @@ from typing import Any
 import numpy as np
 import yaml
 from peer_sweep import Probe, measure, median_and_range, sweep
-from peer_systems import ROOT, Running, Setup, _stop, _wait_ready
+from peer_systems import ROOT, Running, serve_command
 
 from slackwise_cli.repeats import commit
 from slackwise_cli.results import machine
@@ -57,19 +55,10 @@ def _config(policy: str, records: Path, out_dir: Path) -> tuple[Path, dict[str, 
 @contextlib.contextmanager
 def serving(config: Path, port: int, log: Path, label: str) -> Iterator[Running]:
     """``slackwise serve -c config`` until the block ends, ready once the chain answers."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
-    sink = open(log, "wb")  # noqa: SIM115 - closed when the block ends
-    process = subprocess.Popen(
-        [sys.executable, "-m", "slackwise_cli.main", "serve", "-c", str(config)],
-        cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    run = Running(Setup(label), f"http://127.0.0.1:{port}/v1/apps/{APP}:predict", process, log)
-    try:
-        _wait_ready(run, FIRST_MODEL, timeout_s=300)
+    cmd = [sys.executable, "-m", "slackwise_cli.main", "serve", "-c", str(config)]
+    url = f"http://127.0.0.1:{port}/v1/apps/{APP}:predict"
+    with serve_command(cmd, url, label, log, FIRST_MODEL) as run:
         yield run
-    finally:
-        _stop(process)
-        sink.close()
 
 
 def _lines(path: Path) -> int:

@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +35,7 @@ from typing import Any
 
 import numpy as np
 from peer_sweep import Probe, median_and_range, sweep
-from peer_systems import ROOT, Running, Setup, _stop, _wait_ready
+from peer_systems import ROOT, Running, serve_command
 
 from functions.profile import gpu_name, machine
 from functions.registry import create_model
@@ -122,7 +120,6 @@ def running(
     system: str, model_kind: str, config: Path, device: str, log: Path
 ) -> Iterator[Running]:
     """``slackwise serve -c config``, or the function alone on ``device``, until the block ends."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
     if system == "slackwise":
         cmd = [sys.executable, "-m", "slackwise_cli.main", "serve", "-c", str(config)]
         port = PORT
@@ -130,18 +127,9 @@ def running(
         port = PORT + 1
         cmd = [sys.executable, "-m", "functions.serve", "--model", model_kind, "--device", device,
                "--port", str(port)]  # fmt: skip
-    sink = open(log, "wb")  # noqa: SIM115 - closed when the block ends
-    process = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
-    )
     url = f"http://127.0.0.1:{port}/v1/models/{model_kind}:predict"
-    run = Running(Setup(system), url, process, log)
-    try:
-        _wait_ready(run, model_kind, timeout_s=300)
+    with serve_command(cmd, url, system, log, model_kind) as run:
         yield run
-    finally:
-        _stop(process)
-        sink.close()
 
 
 def _versions() -> dict[str, str]:

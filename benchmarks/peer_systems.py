@@ -236,6 +236,26 @@ def _wait_ready(running: Running, model: str, timeout_s: float) -> None:
     raise RuntimeError(f"{running.setup.label} not ready in {timeout_s:.0f} s; see {running.log}")
 
 
+@contextlib.contextmanager
+def serve_command(
+    cmd: list[str], url: str, label: str, log: Path, model: str, *, timeout_s: float = 300
+) -> Iterator[Running]:
+    """``cmd`` (a server of ours, in its own session, offline, unbuffered) until the block
+    ends, ready once a predict of ``model``'s sample input at ``url`` is answered 200."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
+    sink = open(log, "wb")  # noqa: SIM115 - closed when the block ends
+    process = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    run = Running(Setup(label), url, process, log)
+    try:
+        _wait_ready(run, model, timeout_s=timeout_s)
+        yield run
+    finally:
+        _stop(process)
+        sink.close()
+
+
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, 15)
