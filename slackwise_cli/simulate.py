@@ -136,6 +136,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             policies = parse_policies(args.policies, "--policies")
         rate = args.max_rps if args.max_rps is not None else args.rate
         started = time.perf_counter()
+        provenance = _provenance()  # the code as it was when the run loaded it
         autoscaling = config.autoscaling is not None
         doc = (
             sweep(
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except (ConfigError, ProfileSetError, ProfileFormatError, ValueError) as exc:
         return _fail(str(exc))
     doc["wall_s"] = round(time.perf_counter() - started, 3)
-    doc.update(_provenance())
+    doc.update(provenance)
     if getattr(args, "update", False):
         try:
             doc = updated(json.loads(Path(args.json).read_text()), doc, per_type=args.per_type)
@@ -190,11 +191,12 @@ def _run_roma(args: argparse.Namespace, out: TextIO) -> int:
             config = replace(config, seed=args.seed)
         systems = tuple(args.policies.split(",")) if args.policies else SYSTEMS
         started = time.perf_counter()
+        provenance = _provenance()  # the code as it was when the run loaded it
         doc = run_roma(config, systems, jobs=args.jobs)
     except (ConfigError, ProfileSetError, ProfileFormatError, ValueError) as exc:
         return _fail(str(exc))
     doc["wall_s"] = round(time.perf_counter() - started, 3)
-    doc.update(_provenance())
+    doc.update(provenance)
     print(format_roma(doc), file=out)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
