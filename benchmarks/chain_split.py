@@ -135,9 +135,10 @@ def summary(runs: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]:
 def _span(m: dict[str, float | None]) -> str:
     if m["median"] is None:
         return "-"
-    if m["low"] == m["high"]:
+    low, high = round(m["low"] or 0.0, 1), round(m["high"] or 0.0, 1)
+    if low == high:
         return f"{m['median']:g}"
-    return f"{m['median']:g} ({m['low']:g}-{m['high']:g})"
+    return f"{m['median']:g} ({low:g}-{high:g})"
 
 
 def table(doc: dict[str, Any]) -> str:
