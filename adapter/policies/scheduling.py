@@ -170,9 +170,10 @@ def cheapest_batch(
     estimate_ms: Callable[[int], float], limit: int, *, within: float = MIN_RELIEF
 ) -> int:
     """The least batch within ``limit`` whose cost per instance by ``estimate_ms`` (a measured
-    curve) is within MIN_RELIEF of the least any batch within ``limit`` reaches. A line cannot
-    see a curve that bends: a GPU model whose cost per instance keeps falling to its largest
-    batch, or a CPU model cheapest per instance at 8 and dearer past it."""
+    curve) is within ``within`` (a share; MIN_RELIEF by default, 0 for the cheapest itself) of
+    the least any batch within ``limit`` reaches. A line cannot see a curve that bends: a GPU
+    model whose cost per instance keeps falling to its largest batch, or a CPU model cheapest per
+    instance at 8 and dearer past it."""
     costs = [estimate_ms(n) / n for n in range(1, max(1, limit) + 1)]
     least = min(costs)
     return next(n for n, c in enumerate(costs, start=1) if c <= (1.0 + within) * least)
@@ -182,14 +183,11 @@ def cheapest_batch(
 SUSTAIN_UTILISATION = 0.95
 
 
-def sustaining_batch(
-    model: LatencyEstimator, rate: float, slots: int, limit: int, *, otherwise: int = 1
-) -> int:
+def sustaining_batch(model: LatencyEstimator, rate: float, slots: int, limit: int) -> int:
     """The smallest batch with which ``slots`` keep up with ``rate`` instances a second within
-    :data:`SUSTAIN_UTILISATION` (``rate · E(n) ≤ u · 1000 · n · slots``); ``otherwise`` when
-    none within ``limit`` does (1 by default: no batch size saves the function then, only
-    replicas can)."""
+    :data:`SUSTAIN_UTILISATION` (``rate · E(n) ≤ u · 1000 · n · slots``); 1 when none within
+    ``limit`` does (no batch size saves the function then: only replicas can)."""
     for n in range(1, max(1, limit) + 1):
         if rate * model.estimate_ms(n) <= SUSTAIN_UTILISATION * 1000.0 * n * max(1, slots):
             return n
-    return otherwise
+    return 1
