@@ -239,3 +239,26 @@ def test_a_sample_with_no_slo_left_moves_nothing() -> None:
     lateness = Lateness()
     lateness.finished(2.0, 1.0, -0.5, given_up=True)
     assert lateness.margin_s(2.0) == 0.0 and lateness.finished_count == 0
+
+
+def test_a_refused_request_is_no_company_for_a_batch() -> None:
+    """The rate a batch may wait for company by counts what the door admits: under a flood it
+    refuses, the refused requests would otherwise make a lone admitted request wait for
+    batch-mates that never come."""
+    from adapter.policies.controller import Controller
+    from adapter.policies.latency import LatencyModel
+    from adapter.policies.modes import preset
+    from adapter.policies.queue import QueuedRequest
+
+    c: Controller[QueuedRequest] = Controller(
+        name="f", preset=preset("slackwise"), model=LatencyModel(a_ms=5.0, b_ms_per_item=1.0),
+        max_batch=8, container_concurrency=1, now=0.0, late="predict",
+    )  # fmt: skip
+    admitted = 0
+    for seq in range(1, 2001):
+        now = seq * 0.0005  # 2,000 a second for a second
+        refusal = c.admit(QueuedRequest(deadline=now + 0.05, arrival=now, seq=seq), now,
+                          ready=1, lag_s=0.0)  # fmt: skip
+        admitted += refusal is None
+    assert admitted < 200  # a flood: one replica at 8 a batch cannot take it
+    assert c.arrivals.rate(1.0) < 2 * admitted

@@ -154,12 +154,14 @@ class Controller(Generic[T]):
         judged, a later stage of a chain). ``after_s``: what the stages after this one are
         expected to take (a chain is judged whole at its first stage). An admitted request
         is held to account when it finishes (:class:`adapter.policies.admission.Lateness`)."""
-        self.arrivals.record(now, item.size)
         due = _due(item)
         if self.late == "predict" and lag_s is not None:
             refusal = self._judge(now, due, item.size, ready, lag_s, after_s)
             if refusal is not None:
                 return refusal
+        # the company a batch may wait for: what is admitted (a flood the door refuses would
+        # otherwise make every lone admitted request wait for batch-mates that never come)
+        self.arrivals.record(now, item.size)
         self.queue.push(item)
         self._next_due = min(self._next_due, due)
         return None
