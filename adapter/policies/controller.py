@@ -332,6 +332,9 @@ class Controller(Generic[T]):
             margin_s=self.path_margin.margin_ms() / 1000.0,
             as_in_paper=self.stage_policy is not None and self.stage_policy.paper,
             sustain_slots=self.slots(ready) if self._sustains else 0,
+            # a door that refuses to keep its promise sends no batch that only a coin toss
+            # brings in by its head's deadline
+            tail_membership=self.late == "predict",
         )
         if decision.take == 0:
             return Step(decision=decision, wake_at=decision.wake_at, late=late, tuned=tuned)

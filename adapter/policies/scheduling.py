@@ -54,6 +54,7 @@ def next_batch(
     margin_s: float = 0.0,
     as_in_paper: bool = False,
     sustain_slots: int = 0,
+    tail_membership: bool = False,
 ) -> BatchDecision:
     """The batch to send from ``queue`` at ``now`` (see the module docstring).
 
@@ -69,7 +70,7 @@ def next_batch(
     their deadline puts them, and dynamic batches are Algorithm 1 as written
     (:func:`adapter.policies.paper_batching.algorithm_1`: no waiting, no timeout).
     ``sustain_slots`` (the fleet's slots; 0: off): batching for throughput (:func:`_demote`,
-    :func:`_apart`).
+    :func:`_apart`). ``tail_membership`` goes to :func:`decide` too.
     """
     if not queue:
         return _EMPTY
@@ -92,6 +93,7 @@ def next_batch(
             arrival_rate=arrival_rate,
             slots=slots,
             margin_s=margin_s,
+            tail_membership=tail_membership,
         )
     else:
         cap = 1 if batching == "none" else limit
