@@ -166,10 +166,8 @@ def decide(
     ``settings`` (taken whole): ``max_wait_s`` caps the oldest member's wait for company (rule
     7), and with ``arrival_rate`` (instances a second), ``slots`` and ``margin_s``,
     ``wait_utilization`` decides whether waiting pays (rule 6; without ``arrival_rate`` an open
-    batch waits until its dispatch timeout, as in MLProxy).
-    ``tail_membership``: rule 4 judges by ``P95(total)`` instead of ``E(total)`` (the door
-    promises its admitted requests their deadlines, see :func:`_fits`).
-    """
+    batch waits until its dispatch timeout, as in MLProxy). ``tail_membership``: rule 4 by
+    ``P95(total)`` (:func:`_fits`)."""
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit!r}")
     if not queue:

@@ -70,8 +70,7 @@ def next_batch(
     their deadline puts them, and dynamic batches are Algorithm 1 as written
     (:func:`adapter.policies.paper_batching.algorithm_1`: no waiting, no timeout).
     ``sustain_slots`` (the fleet's slots; 0: off): batching for throughput (:func:`_demote`,
-    :func:`_apart`). ``tail_membership`` goes to :func:`decide` too.
-    """
+    :func:`_apart`). ``tail_membership`` goes to :func:`decide` too."""
     if not queue:
         return _EMPTY
     if free_slots <= 0:
