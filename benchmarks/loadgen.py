@@ -87,6 +87,8 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "on_wire_rps": round(len(sent_at) / wire_s, 1) if wire_s > 0 else None,
         "goodput_rps": round(good / args.duration_s, 1) if good is not None else None,
         "refused": len(refusals),
+        # admitted, then given up when its deadline passed before dispatch (a 503): a miss
+        "given_up": out.given_up,
         "refusal_p99_ms": round(float(np.percentile(refusals, 99)), 3) if refusals else None,
         "refused_without_retry_after": out.no_retry_after,
         "timeouts": errors.get("Http1Timeout", 0),

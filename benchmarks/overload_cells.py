@@ -26,6 +26,10 @@ PROBE_WARMUP_S = 1.5
 #: an open-loop run at the closed loop's rate before the probes, not judged
 WARMUP_S = 10.0
 PROBES = 6
+#: more probes while none has failed, doubling the rate: a capacity that no probe bracketed is
+#: only a lower bound (the chain's closed-loop estimate is a small part of it: the door refuses
+#: most of a closed loop's flood)
+MAX_PROBES = 12
 #: a probe's measured seconds: enough for PROBE_REQUESTS requests (a 99 % share means little
 #: over fewer), within these bounds
 PROBE_REQUESTS = 100
@@ -196,7 +200,8 @@ def capacity(workload: Workload, layout: Layout, adapter: Adapter) -> dict[str, 
     """The largest rate at which >= 99 % of the requests sent are answered 200 within the SLO,
     open loop, keep-alive: a closed-loop estimate, a warm-up open loop at that rate (not
     judged), then :data:`PROBES` probes that step from it
-    (x1.5 up, x0.7 down) until a pass and a failure bracket it, then bisect (geometrically)."""
+    (x1.5 up, x0.7 down) until a pass and a failure bracket it, then bisect (geometrically);
+    while no probe has failed, up to :data:`MAX_PROBES`, doubling from the sixth."""
     flags = ["--concurrency", str(CLOSED_LOOP_CLIENTS), "--warmup-s", f"{CLOSED_LOOP_WARMUP_S:g}"]
     closed, _ = loadgen(workload, layout, [*flags, "--duration-s", f"{CLOSED_LOOP_S:g}"], adapter)
     time.sleep(1.0)  # what the closed loop left queued drains
@@ -209,7 +214,7 @@ def capacity(workload: Workload, layout: Layout, adapter: Adapter) -> dict[str, 
     passed: float | None = None
     failed: float | None = None
     probes: list[dict[str, Any]] = []
-    for _ in range(PROBES):
+    while len(probes) < PROBES or (failed is None and len(probes) < MAX_PROBES):
         seconds = probe_s(rate)
         flags = ["--rate", f"{rate:.2f}", "--warmup-s", f"{PROBE_WARMUP_S:g}"]
         flags += ["--duration-s", f"{seconds:.1f}", "--slo-ms", f"{workload.slo_ms:g}"]
@@ -237,8 +242,10 @@ def capacity(workload: Workload, layout: Layout, adapter: Adapter) -> dict[str, 
             failed = rate if failed is None else min(failed, rate)
         if passed is not None and failed is not None:
             rate = math.sqrt(passed * failed)
+        elif failed is None:
+            rate *= 1.5 if len(probes) < PROBES - 1 else 2.0
         else:
-            rate = rate * 1.5 if failed is None else rate * 0.7
+            rate *= 0.7
         time.sleep(1.0)  # what a failed probe left queued drains
     best = passed if passed is not None else max(float(p["goodput_rps"] or 0.0) for p in probes)
     return {

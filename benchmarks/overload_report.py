@@ -77,7 +77,9 @@ def derive(cell: dict[str, Any], costs: Costs) -> dict[str, Any]:
     bound is taken at the load that reached the adapter (the rate on the wire over C), not at
     the multiple asked for: a generator that fell short of 10x would otherwise lower the bar."""
     capacity, goodput = float(cell["capacity_rps"]), float(cell["goodput_rps"] or 0.0)
-    ok = int(cell["ok"])
+    # answered: the 200s, and the admitted requests given up at their deadline (a 503 after
+    # waiting is an admitted request's miss, not a refusal at the door)
+    ok = int(cell["ok"]) + int(cell.get("given_up") or 0)
     wire = cell.get("on_wire_rps")
     k = float(wire) / capacity if wire and capacity else float(cell["multiple"])
     bound = bound_rps(capacity, k, costs)
@@ -135,6 +137,7 @@ KEYS = (
     "bound_share",
     "ok",
     "refused",
+    "given_up",
     "refusal_p99_ms",
     "refused_without_retry_after",
     "timeouts",
@@ -201,7 +204,8 @@ def table(workload: dict[str, Any]) -> str:
     head = ["clients", "x C", "offered / on the wire req/s", "goodput req/s", "of C"]
     if digits:
         head += ["bound req/s", "goodput / bound"]
-    head += ["answered in SLO", "refused", "refusal P99 ms", "no Retry-After", "timeouts"]
+    head += ["answered in SLO", "refused", "given up", "refusal P99 ms", "no Retry-After"]
+    head += ["timeouts"]
     head += ["RSS idle / peak / +10 s MB", "status P99 ms (port / probe port)"]
     head += ["cores: adapter / replicas", "targets"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -218,6 +222,7 @@ def table(workload: dict[str, Any]) -> str:
         cells += [
             _fmt(row["in_slo_share"], 1, 100.0) + " %",
             _fmt(row["refused"]),
+            _fmt(row["given_up"]),
             _fmt(row["refusal_p99_ms"], 1),
             _fmt(row["refused_without_retry_after"]),
             _fmt(row["timeouts"]),

@@ -39,10 +39,15 @@ class Outcome:
     errors: dict[str, int] = field(default_factory=dict)
     reasons: dict[str, int] = field(default_factory=dict)
     refusal_ms: list[float] = field(default_factory=list)
+    #: admitted, then answered 503 because its deadline passed before its batch left (the
+    #: adapter's ``DeadlinePruned``): a miss of an admitted request, not a refusal at the door
+    given_up: int = 0
     no_retry_after: int = 0
     dropped: int = 0
 
 
+#: what the adapter's reason says when it gave an admitted request up (``DeadlinePruned``)
+_GIVEN_UP = b"deadline passed"
 #: the entries of a single function's ``Server-Timing`` (``queue;dur=1.20, upstream;dur=...``)
 _TIMING = re.compile(rb"(?:^|[ ,])([a-z]+);dur=([0-9.]+)")
 
@@ -262,8 +267,11 @@ class OpenLoop:
         kind = re.sub(rb"[0-9.]+", b"N", b"".join(body)[:90]).decode("latin-1")
         out.reasons[kind] = out.reasons.get(kind, 0) + 1
         if status in (429, 503):
-            out.refusal_ms.append((done - request.sent) * 1000.0)
             out.no_retry_after += not retry_after
+            if status == 503 and _GIVEN_UP in b"".join(body)[:200]:
+                out.given_up += 1
+            else:
+                out.refusal_ms.append((done - request.sent) * 1000.0)
 
     def timing(self, batch: bytes, timing: bytes) -> None:
         """Keep the answer's batch size and its adapter's queue, upstream and total times."""

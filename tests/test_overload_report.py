@@ -140,3 +140,14 @@ def test_tables_render_into_their_own_markers_only(bench: Any, tmp_path: Path) -
     written = doc.read_text(encoding="utf-8")
     assert "old" not in written and "kept" in written and written.endswith(after)
     assert f"{overload.begin('digits')}\n{text}\n{overload.end('digits')}" in written
+
+
+def test_an_admitted_request_given_up_is_a_miss_not_a_refusal(bench: Any) -> None:
+    """A 503 after waiting (the deadline passed before its batch left) was admitted: it counts
+    among the answers, as one not within the SLO, where it used to count as a refusal."""
+    _, report = bench
+    costs = report.Costs(0.1, 200.0, 20.0, 5)
+    clean = report.derive(_cell(2.0, ok=990, refused=500), costs)
+    given_up = report.derive(_cell(2.0, ok=990, refused=500, given_up=10), costs)
+    assert clean["in_slo_share"] == 1.0
+    assert given_up["in_slo_share"] == pytest.approx(0.99)
