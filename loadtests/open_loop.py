@@ -264,11 +264,12 @@ class OpenLoop:
             return
         key = str(status)
         out.errors[key] = out.errors.get(key, 0) + 1
-        kind = re.sub(rb"[0-9.]+", b"N", b"".join(body)[:90]).decode("latin-1")
+        text = b"".join(body)[:200]
+        kind = re.sub(rb"[0-9.]+", b"N", text[:90]).decode("latin-1")
         out.reasons[kind] = out.reasons.get(kind, 0) + 1
         if status in (429, 503):
             out.no_retry_after += not retry_after
-            if status == 503 and _GIVEN_UP in b"".join(body)[:200]:
+            if status == 503 and _GIVEN_UP in text:
                 out.given_up += 1
             else:
                 out.refusal_ms.append((done - request.sent) * 1000.0)
