@@ -19,6 +19,7 @@ from adapter.policies.scheduling import (
 )
 from adapter.policies.slack import proportional_budgets, stage_policy
 from adapter.policies.throughput_split import (
+    HEADROOM,
     AppPath,
     StageFleet,
     ThroughputSplit,
@@ -65,6 +66,9 @@ def test_least_budget_is_the_batch_that_carries_the_rate_with_its_wait_for_a_slo
     assert least_budget_ms(fleet, 0.0) == pytest.approx(cpu(1) * 1.5)
     # 500 a second: batches of n carry 2 n / (6 + 3 n) ms; within 85 % the least is n = 15
     n = next(n for n in range(1, 65) if 500 * cpu(n) <= 0.85 * 2 * n * 1000)
+    assert least_budget_ms(fleet, 500.0, utilisation=0.85) == pytest.approx(cpu(n) * 1.5)
+    # by default the whole capacity: the least batch that keeps up, with the slot's wait
+    n = next(n for n in range(1, 65) if 500 * cpu(n) <= 2 * n * 1000)
     assert least_budget_ms(fleet, 500.0) == pytest.approx(cpu(n) * 1.5)
     # more than the largest batch carries (2 x 64 / 198 ms = 646 a second): no budget does
     assert least_budget_ms(fleet, 700.0) == math.inf
@@ -75,23 +79,41 @@ def test_least_budget_is_the_batch_that_carries_the_rate_with_its_wait_for_a_slo
     assert budgets == sorted(budgets)  # never less for more load
 
 
+def test_what_a_batch_carries_is_judged_by_its_mean_and_its_budget_by_its_p95() -> None:
+    """A function serving small and large inputs: its batches' P95 is twice their mean.
+    Throughput is made of the mean, so the P95 alone would ask for larger batches than the
+    rate needs, and their budget would take time the chain's other stages need."""
+
+    def p95(n: int) -> float:
+        return 2.0 * cpu(n)
+
+    mixed = StageFleet(p95, slots=2, max_batch=64, mean_ms=cpu)
+    n = next(n for n in range(1, 65) if 500 * cpu(n) <= 2 * n * 1000)
+    assert least_budget_ms(mixed, 500.0) == pytest.approx(p95(n) * 1.5)
+    by_p95 = StageFleet(p95, slots=2, max_batch=64)  # no mean: the estimate judges both
+    assert least_budget_ms(by_p95, 500.0) == math.inf  # 2 x 64 / 396 ms: 323 a second at most
+    assert least_budget_ms(by_p95, 250.0) > least_budget_ms(
+        StageFleet(p95, slots=2, max_batch=64, mean_ms=cpu), 250.0
+    )
+
+
 def test_the_split_gives_the_binding_function_the_budget() -> None:
     split = ThroughputSplit({"chain": CHAIN})
-    now = fed(split, "chain", rate=450.0, start=0.0, end=30.0)
+    now = fed(split, "chain", rate=580.0, start=0.0, end=30.0)
     split.recompute(now, FLEETS)
     sizes = (4, 4, 4)  # what the stages batch at while they keep up
     budgets = split.budgets_ms("chain", eq4(sizes))
     eq4_budgets = proportional_budgets(100.0, eq4(sizes))
     need = least_budget_ms(FLEETS["middle"], split.target_rps)
     # Eq. 4 prices the middle stage at the small batches it runs and gives it less than it
-    # needs to carry 450 a second with the headroom; the split gives it exactly that
+    # needs to carry 580 a second; the split gives it exactly that
     assert eq4_budgets[1] < need
     assert budgets[1] == pytest.approx(need)
     assert budgets[0] < eq4_budgets[0] and budgets[2] < eq4_budgets[2]
     # the time comes from the other stages in Eq. 4's proportions
     assert budgets[0] / budgets[2] == pytest.approx(eq4_budgets[0] / eq4_budgets[2])
     assert sum(budgets) == pytest.approx(100.0)
-    assert split.target_rps == pytest.approx(min(split.rate_rps, 1.25 * 450.0), rel=0.02)
+    assert split.target_rps == pytest.approx(min(split.rate_rps, HEADROOM * 580.0), rel=0.02)
 
 
 def test_the_split_is_eq_4_when_no_function_binds() -> None:
@@ -131,7 +153,7 @@ def test_an_app_whose_share_changes_moves_its_split_within_a_recompute_period() 
         "light": AppPath(("first", "last"), 100.0),
     }
     split = ThroughputSplit(apps, period_s=1.0)
-    now = fed(split, "heavy", rate=400.0, start=0.0, end=20.0)
+    now = fed(split, "heavy", rate=580.0, start=0.0, end=20.0)
     split.recompute(now, FLEETS)
     before = split.budgets_ms("heavy", eq4((4, 4, 4)))
     # the mix turns: "light" arrives, "heavy" fades
@@ -142,7 +164,7 @@ def test_an_app_whose_share_changes_moves_its_split_within_a_recompute_period() 
     split.recompute(now, FLEETS)
     after = split.budgets_ms("heavy", eq4((4, 4, 4)))
     assert split.mix()["light"] > 0.9
-    assert after[1] < before[1]  # the CPU stage no longer needs what carried 400 a second
+    assert after[1] < before[1]  # the CPU stage no longer needs what carried 580 a second
     assert sum(after) == pytest.approx(100.0)
 
 

@@ -285,8 +285,15 @@ class Controller(Generic[T]):
         """This function as the throughput split sees it at ``now``: the P95 of its batches
         (a stage's budget must hold its slow inputs, not its median: with the median, the
         binding stage's floor took the time the other stages' large inputs need), the slots of
-        its ``ready`` replicas and the largest batch it sends."""
-        return StageFleet(partial(self.reader.p95_ms, now=now), self.slots(ready), self.batch_cap())
+        its ``ready`` replicas, the largest batch it sends, and its batches' mean (what its
+        throughput is made of: judged by the P95, a mix of small and large inputs looked as if
+        it needed batches larger than it does, whose budget the other stages needed)."""
+        return StageFleet(
+            partial(self.reader.p95_ms, now=now),
+            self.slots(ready),
+            self.batch_cap(),
+            partial(self.model.mean_ms, now=now),
+        )
 
     def step(self, now: float, ready: int) -> Step[T]:
         """One scheduling step at ``now`` with ``ready`` ready replicas (see :class:`Step`)."""

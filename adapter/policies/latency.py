@@ -61,23 +61,26 @@ class _Window:
     that the P95 is a lookup: every batch updates a window and the batching decision reads P95s
     all the time (a sort per read was most of the simulator's run time)."""
 
-    __slots__ = ("_items", "_maxlen", "_sorted", "_window_s")
+    __slots__ = ("_items", "_maxlen", "_sorted", "_sum", "_window_s")
 
     def __init__(self, window_s: float, maxlen: int) -> None:
         self._window_s = window_s
         self._maxlen = maxlen
         self._items: deque[tuple[float, float]] = deque()
         self._sorted: list[float] = []
+        self._sum = 0.0
 
     def _drop_oldest(self) -> None:
         _, value = self._items.popleft()
         del self._sorted[bisect.bisect_left(self._sorted, value)]
+        self._sum -= value
 
     def add(self, now: float, value: float) -> None:
         if len(self._items) >= self._maxlen:
             self._drop_oldest()
         self._items.append((now, value))
         bisect.insort(self._sorted, value)
+        self._sum += value
 
     def prune(self, now: float) -> int:
         horizon = now - self._window_s
@@ -85,6 +88,10 @@ class _Window:
         while items and items[0][0] < horizon:
             self._drop_oldest()
         return len(items)
+
+    def mean(self) -> float:
+        """The mean of the values (the window must not be empty)."""
+        return self._sum / len(self._items)
 
     def p95(self) -> float:
         """The nearest-rank P95 (the window must not be empty)."""
@@ -313,6 +320,17 @@ class LatencyModel:
         if window is not None and window.prune(now) >= self._min_samples:
             return max(self._floor_ms, window.p95())  # floored like the estimates
         return self.estimate_ms(n) * self.spread(now)
+
+    def mean_ms(self, n: int, now: float) -> float:
+        """The mean round trip of a batch of ``n``: observed where the window holds enough of
+        them, else the estimate. What a function's throughput is made of (a median prices a
+        mix of small and large inputs at its small ones; a P95 at its large ones)."""
+        if n < 1:
+            raise ValueError(f"batch size must be >= 1, got {n!r}")
+        window = self._by_size.get(n)
+        if window is not None and window.prune(now) >= self._min_samples:
+            return max(self._floor_ms, window.mean())
+        return self.estimate_ms(n)
 
     def observed_ms(
         self, n: int, now: float, recent_s: float | None = None

@@ -13,10 +13,13 @@ The split here answers, for the measured mix of apps, the question the throughpu
 
 * :func:`least_budget_ms`: the least stage budget with which a function's ``slots`` carry
   ``rate`` requests a second: over the batch sizes ``n`` within its maximum whose utilisation
-  ``rate · L(n) / (slots · n)`` stays within ``utilisation`` (the room left for the bursts a
-  Poisson load brings), the least ``L(n) · (1 + wait / slots)`` (its own batch, and the batch in
-  progress ahead of it on the next slot to free; ``wait`` 0 and ``utilisation`` 1 is the
-  ceiling's question).
+  ``rate · mean(n) / (slots · n)`` stays within ``utilisation`` (1 by default: the function
+  keeps up), the least ``L(n) · (1 + wait / slots)`` (its own batch, and the batch in progress
+  ahead of it on the next slot to free; ``wait`` 0 is the ceiling's question). What a batch
+  carries is judged by its mean latency, what it needs of the SLO by ``L``, the P95 live: a
+  function serving small and large inputs has a P95 far above its mean, and judged by the P95
+  it looked as if it needed batches larger than it does, whose budget the chain's other stages
+  needed for their own large inputs.
 * :func:`highest_rate`: the highest total rate, in the measured mix, at which every app's least
   budgets along its path still fit its SLO.
 * :func:`floor_split`: an app's split at that rate. It starts from Eq. 4's (the stages' latency
@@ -24,6 +27,13 @@ The split here answers, for the measured mix of apps, the question the throughpu
   to that budget, taking the time from the other stages in Eq. 4's proportions. Where no stage
   needs more than Eq. 4 gives it (the SLO is loose for the fleet, or no function binds), the
   split *is* Eq. 4's.
+
+The floors are priced at the measured rate (``headroom`` 1), at most the highest rate, and with
+no utilisation margin: the room for bursts is the slot's wait and the P95 they are priced at.
+With a margin on top (85 % of the capacity, priced at 1.25 × the measured rate, as first built)
+the binding stage was priced at the highest rate the chain fits whenever the load came within
+a quarter of it, took every millisecond the other stages did not strictly need, and its batches
+grew past what carried the load (docs/simulator.md, GS-T).
 
 :class:`ThroughputSplit` keeps the measured mix (app arrivals, decayed with a half-life) and
 recomputes every app's split once a period; the budgets it returns are the ``estimates_ms`` a
@@ -48,19 +58,21 @@ __all__ = [
 ]
 
 #: the floors are priced at this multiple of the measured rate (at most the highest rate)
-HEADROOM = 1.25
-#: the default room left for bursts: a function's batches may use 85 % of its capacity
-UTILISATION = 0.85
+HEADROOM = 1.0
+#: the share of a function's capacity (at its batches' mean latency) they may use
+UTILISATION = 1.0
 
 
 @dataclass(frozen=True, slots=True)
 class StageFleet:
-    """One function as the split sees it: its latency estimate (ms) at a batch size, the batches
-    it can run at once, and its largest batch."""
+    """One function as the split sees it: its latency estimate (ms) at a batch size, which its
+    budget must hold, the batches it can run at once, its largest batch, and the mean latency
+    (ms) at a batch size, which its throughput is made of (the estimate when None)."""
 
     estimate_ms: Callable[[int], float]
     slots: int
     max_batch: int
+    mean_ms: Callable[[int], float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,16 +87,17 @@ def least_budget_ms(
     fleet: StageFleet, rate_rps: float, *, utilisation: float = UTILISATION, wait: float = 1.0
 ) -> float:
     """The least stage budget (ms) with which ``fleet`` carries ``rate_rps``; ``inf`` when no
-    batch within its maximum does."""
+    batch within its maximum does. Whether a batch size carries the rate is judged by its mean
+    latency, the budget it needs by its estimate."""
     if not 0.0 < utilisation <= 1.0:
         raise ValueError(f"utilisation must be in (0, 1], got {utilisation!r}")
     slots = max(1, fleet.slots)
     factor = 1.0 + max(0.0, wait) / slots
+    mean_ms = fleet.estimate_ms if fleet.mean_ms is None else fleet.mean_ms
     best = math.inf
     for n in range(1, max(1, fleet.max_batch) + 1):
-        latency = max(fleet.estimate_ms(n), 1e-6)
-        if rate_rps * latency <= utilisation * slots * n * 1000.0:
-            best = min(best, latency * factor)
+        if rate_rps * max(mean_ms(n), 1e-6) <= utilisation * slots * n * 1000.0:
+            best = min(best, max(fleet.estimate_ms(n), 1e-6) * factor)
             if rate_rps <= 0.0:
                 break
     return best
