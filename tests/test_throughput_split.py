@@ -26,6 +26,7 @@ from adapter.policies.throughput_split import (
     floor_split,
     highest_rate,
     least_budget_ms,
+    queue_wait_ms,
 )
 
 
@@ -95,6 +96,28 @@ def test_what_a_batch_carries_is_judged_by_its_mean_and_its_budget_by_its_p95() 
     assert least_budget_ms(by_p95, 250.0) > least_budget_ms(
         StageFleet(p95, slots=2, max_batch=64, mean_ms=cpu), 250.0
     )
+
+
+def test_a_function_that_cannot_batch_is_given_the_wait_its_queue_brings() -> None:
+    # one server busy half the time (M/M/1): a request waits with probability 0.5, and its
+    # wait past t has probability 0.5 · exp(-t / (2 · 15 ms)): the P95 is ln(10) · 30 ms
+    assert queue_wait_ms(1, 0.5, 15.0) == pytest.approx(math.log(10.0) * 30.0)
+    assert queue_wait_ms(40, 0.5, 15.0) == 0.0  # forty servers half busy: nobody waits
+    waits = [queue_wait_ms(40, busy, 15.0) for busy in (0.9, 0.95, 0.97, 0.99)]
+    assert waits == sorted(waits) and waits[-1] > 7 * 15.0  # without bound as busy nears 1
+    with pytest.raises(ValueError, match="busy"):
+        queue_wait_ms(4, 1.0, 15.0)
+
+    def alone(n: int) -> float:
+        return 15.0 * n  # a batch costs its members apart: the batch cap is 1
+
+    fleet = StageFleet(alone, slots=40, max_batch=1)
+    assert least_budget_ms(fleet, 0.0) == pytest.approx(15.0 * (1 + 1 / 40))
+    busy = 2600.0 * 15.0 / (40 * 1000.0)  # 0.975
+    assert least_budget_ms(fleet, 2600.0) == pytest.approx(15.0 + queue_wait_ms(40, busy, 15.0))
+    assert least_budget_ms(fleet, 2700.0) == math.inf  # more than forty servers carry
+    # the ceiling's question (no wait) is the request's own time while the servers keep up
+    assert least_budget_ms(fleet, 2600.0, wait=0.0) == 15.0
 
 
 def test_the_split_gives_the_binding_function_the_budget() -> None:

@@ -19,7 +19,10 @@ The split here answers, for the measured mix of apps, the question the throughpu
   carries is judged by its mean latency, what it needs of the SLO by ``L``, the P95 live: a
   function serving small and large inputs has a P95 far above its mean, and judged by the P95
   it looked as if it needed batches larger than it does, whose budget the chain's other stages
-  needed for their own large inputs.
+  needed for their own large inputs. A function that cannot batch (its largest batch is 1:
+  its batches cost at least their members apart) absorbs a burst only by queueing, so its
+  budget is its request's time plus the P95 of an M/M/c queue's wait at its utilisation
+  (:func:`queue_wait_ms`, Erlang's C), which grows without bound as the utilisation nears 1.
 * :func:`highest_rate`: the highest total rate, in the measured mix, at which every app's least
   budgets along its path still fit its SLO.
 * :func:`floor_split`: an app's split at that rate. It starts from Eq. 4's (the stages' latency
@@ -55,6 +58,7 @@ __all__ = [
     "floor_split",
     "highest_rate",
     "least_budget_ms",
+    "queue_wait_ms",
 ]
 
 #: the floors are priced at this multiple of the measured rate (at most the highest rate)
@@ -94,6 +98,14 @@ def least_budget_ms(
     slots = max(1, fleet.slots)
     factor = 1.0 + max(0.0, wait) / slots
     mean_ms = fleet.estimate_ms if fleet.mean_ms is None else fleet.mean_ms
+    if fleet.max_batch <= 1:  # it cannot batch: a burst only queues
+        service = max(mean_ms(1), 1e-6)
+        busy = rate_rps * service / (slots * 1000.0)
+        if busy > utilisation or busy >= 1.0:
+            return math.inf
+        alone = max(fleet.estimate_ms(1), 1e-6)
+        queued = queue_wait_ms(slots, busy, service) if wait > 0.0 else 0.0
+        return max(alone * factor, alone + queued)
     best = math.inf
     for n in range(1, max(1, fleet.max_batch) + 1):
         if rate_rps * max(mean_ms(n), 1e-6) <= utilisation * slots * n * 1000.0:
@@ -101,6 +113,26 @@ def least_budget_ms(
             if rate_rps <= 0.0:
                 break
     return best
+
+
+def queue_wait_ms(slots: int, busy: float, service_ms: float, quantile: float = 0.95) -> float:
+    """The ``quantile`` of a request's wait (ms) for one of ``slots`` servers, each busy
+    ``busy`` of the time (< 1) and serving a request in ``service_ms`` on average: the M/M/c
+    queue, whose wait exceeds ``t`` with probability ``C · exp(-slots · (1 - busy) · t /
+    service_ms)``, ``C`` Erlang's C (the chance a request waits at all)."""
+    if not 0.0 <= busy < 1.0:
+        raise ValueError(f"busy must be in [0, 1), got {busy!r}")
+    if busy == 0.0:
+        return 0.0
+    offered = busy * slots
+    blocked = 1.0  # Erlang's B by its recursion over the servers, then C from it
+    for k in range(1, slots + 1):
+        blocked = offered * blocked / (k + offered * blocked)
+    waits = blocked / (1.0 - busy * (1.0 - blocked))
+    tail = 1.0 - quantile
+    if waits <= tail:
+        return 0.0
+    return math.log(waits / tail) * service_ms / (slots * (1.0 - busy))
 
 
 def _loads(
