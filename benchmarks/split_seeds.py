@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             f"--workloads from {sorted(WORKLOADS)}, >= 1 seed, --jobs >= 1 (unknown: {unknown})"
         )
+    started_at = commit(ROOT)  # the code the searches run, whatever lands while they do
     jobs = [(n, p, s) for n in names for p in WORKLOADS[n] for s in seeds]
     rates: dict[tuple[str, str], list[float]] = {}
     with ProcessPoolExecutor(args.jobs) as pool:
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         doc[name] = {"ceiling_rps": ceiling, "policies": rows}
     if args.json is not None:
         meta = {
-            "commit": commit(ROOT),
+            "commit": started_at,
             "machine": machine(),
             "command": " ".join(["benchmarks/split_seeds.py", *(argv or sys.argv[1:])]),
             "seeds": seeds,
