@@ -106,6 +106,21 @@ def test_observed_p95_per_batch_size_and_window_forgetting() -> None:
     assert model.samples_at(8, 200.0) == 0
 
 
+def test_the_mean_per_batch_size_follows_the_window_and_falls_back_to_the_estimate() -> None:
+    model = LatencyModel.from_prior(5.0, 1.0, window_s=10.0, min_samples=4, max_samples_per_size=8)
+    assert model.mean_ms(8, now=0.0) == model.estimate_ms(8)  # nothing seen: the estimate
+    # small and large inputs in batches of 8: 20 ms and 80 ms, one large in four
+    for i in range(12):
+        model.observe(100.0 + i * 0.1, 8, 1.0, 80.0 if i % 4 == 3 else 20.0, cold=False)
+    # the window keeps the last 8 (two large): mean 35, where the median says 20
+    assert model.mean_ms(8, now=101.2) == pytest.approx((6 * 20.0 + 2 * 80.0) / 8)
+    assert model.mean_ms(8, now=101.2) < model.p95_ms(8, now=101.2)
+    assert model.mean_ms(4, now=101.2) == model.estimate_ms(4)  # a size not seen
+    assert model.mean_ms(8, now=200.0) == model.estimate_ms(8)  # the window has passed
+    with pytest.raises(ValueError, match="batch size"):
+        model.mean_ms(0, now=0.0)
+
+
 def test_thin_sizes_use_the_fit_times_the_learned_spread() -> None:
     model = LatencyModel.from_prior(10.0, 2.0, spread=3.0, min_samples=10, window_s=30.0)
     assert model.spread(0.0) == 3.0  # the prior's until the pool holds min_samples
