@@ -83,7 +83,7 @@ class Station:
 class AppRoute:
     """One app's stations in order, its SLO, and its stage estimates (cached by version)."""
 
-    __slots__ = ("estimates", "gains", "name", "slo_s", "split", "split_at", "stations",
+    __slots__ = ("eq4", "estimates", "gains", "name", "slo_s", "split", "split_at", "stations",
                  "trackers_version")  # fmt: skip
 
     def __init__(self, name: str, stations: list[Station], slo_s: float) -> None:
@@ -91,6 +91,8 @@ class AppRoute:
         self.stations = stations
         self.slo_s = slo_s
         self.estimates: list[float] = [1.0] * len(stations)
+        #: the stages' estimates before GS-T's split (the same list as ``estimates`` without it)
+        self.eq4: list[float] = self.estimates
         #: each stage's gain from batching (the marginal division only)
         self.gains: list[float] = [1.0] * len(stations)
         self.trackers_version = -1
@@ -121,9 +123,9 @@ class AppRoute:
         if version == self.trackers_version:
             return
         self.trackers_version = version
-        self.estimates = stage_estimates(models, sizes)
+        self.estimates = self.eq4 = stage_estimates(models, sizes)
         if split is not None:
-            self.estimates = split.plan.budgets_ms(self.name, self.estimates)
+            self.estimates = split.plan.budgets_ms(self.name, self.eq4)
         if policy.division == "marginal":
             self.gains = stage_gains(models, sizes)
 

@@ -118,6 +118,27 @@ def test_large_inputs_take_longer_and_etc_per_input_gives_them_more_of_the_costl
     assert mean(deadlines["large"]) > 1.15 * mean(deadlines["small"])
 
 
+def test_under_gs_t_a_request_priced_by_its_own_class_keeps_every_stages_floor() -> None:
+    # a tight SLO: the floor img needs (its batch and the one ahead on the next slot to free)
+    # is more than a small image's share of it by Eq. 4, priced at its own cost
+    config = _config(etc_by_input=True, query={"stages": ["img", "txt"], "slo_ms": 100,
+                                               "inputs": {"small": 3, "large": 1}})  # fmt: skip
+    curves = {"img": _curve("img", 20.0, 2.0), "txt": _curve("txt", 8.0, 1.0)}
+    sim = Simulation(config, stage_policy("GS-T"), curves)
+    sim.run()
+    app = sim.apps[0]
+    assert app.split is not None
+    floor = app.split.plan.floor_ms("img")
+    assert floor > 0.0
+    for input_class in ("small", "large"):
+        budgets = sim._estimates(_request(0, input_class), app)
+        assert budgets[0] >= floor - 1e-9, input_class
+        assert sum(budgets) == pytest.approx(100.0)
+    # the floor was binding: a small image's own Eq. 4 share is under it
+    own = sim._inputs.estimates(_request(0, "small"), app.eq4)
+    assert 100.0 * own[0] / sum(own) < floor
+
+
 @pytest.mark.parametrize(("input_class", "expected_ms"), [("small", 22.0 + 9.0),
                                                           ("large", 3 * 22.0 + 9.0)])  # fmt: skip
 def test_a_lone_request_takes_its_class_cost_times_the_profile(

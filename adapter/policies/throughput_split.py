@@ -306,6 +306,10 @@ class ThroughputSplit:
         self._floors = _needs(fleets, loads, u, w)
         self._computed_at = now
 
+    def floor_ms(self, function: str) -> float:
+        """``function``'s least budget (ms) at the latest recompute (0 before the first)."""
+        return self._floors.get(function, 0.0)
+
     def budgets_ms(self, app: str, eq4_ms: Sequence[float]) -> list[float]:
         """``app``'s stage budgets (ms): Eq. 4's split by ``eq4_ms`` with each stage raised to
         the least budget its function needs at the highest rate (Eq. 4's alone before the

@@ -93,7 +93,8 @@ class Chain:
         """Each stage's estimated batch latency (ms) at the batch sizes its function uses now,
         for a request of ``input_bytes`` per instance where its functions learn what an input's
         size costs them (``adapter.etc_by_input``; 0: priced as the mix). With a throughput-aware
-        policy, the budgets its split gives the stages (recomputed at ``now`` when due)."""
+        policy, the budgets its split gives the stages (recomputed at ``now`` when due), split
+        from the request's own costs so that every stage keeps its floor."""
         stages = [dispatchers[fn] for fn in self.app.stages]
         models, sizes = [d.model for d in stages], [d.batch_sizes.mean for d in stages]
         if self.policy.queue_aware:  # ETC with the queueing term, as the simulator prices it
@@ -102,14 +103,15 @@ class Chain:
             estimates = stage_estimates(models, sizes, queued, slots)
         else:
             estimates = stage_estimates(models, sizes)
+        costs = [d.controller.input_cost for d in stages]
+        estimates = [e if c is None else e * c.cost(input_bytes)
+                     for e, c in zip(estimates, costs, strict=True)]  # fmt: skip
         split = self.split
         if split is not None:
             if now is not None and split.due(now):
                 split.recompute(now, _fleets(split, dispatchers, now))
             estimates = split.budgets_ms(self.app.name, estimates)
-        costs = [d.controller.input_cost for d in stages]
-        return [e if c is None else e * c.cost(input_bytes)
-                for e, c in zip(estimates, costs, strict=True)]  # fmt: skip
+        return estimates
 
     def bare_ms(self, dispatchers: Mapping[str, Dispatcher]) -> float:
         """What one instance alone takes through every stage, with nothing queued (ms)."""
