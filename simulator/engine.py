@@ -241,22 +241,13 @@ class Simulation:
             now=now,
             arrival=req.started,
             deadline=req.due,
-            estimates_ms=self._estimates(req, app),
+            estimates_ms=app.estimates_for(req, self._inputs),
             gains=app.gains,
         )
         req.cold = req.cold or st.ready == 0
         if st.controller.admit(req, now, st.ready) is not None:
             self._drop(req, now)  # refused: it would finish late
         return st
-
-    def _estimates(self, req: SimRequest, app: AppRoute) -> list[float]:
-        """What ``req``'s stage deadlines are split by: its class's estimates with ETC per input
-        size; under GS-T the split's budgets, from those estimates when they are its own (so
-        every stage keeps its floor, as :mod:`adapter.serving.chains` splits them live)."""
-        if app.split is None:
-            return self._inputs.estimates(req, app.estimates)
-        own = self._inputs.estimates(req, app.eq4)
-        return app.estimates if own is app.eq4 else app.split.plan.budgets_ms(app.name, own)
 
     def _drop(self, req: SimRequest, now: float) -> None:
         """A request refused or pruned as late: answered at ``now``, a violation."""

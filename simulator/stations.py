@@ -14,6 +14,7 @@ from adapter.policies.slack import StagePolicy
 from adapter.policies.throughput_split import AppPath, ThroughputSplit
 from knative.meter import ConcurrencyMeter
 from simulator.config import SimConfig, SimFunction
+from simulator.inputs import InputSizes
 from simulator.request import SimRequest
 from simulator.service import ServiceCurve
 
@@ -99,6 +100,15 @@ class AppRoute:
         #: the throughput-aware split shared by every app (GS-T only) and when it last changed
         self.split: SharedSplit | None = None
         self.split_at = -1.0
+
+    def estimates_for(self, req: SimRequest, inputs: InputSizes) -> list[float]:
+        """What ``req``'s stage deadlines are split by: its class's estimates with ETC per input
+        size; under GS-T the split's budgets, from those estimates when they are its own (so
+        every stage keeps its floor, as :mod:`adapter.serving.chains` splits them live)."""
+        if self.split is None:
+            return inputs.estimates(req, self.estimates)
+        own = inputs.estimates(req, self.eq4)
+        return self.estimates if own is self.eq4 else self.split.plan.budgets_ms(self.name, own)
 
     def refresh(self, policy: StagePolicy, now: float = 0.0) -> None:
         """Bring the stage estimates (and gains) up to date for ``policy``: from the batch sizes

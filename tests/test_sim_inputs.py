@@ -131,7 +131,7 @@ def test_under_gs_t_a_request_priced_by_its_own_class_keeps_every_stages_floor()
     floor = app.split.plan.floor_ms("img")
     assert floor > 0.0
     for input_class in ("small", "large"):
-        budgets = sim._estimates(_request(0, input_class), app)
+        budgets = app.estimates_for(_request(0, input_class), sim._inputs)
         assert budgets[0] >= floor - 1e-9, input_class
         assert sum(budgets) == pytest.approx(100.0)
     # the floor was binding: a small image's own Eq. 4 share is under it
