@@ -23,6 +23,8 @@ CLOSED_LOOP_CLIENTS = 32
 CLOSED_LOOP_WARMUP_S = 1.0
 CLOSED_LOOP_S = 4.0
 PROBE_WARMUP_S = 1.5
+#: the longest the search waits for what the closed loop started to be ready
+SETTLE_MAX_S = 60.0
 #: an open-loop run at the closed loop's rate before the probes, not judged
 WARMUP_S = 10.0
 PROBES = 6
@@ -30,6 +32,8 @@ PROBES = 6
 #: only a lower bound (the chain's closed-loop estimate is a small part of it: the door refuses
 #: most of a closed loop's flood)
 MAX_PROBES = 12
+#: probes that bisect a bracket at least (within MAX_PROBES), however late it was found
+MIN_BISECTIONS = 2
 #: a probe's measured seconds: enough for PROBE_REQUESTS requests (a 99 % share means little
 #: over fewer), within these bounds
 PROBE_REQUESTS = 100
@@ -196,15 +200,34 @@ def probe_s(rate: float) -> float:
     return min(PROBE_MAX_S, max(PROBE_MIN_S, PROBE_REQUESTS / rate))
 
 
+def settle(workload: Workload, limit_s: float = SETTLE_MAX_S) -> float:
+    """Wait until every function of ``workload`` has the replicas it wants ready and nothing
+    queued or in flight (what the closed loop's flood started and queued), at most ``limit_s``;
+    the seconds waited. A chain's closed loop scales its stages out, and the new replicas load
+    their models on the cores the serving ones use for seconds: probes in that time failed at
+    1 req/s and held the capacity search there."""
+    began = time.monotonic()
+    with httpx.Client(base_url=workload.base(), timeout=5.0, trust_env=False) as client:
+        while time.monotonic() - began < limit_s:
+            time.sleep(1.0)
+            docs = [client.get(f"/v1/models/{fn}").json() for fn in workload.functions()]
+            if all(d["replicas"]["ready"] >= d["replicas"]["desired"] and d["queue"] == 0
+                   and d["inflight_batches"] == 0 for d in docs):  # fmt: skip
+                break
+    return round(time.monotonic() - began, 1)
+
+
 def capacity(workload: Workload, layout: Layout, adapter: Adapter) -> dict[str, Any]:
     """The largest rate at which >= 99 % of the requests sent are answered 200 within the SLO,
     open loop, keep-alive: a closed-loop estimate, a warm-up open loop at that rate (not
     judged), then :data:`PROBES` probes that step from it
     (x1.5 up, x0.7 down) until a pass and a failure bracket it, then bisect (geometrically);
-    while no probe has failed, up to :data:`MAX_PROBES`, doubling from the sixth."""
+    while no probe has failed, up to :data:`MAX_PROBES`, doubling from the sixth, and on until
+    :data:`MIN_BISECTIONS` probes have bisected a bracket (a bracket found by the last probes,
+    10 and 20 req/s, used to stop there and call 10 the capacity)."""
     flags = ["--concurrency", str(CLOSED_LOOP_CLIENTS), "--warmup-s", f"{CLOSED_LOOP_WARMUP_S:g}"]
     closed, _ = loadgen(workload, layout, [*flags, "--duration-s", f"{CLOSED_LOOP_S:g}"], adapter)
-    time.sleep(1.0)  # what the closed loop left queued drains
+    settled_s = settle(workload)
     rate = max(1.0, float(closed["ok_rps"]))
     # a warm-up at that rate, open loop, not judged: what the closed loop's flood taught the
     # door (a margin learnt from its late finishes fades with a 10 s half-life) settles first
@@ -214,7 +237,11 @@ def capacity(workload: Workload, layout: Layout, adapter: Adapter) -> dict[str, 
     passed: float | None = None
     failed: float | None = None
     probes: list[dict[str, Any]] = []
-    while len(probes) < PROBES or (failed is None and len(probes) < MAX_PROBES):
+    bisections = 0  # probes run with a pass and a failure bracketing them
+    while len(probes) < PROBES or (
+        len(probes) < MAX_PROBES and (failed is None or bisections < MIN_BISECTIONS)
+    ):
+        bisections += passed is not None and failed is not None
         seconds = probe_s(rate)
         flags = ["--rate", f"{rate:.2f}", "--warmup-s", f"{PROBE_WARMUP_S:g}"]
         flags += ["--duration-s", f"{seconds:.1f}", "--slo-ms", f"{workload.slo_ms:g}"]
@@ -236,10 +263,15 @@ def capacity(workload: Workload, layout: Layout, adapter: Adapter) -> dict[str, 
                 "adapter_cpu_s": round(window.cpu_s, 4),
             }
         )
+        # the latest evidence wins: a pass at or above a failure (what a flood before it left
+        # behind, faded) drops the failure, and a failure at or below a pass drops the pass,
+        # so a first probe failed at 1 req/s no longer holds the search at 1 for good
         if ok:
             passed = rate if passed is None else max(passed, rate)
+            failed = None if failed is not None and failed <= rate else failed
         else:
             failed = rate if failed is None else min(failed, rate)
+            passed = None if passed is not None and passed >= rate else passed
         if passed is not None and failed is not None:
             rate = math.sqrt(passed * failed)
         elif failed is None:
@@ -250,6 +282,7 @@ def capacity(workload: Workload, layout: Layout, adapter: Adapter) -> dict[str, 
     best = passed if passed is not None else max(float(p["goodput_rps"] or 0.0) for p in probes)
     return {
         "closed_loop_rps": closed["ok_rps"],
+        "settled_s": settled_s,
         "warmup": {k: warmup.get(k) for k in ("rate", "goodput_rps", "refused", "ok", "p99_ms")},
         "probes": probes,
         "capacity_rps": round(best, 1),

@@ -60,6 +60,10 @@ class Workload:
     def predict_url(self) -> str:
         return self.base() + self.predict_path
 
+    def functions(self) -> list[str]:
+        """The functions its config fronts."""
+        return sorted(load_config(str(ROOT / self.config)).functions)
+
     def status_urls(self) -> tuple[str, str]:
         """The status route on the adapter's port and on its probe port."""
         _, port, probe = self.settings()

@@ -346,3 +346,25 @@ def test_etc_by_input_prices_a_large_request_where_its_size_costs() -> None:
         off = c.app.state.adapter.dispatchers  # type: ignore[attr-defined]
         assert all(d.controller.input_cost is None for d in off.values())
         assert c.get("/v1/models/tagger").json()["input_cost"] is None
+
+
+def test_a_chain_crowded_past_what_it_was_measured_to_carry_is_refused_at_its_door() -> None:
+    upstream = Upstream()
+    with client(upstream) as c:
+        state = c.app.state.adapter  # type: ignore[attr-defined]
+        chain = state.chains["ask"]
+        now = state.clock.now()
+        for _ in range(8):  # measured: behind one request in flight, 1.5 s (the SLO is 1 s)
+            chain.crowding.observe(now, 1, 1.5)
+        chain.in_flight = 1  # one request is in flight
+        refused = c.post("/v1/apps/ask:predict", json={"instances": ["who?"]})
+        chain.in_flight = 0
+        admitted = c.post("/v1/apps/ask:predict", json={"instances": ["who?"]})
+        body = c.get("/v1/apps/ask").json()
+    assert refused.status_code == 429, refused.text
+    assert "in flight in the chain" in refused.json()["error"]
+    assert int(refused.headers["retry-after"]) >= 1
+    assert admitted.status_code == 200  # nothing ahead: always admitted
+    assert upstream.batches and all(b[1] == ["who?"] for b in upstream.batches[:1])
+    assert body["in_flight"] == 0 and body["crowd"]["ms_by_ahead"]["1"] == 1500.0
+    assert body["crowd"]["deepest_admitted"] == 0

@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.policies.admission import expected_finish
+from adapter.policies.admission import MIN_RETRY_S, expected_finish
+from adapter.policies.crowding import Crowding
 from adapter.policies.estimates import stage_estimates, stage_gains
 from adapter.policies.slack import StagePolicy
 from adapter.policies.throughput_split import AppPath, StageFleet, ThroughputSplit
 from adapter.serving.dispatcher import Dispatcher
-from adapter.serving.errors import AdapterError, StageOutputUnusable
+from adapter.serving.errors import AdapterError, Refused, StageOutputUnusable
 from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.pending import Answer, Pending
 from adapter.serving.records import RecordWriter
@@ -83,6 +85,10 @@ class Chain:
         ]
         #: the split every chain shares, for a throughput-aware policy (:func:`share_split`)
         self.split: ThroughputSplit | None = None
+        #: how long requests take by how many were in flight ahead of them, measured
+        self.crowding = Crowding()
+        #: requests past the first stage's door and not yet finished
+        self.in_flight = 0
 
     def estimates(
         self,
@@ -131,6 +137,26 @@ class Chain:
                 slots=max(1, c.slots(ready)), estimate_ms=c.reader.estimate_ms,
             )  # fmt: skip
         return total
+
+    def check_crowd(
+        self, dispatchers: Mapping[str, Dispatcher], now: float, deadline: float
+    ) -> None:
+        """Refuse (429, counted at the first stage's door) a request arriving at ``now``, due at
+        ``deadline``, that the requests in flight ahead of it would make late, by what such
+        crowds were measured to take (:class:`adapter.policies.crowding.Crowding`)."""
+        if not self.judged(dispatchers):
+            return
+        refusal = self.crowding.judge(now, self.in_flight, deadline - now)
+        if refusal is None:
+            return
+        door = dispatchers[self.app.stages[0]].door
+        raise door.counted(Refused(
+            f"{self.app.name}: would take about {1000 * refusal.expected_s:.0f} ms behind the "
+            f"{refusal.ahead} requests in flight in the chain (measured), "
+            f"{1000 * refusal.late_s:.0f} ms more than its deadline allows; refused at the door "
+            "(late: predict)",
+            retry_after_s=float(max(MIN_RETRY_S, math.ceil(refusal.late_s))),
+        ))  # fmt: skip
 
     def judged(self, dispatchers: Mapping[str, Dispatcher]) -> bool:
         """Does the first stage judge requests at its door (``late: predict``)?"""
@@ -185,10 +211,13 @@ class Chain:
         current = instances
         arrived_cold = False
         admitted = False  # past the first stage's door
+        ahead = self.in_flight
         status, failure = 200, ""
         try:
             for k, fn in enumerate(app.stages):
                 now = clock.now()
+                if k == 0:
+                    self.check_crowd(dispatchers, now, deadline)
                 item = Pending(
                     id=f"r{seq}.{k}",
                     function=fn,
@@ -209,7 +238,9 @@ class Chain:
                     after_s=self.after_first_s(dispatchers) if k == 0 else 0.0,
                 )  # fmt: skip
                 dispatchers[fn].submit(item)
-                admitted = True
+                if not admitted:
+                    admitted = True
+                    self.in_flight += 1
                 arrived_cold = arrived_cold or item.arrived_cold
                 answer = await await_answer(item)
                 if answer is None:
@@ -224,17 +255,36 @@ class Chain:
             raise
         finally:
             done = clock.now()
-            first = dispatchers[app.stages[0]].controller
-            if admitted and status != 499 and len(app.stages) > 1 and first.late == "predict":
-                # the first stage's door judged the whole chain: how late it finished (or
-                # failed) is its evidence (a one-stage app is counted by its function already)
-                first.lateness.finished(done, deadline, slo_ms / 1000.0)
+            if admitted:
+                self._finished(dispatchers, status, ahead, arrival, deadline, done)
             records.add(_record(app.name, seq, arrival, deadline, done, epoch, timings,
                                 status, failure))  # fmt: skip
             if metrics is not None:
                 late = status not in (200, 499) or (status == 200 and done > deadline)
                 metrics.app_answered(app.name, status, done - arrival, missed=late,
                                      cold=arrived_cold)  # fmt: skip
+
+    def _finished(
+        self,
+        dispatchers: Mapping[str, Dispatcher],
+        status: int,
+        ahead: int,
+        arrival: float,
+        deadline: float,
+        done: float,
+    ) -> None:
+        """A request admitted with ``ahead`` in flight before it ended with ``status`` at
+        ``done``: the evidence the first stage's door judges the chain by."""
+        self.in_flight -= 1
+        if status == 499:  # the client went away: says nothing of the chain's pace
+            return
+        if status == 200 or done > deadline:
+            self.crowding.observe(done, ahead, done - arrival)
+        first = dispatchers[self.app.stages[0]].controller
+        if len(self.app.stages) > 1 and first.late == "predict":
+            # the first stage's door judged the whole chain: how late it finished (or failed)
+            # is its evidence (a one-stage app is counted by its function already)
+            first.lateness.finished(done, deadline, deadline - arrival)
 
     def _next_instances(
         self, k: int, predictions: list[Any], inputs: list[Any], originals: list[Any]

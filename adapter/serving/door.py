@@ -97,7 +97,12 @@ class Door:
         if refusal is not None:
             raise self._refuse(refusal)
 
-    def _refuse(self, refusal: DoorRefusal) -> AdapterError:
+    def counted(self, error: AdapterError) -> AdapterError:
+        """``error``, a refusal decided outside this door on its behalf (a chain's crowd at its
+        first stage), counted like the door's own."""
         self.refused += 1
         self._metric.inc()
-        return refusal_error(self.name, refusal)
+        return error
+
+    def _refuse(self, refusal: DoorRefusal) -> AdapterError:
+        return self.counted(refusal_error(self.name, refusal))

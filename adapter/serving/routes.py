@@ -142,6 +142,8 @@ async def app_status(request: Request) -> Response:
                 round(e, 2) for e in chain.estimates(state.dispatchers, now=state.clock.now())
             ],
             "stage_budgets_ms": chain.budgets_ms(state.dispatchers, state.clock.now()),
+            "in_flight": chain.in_flight,
+            "crowd": chain.crowding.status(state.clock.now(), app.slo_ms / 1000.0),
         }
     )
 
