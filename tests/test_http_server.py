@@ -333,3 +333,52 @@ def test_a_connections_first_request_loses_its_wait_to_be_accepted(
             assert second.status_code == 200, second.text
 
     run(scenario)
+
+
+def test_a_status_read_is_answered_in_its_turn_while_predicts_wait_for_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the turn's budget for client reads spent (a flood), a predict's read waits in line
+    and a status or health read is answered at once: a probe must not wait behind a flood."""
+    from adapter.serving.read_budget import ReadBudget
+
+    spent = [True]
+    real_over, real_defer = ReadBudget.over, ReadBudget.defer
+    deferred: list[bytes] = []
+
+    def over(self: ReadBudget) -> bool:
+        return spent[0] or real_over(self)
+
+    def defer(self: ReadBudget, conn: Any) -> None:
+        deferred.append(bytes(conn._held[0][:24]))
+        real_defer(self, conn)
+
+    monkeypatch.setattr(ReadBudget, "over", over)
+    monkeypatch.setattr(ReadBudget, "defer", defer)
+
+    async def scenario(app: Starlette, port: int) -> None:
+        base = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(base_url=base, trust_env=False) as c:
+            status = await asyncio.wait_for(c.get("/v1/models/echo"), 5)
+            health = await asyncio.wait_for(c.get("/healthz"), 5)
+            assert status.status_code == 200 and health.status_code == 200
+            assert deferred == []
+            predict = asyncio.ensure_future(
+                c.post("/v1/models/echo:predict", json={"instances": [1]})
+            )
+            for _ in range(50):
+                if deferred:
+                    break
+                await asyncio.sleep(0.01)
+            assert deferred and deferred[0].startswith(b"POST /v1/models/echo")
+            assert not predict.done()
+            spent[0] = False  # the flood is over: the next read starts a turn that drains the line
+            async with httpx.AsyncClient(base_url=base, trust_env=False) as other:
+                await other.get("/healthz")
+            answer = await asyncio.wait_for(predict, 5)
+            # answered either way: served, or shed for the time it waited in line
+            assert answer.status_code == 200 or (
+                answer.status_code == 503 and "retry-after" in answer.headers
+            )
+
+    run(scenario)

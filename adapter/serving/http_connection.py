@@ -30,6 +30,7 @@ from adapter.serving.http_limits import (
     MAX_HEADERS,
     MAX_URL_BYTES,
     PREDICTS,
+    STATUS_READS,
     Refuse,
 )
 from adapter.serving.input_limits import InputLimits
@@ -159,11 +160,16 @@ class Connection(asyncio.Protocol):
                 self._paused = True
             return
         reads = self.server.reads
-        if reads.over():  # this turn's share for clients is spent: the replicas' answers first
+        if reads.over() and not self._status_read(data):
+            # this turn's share for clients is spent: the replicas' answers first
             self._held, self._held_bytes = [data], len(data)
             reads.defer(self)
             return
         self._receive(data)
+
+    def _status_read(self, data: bytes) -> bool:
+        """Does ``data`` start a status or health read at a request boundary?"""
+        return not self._in_message and not self.exchanges and data.startswith(STATUS_READS)
 
     def refuse(self, waited_s: float) -> None:
         """Refuse the predict held while this connection waited ``waited_s`` in a congested

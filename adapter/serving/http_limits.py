@@ -21,6 +21,7 @@ __all__ = [
     "MAX_HEADER_BYTES",
     "MAX_URL_BYTES",
     "PREDICTS",
+    "STATUS_READS",
     "AcceptQueue",
     "Refuse",
     "shed_answer",
@@ -57,6 +58,10 @@ class Refuse(ServingError):
 
 #: how a predict request's first bytes start (function and app predicts, V2 infer)
 PREDICTS = (b"POST /v1/models/", b"POST /v1/apps/", b"POST /v2/models/")
+#: how a status or health read starts: answered in the turn it is read, never held in line
+#: behind a flood of predicts (its answer is a dict lookup, and a probe that waits is a
+#: probe that fails)
+STATUS_READS = (b"GET /v1/models/", b"GET /v1/apps/", b"GET /healthz", b"GET /v2/health")
 
 
 def shed_answer(lag_s: float, *, close: bool = True) -> bytes:
