@@ -300,15 +300,16 @@ def test_a_poisoned_member_of_a_middle_stage_batch_fails_alone() -> None:
 
 
 class SizedUpstream(Upstream):
-    """The tagger takes time in proportion to its text (a long text costs it ~10x a short one);
-    the answer stage takes the same time whatever the request."""
+    """The tagger takes time in proportion to its text (a long text costs it ~8x a short one);
+    the answer stage takes the same time whatever the request. The times are long enough that
+    a busy machine's scheduling jitter (a few milliseconds) does not read as a cost of size."""
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         if request.headers["host"] == "tagger":
             texts = json.loads(request.content)["instances"]
-            time.sleep(0.001 + sum(len(t) for t in texts) / 100_000)
+            time.sleep(0.003 + sum(len(t) for t in texts) / 40_000)
         else:
-            time.sleep(0.002)
+            time.sleep(0.012)
         return super().__call__(request)
 
 
