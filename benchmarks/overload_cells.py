@@ -217,6 +217,33 @@ def settle(workload: Workload, limit_s: float = SETTLE_MAX_S) -> float:
     return round(time.monotonic() - began, 1)
 
 
+def _probe(
+    workload: Workload, layout: Layout, adapter: Adapter, rate: float
+) -> tuple[bool, dict[str, Any]]:
+    """One capacity probe at ``rate``: whether it passed, and its record."""
+    seconds = probe_s(rate)
+    flags = ["--rate", f"{rate:.2f}", "--warmup-s", f"{PROBE_WARMUP_S:g}"]
+    flags += ["--duration-s", f"{seconds:.1f}", "--slo-ms", f"{workload.slo_ms:g}"]
+    out, window = loadgen(workload, layout, flags, adapter)
+    scheduled = int(out["requests"]) + int(out["client_dropped"])
+    share = int(out["ok_within_slo"]) / scheduled if scheduled else 0.0
+    ok = share >= PROBE_PASS
+    return ok, (
+        {
+            "rate": round(rate, 2),
+            "within_slo_share": round(share, 4),
+            "passed": ok,
+            "goodput_rps": out["goodput_rps"],
+            "refused": out["refused"],
+            "timeouts": out["timeouts"],
+            "p99_ms": out["p99_ms"],
+            "ok": out["ok"],
+            "window_s": round(window.seconds, 3),
+            "adapter_cpu_s": round(window.cpu_s, 4),
+        }
+    )
+
+
 def capacity(workload: Workload, layout: Layout, adapter: Adapter) -> dict[str, Any]:
     """The largest rate at which >= 99 % of the requests sent are answered 200 within the SLO,
     open loop, keep-alive: a closed-loop estimate, a warm-up open loop at that rate (not
@@ -246,33 +273,13 @@ def capacity(workload: Workload, layout: Layout, adapter: Adapter) -> dict[str, 
         len(probes) < MAX_PROBES and (failed is None or bisections < MIN_BISECTIONS)
     ):
         bisections += passed is not None and failed is not None
-        seconds = probe_s(rate)
-        flags = ["--rate", f"{rate:.2f}", "--warmup-s", f"{PROBE_WARMUP_S:g}"]
-        flags += ["--duration-s", f"{seconds:.1f}", "--slo-ms", f"{workload.slo_ms:g}"]
-        out, window = loadgen(workload, layout, flags, adapter)
-        scheduled = int(out["requests"]) + int(out["client_dropped"])
-        share = int(out["ok_within_slo"]) / scheduled if scheduled else 0.0
-        ok = share >= PROBE_PASS
-        probes.append(
-            {
-                "rate": round(rate, 2),
-                "within_slo_share": round(share, 4),
-                "passed": ok,
-                "goodput_rps": out["goodput_rps"],
-                "refused": out["refused"],
-                "timeouts": out["timeouts"],
-                "p99_ms": out["p99_ms"],
-                "ok": out["ok"],
-                "window_s": round(window.seconds, 3),
-                "adapter_cpu_s": round(window.cpu_s, 4),
-            }
-        )
-        # the latest evidence wins: a pass at or above a failure (what a flood before it left
-        # behind, faded) drops the failure, and a failure at or below a pass drops the pass,
-        # so a first probe failed at 1 req/s no longer holds the search at 1 for good
+        ok, record = _probe(workload, layout, adapter, rate)
+        probes.append(record)
         if not ok and failed is None and passed is None and not retried:
             retried = True  # a first probe's failure is run again before it counts: what
             continue  # the closed loop left (a margin, replicas starting) can fail it alone
+        # the latest evidence wins: a pass at or above a failure (what a flood before it left
+        # behind, faded) drops the failure, and a failure at or below a pass drops the pass
         if ok:
             passed = rate if passed is None else max(passed, rate)
             failed = None if failed is not None and failed <= rate else failed
