@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -114,7 +115,11 @@ experiment:
         assert max(row["desired"] for row in summary["timeline"]) >= 1
         assert max(row["ready"] for row in summary["timeline"]) >= 1
         assert summary["cold_hits"] >= 1  # every mode starts at zero replicas
-        assert 0.0 <= summary["warm_violation_pct"] <= 100.0
+        warm = summary["warm_violation_pct"]
+        if summary["cold_hits"] < summary["requests"]:
+            assert 0.0 <= warm <= 100.0, (mode, warm)
+        else:  # every request arrived cold (a slow machine: the 4 s trace ended before a
+            assert math.isnan(warm)  # replica was ready), and no warm request was judged
         assert summary["stages"] == {}
     assert doc["trace"] == str(trace) and doc["slo_ms"] == 10000.0
     assert (plots / "timeseries.png").stat().st_size > 10_000
