@@ -23,6 +23,7 @@ from starlette.testclient import TestClient
 from adapter.serving.app import create_app
 from knative.local.events import ReplicaCounts
 from slackwise_cli.results import parse_server_timing
+from slackwise_core.clock import MonotonicClock
 from slackwise_core.config import Config, ConfigError, parse_config
 
 
@@ -299,25 +300,42 @@ def test_a_poisoned_member_of_a_middle_stage_batch_fails_alone() -> None:
     assert any(any("poison" in x for x in b) for b in tagger)  # the model did see it
 
 
+class ServiceClock(MonotonicClock):
+    """The real clock plus the service time the fake functions say they took: the adapter
+    measures each batch on this clock, so what a batch cost is exact on a busy machine too."""
+
+    def __init__(self) -> None:
+        self.served = 0.0
+
+    def now(self) -> float:
+        return time.monotonic() + self.served
+
+
 class SizedUpstream(Upstream):
     """The tagger takes time in proportion to its text (a long text costs it ~8x a short one);
-    the answer stage takes the same time whatever the request. The times are long enough that
-    a busy machine's scheduling jitter (a few milliseconds) does not read as a cost of size."""
+    the answer stage takes the same time whatever the request. The time is spent on ``clock``
+    (it moves on by the service time, with no sleep), so the machine's scheduling jitter is a
+    few milliseconds against service times of 30-260 ms."""
+
+    def __init__(self, clock: ServiceClock) -> None:
+        super().__init__()
+        self.clock = clock
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         if request.headers["host"] == "tagger":
             texts = json.loads(request.content)["instances"]
-            time.sleep(0.003 + sum(len(t) for t in texts) / 40_000)
+            self.clock.served += 0.03 + sum(len(t) for t in texts) / 4_000
         else:
-            time.sleep(0.012)
+            self.clock.served += 0.12
         return super().__call__(request)
 
 
 def test_etc_by_input_prices_a_large_request_where_its_size_costs() -> None:
     """With ``etc_by_input``, each function learns from its batches what an input's size costs
     it; a large request's GS split then gives the stage its size makes dear more of the SLO."""
-    upstream = SizedUpstream()
-    app = create_app(config(etc_by_input=True), view=FakeView(),
+    clock = ServiceClock()
+    upstream = SizedUpstream(clock)
+    app = create_app(config(etc_by_input=True), view=FakeView(), clock=clock,
                      transport=httpx.MockTransport(upstream))  # fmt: skip
     short, long = "who is it", "who is it " + "x" * 900
     with TestClient(app) as c:
@@ -332,8 +350,8 @@ def test_etc_by_input_prices_a_large_request_where_its_size_costs() -> None:
         tagger = dispatchers["tagger"].controller.input_cost
         answer = dispatchers["answer"].controller.input_cost
         assert tagger is not None and answer is not None
-        assert tagger.cost(large) / tagger.cost(small) > 3.0  # ~10x measured, noisy
-        assert answer.cost(large) / answer.cost(small) < 1.5  # size costs it nothing
+        assert tagger.cost(large) / tagger.cost(small) > 3.0  # 258 ms against 32 ms
+        assert answer.cost(large) / answer.cost(small) < 1.2  # size costs it nothing
         priced = [chain.estimates(dispatchers, b) for b in (small, large)]
         tagger_share = [e[0] / sum(e) for e in priced]
         assert tagger_share[1] > tagger_share[0] + 0.2
