@@ -18,18 +18,17 @@
   every scaler runs the same stage policy (the config's, GS by default: deadline-ordered), so the
   comparison isolates the replica counts. Both keep one replica while the function has work (a
   request always finds a server eventually).
-* :class:`AdvisorScaler` — Knative's KPA with the live adapter's advisor pinning its floor, driven
-  exactly as ``adapter.serving.advisor_loop`` drives it: the same
-  :class:`adapter.serving.advisor_loop.
-  FunctionAutoscaler` (advisor + hybrid keep-alive) is fed every arrival, every measured cold
-  start (how long a batch waited for a replica) and the function's own learning latency model;
-  each tick it decides with the platform's last desired count as ``kpa_wants`` and the pin is
-  the KPA's ``min_scale``: replicas = max(pin, KPA).
+* :class:`AdvisorScaler` — Knative's KPA with the live adapter's advisor pinning its floor: the
+  live adapter's :class:`adapter.policies.advisor_driver.AdvisorDriver` (advisor, hybrid
+  keep-alive and evidence per function) is fed every arrival, every measured cold start (how
+  long a batch waited for a replica) and the function's own learning latency model; each tick it
+  decides with the KPA's last desired count in force and the pin is the KPA's ``min_scale``:
+  replicas = max(pin, KPA).
 * :class:`OwnedScaler` (``slackwise``) — the adapter owns the count: the same
-  ``FunctionAutoscaler``'s decision *is* the replica count (no KPA under it), one replica kept
-  while work is queued or in flight, zero when the advisor and the keep-alive both say so. A
-  request that misses its SLO (or is refused as late) triggers a decision at once (Swayam
-  Algorithm 1, lines 4–5), at most every ``min_reevaluate_s``.
+  driver's decision *is* the replica count (no KPA under it), one replica kept while work is
+  queued or in flight, zero when the advisor and the keep-alive both say so. A request that
+  misses its SLO (or is refused as late) triggers a decision at once (Swayam Algorithm 1,
+  lines 4–5), at most every ``urgent_gap_s``.
 * ``kpa`` is :class:`simulator.scalers.KpaScaler` as it is.
 """
 
@@ -38,7 +37,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-from adapter.policies.function_autoscaler import FunctionAutoscaler, function_autoscaler
+from adapter.policies.advisor_driver import URGENT_GAP_S, AdvisorDriver
+from adapter.policies.function_autoscaler import FunctionAutoscaler
 from adapter.policies.latency import LatencyModel
 from simulator.scalers import FunctionState, KpaScaler
 from slackwise_core.config import AdvisorSettings
@@ -130,46 +130,56 @@ class Clairvoyant:
 
 
 class _Learning:
-    """What both learning scalers share: a live advisor per function, fed from the request
-    path exactly as ``adapter.serving.advisor_loop`` feeds it."""
+    """What both learning scalers share: the live adapter's
+    :class:`adapter.policies.advisor_driver.AdvisorDriver`, fed from the engine's events as
+    ``adapter.serving.advisor_loop`` feeds it from the request path."""
 
     def __init__(
         self,
         settings: AdvisorSettings,
         *,
+        owns: bool,
         slos_ms: Mapping[str, float],
         percentiles: Mapping[str, float],
         container_concurrency: Mapping[str, int],
         max_scale: Mapping[str, int],
+        urgent_gap_s: float = URGENT_GAP_S,
     ) -> None:
         self.settings = settings
+        self.driver = AdvisorDriver(settings, owns=owns, urgent_gap_s=urgent_gap_s)
         self._slos = dict(slos_ms)
         self._percentiles = dict(percentiles)
         self._concurrency = dict(container_concurrency)
         self._max_scale = dict(max_scale)
-        self.functions: dict[str, FunctionAutoscaler] = {}
+
+    @property
+    def functions(self) -> dict[str, FunctionAutoscaler]:
+        return self.driver.functions
 
     def bind(self, function: str, model: LatencyModel, limit: Callable[[], int]) -> None:
-        self.functions[function] = function_autoscaler(
+        self.driver.add(
+            0.0,
             function,
-            self.settings,
             slo_ms=self._slos[function],
             percentile=self._percentiles[function],
             model=model,
             limit=limit,
             container_concurrency=self._concurrency[function],
             max_scale=self._max_scale[function],
-            now=0.0,
         )
 
     def arrived(self, now: float, function: str, count: int) -> None:
-        self.functions[function].arrived(now, count)
+        self.driver.arrived(now, function, count)
 
     def cold_start(self, now: float, function: str, seconds: float) -> None:
-        self.functions[function].cold_start(now, seconds)
+        self.driver.cold_start(now, function, seconds)
 
     def outcome(self, now: float, function: str, missed: bool) -> None:
-        self.functions[function].outcome(now, missed)
+        self.driver.outcome(now, function, missed)
+
+    def missed(self, now: float, function: str) -> bool:
+        """Whether a miss at ``now`` asks the engine for a decision at once."""
+        return self.driver.urgent(now, function)
 
 
 class AdvisorScaler(_Learning):
@@ -186,9 +196,13 @@ class AdvisorScaler(_Learning):
         max_scale: Mapping[str, int],
     ) -> None:
         super().__init__(
-            settings, slos_ms=slos_ms, percentiles=percentiles,
-            container_concurrency=container_concurrency, max_scale=max_scale,
-        )  # fmt: skip
+            settings,
+            owns=False,
+            slos_ms=slos_ms,
+            percentiles=percentiles,
+            container_concurrency=container_concurrency,
+            max_scale=max_scale,
+        )
         self.kpa = kpa
         self._desired: dict[str, int] = {}
         #: (time, function, pin) whenever a pin changed, for plots and tests
@@ -209,16 +223,14 @@ class AdvisorScaler(_Learning):
     def wake(self, now: float, function: str, inflight: int) -> None:
         self.kpa.wake(now, function, inflight)
 
-    def missed(self, now: float, function: str) -> bool:
-        return False  # the floor moves on its ticks; the KPA decides above it
-
     def decide(self, now: float, function: str, state: FunctionState) -> int:
-        auto = self.functions[function]
-        pin = auto.decide(now, self._desired.get(function, 0), overdue=state.overdue)
-        if pin != (auto.pinned or 0):
-            self.pins.append((now, function, pin))
-            auto.pinned = pin if pin > 0 else None
-        self.kpa.pinned[function] = auto.pinned
+        current = self._desired.get(function, 0)
+        step = self.driver.step(now, function, current=current, overdue=state.overdue)
+        assert step is not None  # a floor is always decided
+        if step.write:
+            self.pins.append((now, function, step.count))
+            self.driver.written(now, function, step.target)
+        self.kpa.pinned[function] = self.functions[function].pinned
         desired = self.kpa.decide(now, function, state)
         self._desired[function] = desired
         return desired
@@ -236,15 +248,18 @@ class OwnedScaler(_Learning):
         container_concurrency: Mapping[str, int],
         max_scale: Mapping[str, int],
         initial: Mapping[str, int],
-        min_reevaluate_s: float = 0.1,
+        urgent_gap_s: float = URGENT_GAP_S,
     ) -> None:
         super().__init__(
-            settings, slos_ms=slos_ms, percentiles=percentiles,
-            container_concurrency=container_concurrency, max_scale=max_scale,
-        )  # fmt: skip
+            settings,
+            owns=True,
+            slos_ms=slos_ms,
+            percentiles=percentiles,
+            container_concurrency=container_concurrency,
+            max_scale=max_scale,
+            urgent_gap_s=urgent_gap_s,
+        )
         self._initial = dict(initial)
-        self._min_reevaluate_s = min_reevaluate_s
-        self._last_urgent: dict[str, float] = {}
         #: (time, function, count) whenever the count changed, for plots and tests
         self.counts: list[tuple[float, str, int]] = []
         self._count: dict[str, int] = {}
@@ -252,13 +267,6 @@ class OwnedScaler(_Learning):
     @property
     def tick_s(self) -> float | None:
         return self.settings.tick_s
-
-    def missed(self, now: float, function: str) -> bool:
-        last = self._last_urgent.get(function)
-        if last is not None and now - last < self._min_reevaluate_s:
-            return False
-        self._last_urgent[function] = now
-        return True
 
     def initial(self, function: str) -> int:
         n = self._initial.get(function, 0)
@@ -272,13 +280,14 @@ class OwnedScaler(_Learning):
         return None
 
     def decide(self, now: float, function: str, state: FunctionState) -> int:
-        auto = self.functions[function]
-        if auto.last_arrival is None:  # no demand seen yet: the initial count stands, as live
-            return self._count.get(function, 0)
-        count = auto.decide(now, 0, current=self._count.get(function, 0), overdue=state.overdue)
-        if state.inflight or state.queued:
-            count = max(count, 1)  # work waiting always finds a server eventually
-        if count != self._count.get(function):
-            self.counts.append((now, function, count))
-            self._count[function] = count
-        return count
+        current = self._count.get(function, 0)
+        busy = bool(state.inflight or state.queued)  # no activator here: the driver keeps one
+        step = self.driver.step(now, function, current=current, overdue=state.overdue, busy=busy)
+        if step is None:  # no demand seen yet: the initial count stands, as live
+            return current
+        if step.write:
+            self.driver.written(now, function, step.target)
+        if step.count != current:
+            self.counts.append((now, function, step.count))
+            self._count[function] = step.count
+        return step.count

@@ -18,7 +18,7 @@ from adapter.policies.latency import LatencyModel
 from adapter.serving.advisor_loop import Autoscaling
 from adapter.serving.platform_view import PinUnsupported
 from functions.gossip import FrontendTally, parse_window
-from functions.headers import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS
+from functions.headers import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS, PLATFORM_WAIT_MS
 from knative.cluster.client import MIN_SCALE, KnativeClient
 from knative.cluster.view import KnativeView
 from knative.local.events import ReplicaCounts
@@ -139,10 +139,12 @@ def test_measured_cold_starts_and_gossip_reach_the_advisor() -> None:
     clock, view = Clock(), RecordingView()
     a = autoscaling(view, clock, default_setup_s=5)
     assert a.window_s("embed") == pytest.approx(5.0)
-    for _ in range(5):
-        a.cold_start("embed", clock.t, 2.5)
+    for _ in range(5):  # a batch held 2.5 s by the platform while a replica started
+        held = {PLATFORM_WAIT_MS: "2500"}
+        a.answered("embed", held, clock.t, waited_cold=True, round_trip_ms=2600, batch_ms=100)
     assert a.window_s("embed") == pytest.approx(2.5)
-    a.frontends("embed", clock.t, 3)
+    gossip = {FRONTENDS: "3"}
+    a.answered("embed", gossip, clock.t, waited_cold=False, round_trip_ms=100, batch_ms=100)
     arrive(a, clock, 10, 3)
     last = a.functions["embed"].last
     assert last is not None and last.frontends == 3

@@ -1,6 +1,6 @@
 """One function's autoscaling policy: Swayam's advisor, the hybrid keep-alive histogram, and the
-pin they imply (pure; the live loop is :mod:`adapter.serving.advisor_loop`, the simulator's advisor
-scaler calls the same object)."""
+pin they imply (pure; :mod:`adapter.policies.advisor_driver` holds one per function, live and in
+the simulator)."""
 
 from __future__ import annotations
 
@@ -199,8 +199,8 @@ class FunctionAutoscaler:
         """One advisor decision at ``now`` and the pin it implies (see :meth:`pin_for`), raised
         by the evidence while measured outcomes (and ``overdue``: requests queued past their
         deadline) disagree with the model (``current``: the count in force, default
-        ``kpa_wants``); the simulator's scalers call exactly this, as :meth:`Autoscaling.tick`
-        does."""
+        ``kpa_wants``); :meth:`adapter.policies.advisor_driver.AdvisorDriver.step` calls this, live
+        and simulated."""
         decision = self.advisor.decide(
             now, kpa_wants=kpa_wants, service=self.service(now), observed=self.observed(now),
             recent_s=self.recent_s(now), headroom=self.headroom_factor(now),
@@ -268,9 +268,8 @@ def function_autoscaler(
     max_scale: int,
     now: float,
 ) -> FunctionAutoscaler:
-    """One function's advisor and keep-alive built from the adapter's advisor settings (shared
-    by :class:`adapter.serving.advisor_loop.Autoscaling` and the simulator's advisor scaler, so
-    both run the same policy)."""
+    """One function's advisor and keep-alive built from the adapter's advisor settings (for
+    :class:`adapter.policies.advisor_driver.AdvisorDriver`, live and simulated alike)."""
     chosen = {k: getattr(settings, k) for k in _SETTINGS if getattr(settings, k) is not None}
     config = AdvisorConfig(
         slo_ms=slo_ms, percentile=percentile, max_replicas=max_scale or 100, **chosen

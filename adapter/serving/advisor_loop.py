@@ -1,6 +1,5 @@
-"""The advisor at work: feeds each function's :class:`adapter.policies.advisor.Advisor` from the
-request
-path and pins the platform's minimum replicas from its decisions.
+"""The advisor at work: feeds the advisor's driver (:mod:`adapter.policies.advisor_driver`, the
+one the simulator's scalers run) from the request path and writes what it decides to the platform.
 
 What the live adapter sees and hands over (the policies themselves are pure and clock-injected):
 
@@ -10,14 +9,16 @@ What the live adapter sees and hands over (the policies themselves are pure and 
 * **Setup time**: a batch sent while no replica was ready waited for a cold start; the time the
   platform held it (``x-platform-wait-ms`` from the local platform, otherwise the round trip
   minus the batch's estimated service time) is one sample of ``t_setup``
-  (:meth:`Autoscaling.cold_start`).
-* **Frontends**: the count the functions gossip in ``x-frontends`` (:meth:`Autoscaling.frontends`).
+  (:meth:`Autoscaling.answered`).
+* **Frontends**: the count the functions gossip in ``x-frontends`` (:meth:`Autoscaling.answered`).
 * **The service model**: the function's latency model and batch limit at the tick.
 
-Every ``tick_s`` each function gets a decision; the pin is ``max(advisor floor, 1 if the keep-alive
-policy wants a warm replica)`` capped by the function's max-scale, and it is written only when it
-changes: ``set_min_scale(fn, n)``, or ``None`` (back to the configured min-scale) when it falls to
-zero. The platform's KPA keeps deciding above the pin, so the pin never lowers the count.
+Every ``tick_s`` each function gets a decision, with the platform's desired count as the count in
+force; what the driver asks to hold is written when it asks (changed, or an owned count's lease
+due): ``set_scale(fn, n)`` (this adapter's leased share) when the advisor owns capacity, else
+``set_min_scale(fn, n)``, a floor (``None``: back to the configured min-scale when it falls to
+zero) under the platform's KPA, which keeps deciding above it. A miss asks for one function's
+decision at once when the driver says so.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import logging
 from collections.abc import Callable, Mapping
 
 from adapter.policies.advisor import DEFAULT_PERCENTILE
-from adapter.policies.function_autoscaler import FunctionAutoscaler, function_autoscaler
+from adapter.policies.advisor_driver import AdvisorDriver
+from adapter.policies.function_autoscaler import FunctionAutoscaler
 from adapter.policies.latency import LatencyModel
 from adapter.serving.background import cancel_and_wait
 from adapter.serving.platform_view import PinUnsupported, PlatformView
@@ -40,12 +42,11 @@ __all__ = ["Autoscaling"]
 
 logger = logging.getLogger(__name__)
 
-#: the least time between two decisions a missed SLO asks for
-_URGENT_GAP_S = 0.1
-
 
 class Autoscaling:
-    """The advisors of every function of one adapter, and the loop that applies them."""
+    """The advisor of every function of one adapter (an
+    :class:`adapter.policies.advisor_driver.AdvisorDriver`, the one the simulator's scalers
+    run), and the loop that writes what it decides to the platform."""
 
     def __init__(
         self,
@@ -68,37 +69,32 @@ class Autoscaling:
         self.owner = owner
         self.view = view
         self.clock = clock
-        self.functions: dict[str, FunctionAutoscaler] = {}
+        owns = settings.capacity == "own"
+        self.driver = AdvisorDriver(settings, owns=owns, lease_s=settings.lease_s if owns else None)
         now = clock.now()
         for name, fn in functions.items():
-            self.functions[name] = function_autoscaler(
+            self.driver.add(
+                now,
                 name,
-                settings,
                 slo_ms=slos[name],
                 percentile=(percentiles or {}).get(name, DEFAULT_PERCENTILE),
                 model=models[name],
                 limit=limits[name],
                 container_concurrency=fn.container_concurrency,
                 max_scale=fn.scaling.max_scale,
-                now=now,
             )
         self._task: asyncio.Task[None] | None = None
         self._unsupported = False
-        self._written: dict[str, float] = {}
-        self._urgent: dict[str, float] = {}
         self._extra: set[asyncio.Task[None]] = set()
+
+    @property
+    def functions(self) -> dict[str, FunctionAutoscaler]:
+        return self.driver.functions
 
     # -- what the request path reports ---------------------------------------------------------
 
     def arrived(self, function: str, now: float, instances: int) -> None:
-        self.functions[function].arrived(now, instances)
-
-    def cold_start(self, function: str, now: float, seconds: float) -> None:
-        self.functions[function].cold_start(now, seconds)
-
-    def frontends(self, function: str, now: float, count: int) -> None:
-        if count >= 1:
-            self.functions[function].advisor.observe_frontends(now, count)
+        self.driver.arrived(now, function, instances)
 
     def window_s(self, function: str) -> float:
         """The window the functions should count frontends over: the current ``t_setup``."""
@@ -109,12 +105,12 @@ class Autoscaling:
     @property
     def owns(self) -> bool:
         """Whether the advisor owns the replica count (``capacity: own``) or pins a floor."""
-        return self.settings.capacity == "own"
+        return self.driver.owns
 
     async def tick(self, only: str | None = None) -> None:
-        """One decision per function (or for ``only``), written to the platform: the count
-        itself, as this adapter's leased share, when the advisor owns capacity; else the floor,
-        when it changed."""
+        """One decision per function (or for ``only``), written to the platform when the
+        driver asks: the count itself, as this adapter's leased share, when the advisor owns
+        capacity; else the floor."""
         now = self.clock.now()
         for name, auto in self.functions.items():
             if only is not None and name != only:
@@ -123,70 +119,61 @@ class Autoscaling:
             if prepared is not None:  # the replay search, off the request path
                 await asyncio.to_thread(prepared)
             late = self.overdue(name, now) if self.overdue is not None else 0
-            pin = auto.decide(now, self.view.replicas(name).desired, overdue=late)
-            decision = auto.last
-            assert decision is not None
-            if self.owns:
-                if auto.last_arrival is None:
-                    continue  # no demand seen yet: the platform's own start stands
-                # re-written every third of the lease even when unchanged: the lease stays
-                # alive, and a new revision or a restarted platform hears the count
-                every = self.settings.lease_s / 3.0
-                stale = now - self._written.get(name, -every) >= every
-                if pin == auto.pinned and not stale:
-                    continue
-                target: int | None = pin
-            else:
-                if pin == (auto.pinned or 0):
-                    continue
-                target = pin if pin > 0 else None
+            current = self.view.replicas(name).desired
+            step = self.driver.step(now, name, current=current, overdue=late)
+            if step is None or not step.write:
+                continue
             try:
-                if self.owns:
-                    await self.view.set_scale(
-                        name, target, owner=self.owner, lease_s=self.settings.lease_s
-                    )
-                else:
-                    await self.view.set_min_scale(name, target)
+                await self._write(name, step.target)
             except PinUnsupported as exc:
                 if not self._unsupported:
                     logger.warning("advisor off: %s", exc)
                 self._unsupported = True
                 return
             except (RuntimeError, ValueError, OSError) as exc:
-                logger.warning("advisor: setting %s to %s failed: %s", name, target, exc)
+                logger.warning("advisor: setting %s to %s failed: %s", name, step.target, exc)
                 continue
-            self._written[name] = now
-            if target != auto.pinned:
-                logger.info(
-                    "%s: %s %s -> %s (%s; needed %d, kpa %d, rate %.2f/s x U, n_F %d, "
-                    "setup %.2f s%s)",
-                    name, "scale" if self.owns else "min-scale", auto.pinned, target,
-                    decision.reason, decision.needed, decision.kpa_wants, decision.model_rate,
-                    decision.frontends, decision.setup_s,
-                    ", keep-alive" if auto.keep_warm and pin > decision.min_scale else "",
-                )  # fmt: skip
-            auto.pinned = target
+            if step.target != auto.pinned:
+                self._log(auto, step.count, step.target)
+            self.driver.written(now, name, step.target)
+
+    async def _write(self, name: str, target: int | None) -> None:
+        if self.owns:
+            await self.view.set_scale(name, target, owner=self.owner, lease_s=self.settings.lease_s)
+        else:
+            await self.view.set_min_scale(name, target)
+
+    def _log(self, auto: FunctionAutoscaler, count: int, target: int | None) -> None:
+        decision = auto.last
+        assert decision is not None
+        logger.info(
+            "%s: %s %s -> %s (%s; needed %d, kpa %d, rate %.2f/s x U, n_F %d, setup %.2f s%s)",
+            auto.name,
+            "scale" if self.owns else "min-scale",
+            auto.pinned,
+            target,
+            decision.reason,
+            decision.needed,
+            decision.kpa_wants,
+            decision.model_rate,
+            decision.frontends,
+            decision.setup_s,
+            ", keep-alive" if auto.keep_warm and count > decision.min_scale else "",
+        )
 
     def outcome(self, function: str, now: float) -> None:
         """A request to ``function`` was answered in time at ``now`` (the evidence's count)."""
-        auto = self.functions.get(function)
-        if auto is not None:
-            auto.outcome(now, False)
+        self.driver.outcome(now, function, False)
 
     def missed(self, function: str, now: float, *, cold: bool = False) -> None:
         """A request to ``function`` missed its SLO or was refused as late: counted as evidence
         (unless it arrived ``cold``, waiting for a replica to start: a cold start is not the
         model misjudging service times, and the advisor counts it already), and decided again
-        at once (Swayam Algorithm 1, lines 4–5), at most every ``_URGENT_GAP_S``."""
-        auto = self.functions.get(function)
-        if auto is not None and not cold:
-            auto.outcome(now, True)
-        if not self.owns or self._task is None or function not in self.functions:
+        at once when the driver asks (:meth:`AdvisorDriver.urgent`)."""
+        if not cold:
+            self.driver.outcome(now, function, True)
+        if self._task is None or not self.driver.urgent(now, function):
             return
-        last = self._urgent.get(function)
-        if last is not None and now - last < _URGENT_GAP_S:
-            return
-        self._urgent[function] = now
         task = asyncio.create_task(self.tick(only=function), name=f"advisor-{function}")
         self._extra.add(task)
         task.add_done_callback(self._extra.discard)
@@ -226,10 +213,10 @@ class Autoscaling:
             if first:
                 with contextlib.suppress(KeyError, ValueError):
                     load_ms = float(headers[MODEL_LOAD_MS])
-            self.cold_start(name, done, max(wait_ms, load_ms) / 1000.0)
+            self.driver.cold_start(done, name, max(wait_ms, load_ms) / 1000.0)
         raw = headers.get(FRONTENDS)
         if raw is not None and raw.isdigit():
-            self.frontends(name, done, int(raw))
+            self.driver.frontends(done, name, int(raw))
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="advisor")
@@ -250,4 +237,4 @@ class Autoscaling:
                         await self.view.set_scale(name, None, owner=self.owner)
                     else:
                         await self.view.set_min_scale(name, None)
-                auto.pinned = None
+                self.driver.released(name)
