@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from simulator.comparison import case_for, learning_scaler, scaler_row
+from simulator.comparison import learning_scaler
+from simulator.comparison_case import case_for, scaler_row
 from simulator.config import SimConfig, load_sim_config
 from simulator.engine import Simulation
 from simulator.pool import map_jobs

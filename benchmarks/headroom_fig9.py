@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from adapter.policies.function_autoscaler import FunctionAutoscaler
-from simulator.comparison import case_for, learning_scaler, scaler_row
+from simulator.comparison import learning_scaler
+from simulator.comparison_case import case_for, scaler_row
 from simulator.config import load_sim_config
 from simulator.engine import Simulation
 from simulator.pool import map_jobs

@@ -24,8 +24,15 @@ IN_FLIGHT = "x-in-flight"
 #: distinct adapters the replica heard from within the window it was asked about (Swayam's n_F)
 FRONTENDS = "x-frontends"
 #: what a function answers besides its predictions
-FUNCTION_ANSWER = (COMPUTE_MS, COLD_START, PROCESS_START, MODEL_LOAD_MS, BATCH_SIZE, IN_FLIGHT,
-                   FRONTENDS)  # fmt: skip
+FUNCTION_ANSWER = (
+    COMPUTE_MS,
+    COLD_START,
+    PROCESS_START,
+    MODEL_LOAD_MS,
+    BATCH_SIZE,
+    IN_FLIGHT,
+    FRONTENDS,
+)
 
 # -- the adapter to a function (passed on by a platform) ---------------------------------------
 #: which adapter sent the request, and the window (seconds) to count adapters over

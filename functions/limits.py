@@ -39,8 +39,12 @@ async def answer(
 ) -> None:
     """A JSON ``{"error": reason}`` answer that closes the connection."""
     body = json.dumps({"error": reason}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
-               (b"connection", b"close"), *(extra or [])]  # fmt: skip
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", b"%d" % len(body)),
+        (b"connection", b"close"),
+        *(extra or []),
+    ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -57,8 +61,13 @@ class RequestLimits:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008,
-                        "reason": "WebSocket is not supported here"})  # fmt: skip
+            await send(
+                {
+                    "type": "websocket.close",
+                    "code": 1008,
+                    "reason": "WebSocket is not supported here",
+                }
+            )
             return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -120,8 +129,12 @@ class BearerRequired:
         if scope["type"] == "http" and scope["method"] not in ("GET", "HEAD"):
             auth = dict(scope["headers"]).get(b"authorization", b"")
             if not auth.lower().startswith(b"bearer "):
-                await answer(send, 401, "this function takes work only from its platform "
-                              "(Authorization: Bearer required)")  # fmt: skip
+                await answer(
+                    send,
+                    401,
+                    "this function takes work only from its platform "
+                    "(Authorization: Bearer required)",
+                )
                 return
             if not hmac.compare_digest(auth[7:].strip(), self._token):
                 await answer(send, 403, "wrong token")

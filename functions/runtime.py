@@ -215,11 +215,13 @@ class _Handlers:
         if held < self.max_in_flight:
             return None
         return JSONResponse(
-            {"error": f"busy: {held} predict(s) in flight, the most this replica holds "
-                      f"(--max-in-flight {self.max_in_flight})"},
+            {
+                "error": f"busy: {held} predict(s) in flight, the most this replica holds "
+                f"(--max-in-flight {self.max_in_flight})"
+            },
             status_code=429,
             headers={"retry-after": "0"},
-        )  # fmt: skip
+        )
 
     def _state(self, request: Request) -> _State | Response:
         requested = request.path_params["name"]

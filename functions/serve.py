@@ -98,8 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     if token:
         app = BearerRequired(app, token)
     app = RequestLimits(app, max_body_bytes=MAX_BODY_BYTES)
-    common: dict[str, Any] = {"log_level": args.log_level, "access_log": False,
-                              "http": HeadTimeoutProtocol}  # fmt: skip
+    common: dict[str, Any] = {
+        "log_level": args.log_level,
+        "access_log": False,
+        "http": HeadTimeoutProtocol,
+    }
     if args.fd is not None:
         config = uvicorn.Config(app, **common)
         uvicorn.Server(config).run(sockets=[listening_socket(args.fd)])

@@ -24,10 +24,19 @@ __all__ = ["DATATYPES", "NUMERIC", "TensorSpec", "decode_binary", "encode_binary
 
 #: each numeric V2 datatype's little-endian numpy type
 _DTYPES = {
-    "BOOL": "?", "UINT8": "<u1", "UINT16": "<u2", "UINT32": "<u4", "UINT64": "<u8",
-    "INT8": "<i1", "INT16": "<i2", "INT32": "<i4", "INT64": "<i8",
-    "FP16": "<f2", "FP32": "<f4", "FP64": "<f8",
-}  # fmt: skip
+    "BOOL": "?",
+    "UINT8": "<u1",
+    "UINT16": "<u2",
+    "UINT32": "<u4",
+    "UINT64": "<u8",
+    "INT8": "<i1",
+    "INT16": "<i2",
+    "INT32": "<i4",
+    "INT64": "<i8",
+    "FP16": "<f2",
+    "FP32": "<f4",
+    "FP64": "<f8",
+}
 NUMERIC = tuple(_DTYPES)
 DATATYPES = (*NUMERIC, "BYTES")
 _LENGTH = struct.Struct("<I")

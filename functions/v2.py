@@ -90,8 +90,11 @@ def _payload(head: bytes, binary: bool) -> dict[str, Any]:
     try:
         payload = orjson.loads(head)
     except orjson.JSONDecodeError as exc:
-        hint = "" if binary else (" (binary tensor data needs the "
-                                  "Inference-Header-Content-Length header)")  # fmt: skip
+        hint = (
+            ""
+            if binary
+            else (" (binary tensor data needs the Inference-Header-Content-Length header)")
+        )
         raise InvalidInput(f"body is not JSON: {exc}{hint}") from None
     if not isinstance(payload, dict):
         raise InvalidInput("body must be an object with an 'inputs' list of tensors")
@@ -153,8 +156,9 @@ def _input(tensor: dict[str, Any], data: bytes, what: str) -> tuple[list[Any], b
     ):
         raise InvalidInput(f"{what}.shape must be a list of sizes, got {shape!r}")
     if datatype not in DATATYPES:
-        raise InvalidInput(f"{what}.datatype must be one of {', '.join(DATATYPES)}, "
-                           f"got {datatype!r}")  # fmt: skip
+        raise InvalidInput(
+            f"{what}.datatype must be one of {', '.join(DATATYPES)}, got {datatype!r}"
+        )
     size = _parameters(tensor.get("parameters"), f"{what}.parameters").get("binary_data_size")
     if size is not None:
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:

@@ -118,8 +118,11 @@ class Recorder:
         self._file = path.open("w", encoding="utf-8", buffering=1)  # a line at a time
 
     def record(self, sent: float, latency_s: float, status: int) -> None:
-        row = {"sent": round(sent - self.start, 6), "latency": round(latency_s, 6),
-               "status": status}  # fmt: skip
+        row = {
+            "sent": round(sent - self.start, 6),
+            "latency": round(latency_s, 6),
+            "status": status,
+        }
         self._file.write(json.dumps(row) + "\n")
 
     def close(self) -> None:

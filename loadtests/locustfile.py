@@ -110,9 +110,11 @@ class PredictUser(HttpUser):
         self._sent += 1
         sent = time.time()
         with self.client.post(
-            config.path, data=body, headers={"content-type": "application/json"},
+            config.path,
+            data=body,
+            headers={"content-type": "application/json"},
             catch_response=True,
-        ) as answer:  # fmt: skip
+        ) as answer:
             elapsed_s = answer.elapsed.total_seconds()
             if (recorder := _RECORDERS.get(id(self.environment))) is not None:
                 recorder.record(sent, elapsed_s, answer.status_code)

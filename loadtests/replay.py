@@ -407,8 +407,13 @@ def run(args: argparse.Namespace) -> int:
         _headers(args)
         schedule, source = _schedule(args)
         try:
-            body = body_picker(schedule, _bodies(args, len(schedule)), args.model,
-                               args.larger_inputs, SAMPLE_BODIES)  # fmt: skip
+            body = body_picker(
+                schedule,
+                _bodies(args, len(schedule)),
+                args.model,
+                args.larger_inputs,
+                SAMPLE_BODIES,
+            )
         except ValueError as exc:
             raise UsageError(f"--larger-inputs {exc}") from None
         if args.records is not None and not args.records.parent.is_dir():

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from adapter.policies.throughput_split import AppPath, StageFleet, highest_rate
 from simulator.config import SimConfig
-from simulator.engine import app_slos_ms
 from simulator.inputs import InputSizes
+from simulator.run_setup import app_slos_ms
 from simulator.service import ServiceCurve
 
 __all__ = ["Ceiling", "throughput_ceiling", "waited_ceiling"]

@@ -51,8 +51,10 @@ class Spans:
     def of(cls, windows: int, *, tick_s: float, ahead_s: float, collect_s: float) -> Spans:
         """Every tick's span, until the spans have passed the last window."""
         ticks = windows + math.ceil((collect_s + ahead_s) / tick_s) + 2
-        bounds = [clair_span(k * tick_s, windows, tick_s=tick_s, ahead_s=ahead_s,
-                             collect_s=collect_s) for k in range(ticks)]  # fmt: skip
+        bounds = [
+            clair_span(k * tick_s, windows, tick_s=tick_s, ahead_s=ahead_s, collect_s=collect_s)
+            for k in range(ticks)
+        ]
         lo, hi = np.array(bounds, dtype=np.int64).reshape(-1, 2).T
         return cls(lo=lo, hi=hi, tick_s=tick_s)
 
@@ -144,8 +146,9 @@ def _group(
     row: list[int], spans: Spans, tried: set[tuple[int, int]], after_s: float
 ) -> list[tuple[int, tuple[float, float]]]:
     """Untried decrements, fullest first, whose stretches (seconds) do not overlap."""
-    order = sorted((t for t, v in enumerate(row) if v > 0 and (t, v) not in tried),
-                   key=lambda t: (-row[t], t))  # fmt: skip
+    order = sorted(
+        (t for t, v in enumerate(row) if v > 0 and (t, v) not in tried), key=lambda t: (-row[t], t)
+    )
     taken: list[tuple[int, tuple[float, float]]] = []
     for t in order:
         ks = changed_ticks(row, t, spans)

@@ -75,9 +75,15 @@ def simulated_need(
             t += rng.expovariate(rate)
             arrivals.append(t)
         sim = Simulation(
-            run_config, policy, {function: curve}, rate_rps=rate, requests=count, seed=seed,
-            scaler=FixedScaler({function: replicas}), arrivals=arrivals,
-        )  # fmt: skip
+            run_config,
+            policy,
+            {function: curve},
+            rate_rps=rate,
+            requests=count,
+            seed=seed,
+            scaler=FixedScaler({function: replicas}),
+            arrivals=arrivals,
+        )
         sim.run()
         latencies, _ = sim.latencies_by_arrival()
         compliant = compliance_pct(

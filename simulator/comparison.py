@@ -23,42 +23,38 @@ scaler (:func:`compare`):
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
-from typing import Any, NamedTuple
-
-import numpy as np
+from typing import Any
 
 from adapter.policies.percentile import ServiceModel, min_replicas
-from adapter.policies.slack import StagePolicy, stage_policy
-from simulator.clair_trim import Spans, trim
-from simulator.clairvoyance import late_ticks, simulated_need
-from simulator.compliance import compliance_pct
+from simulator.clairvoyance import simulated_need
+from simulator.comparison_case import Case, bootstrap_count, case_for, scaler_row, scaler_settings
 from simulator.config import AutoscalingConfig, SimConfig
-from simulator.engine import Simulation, app_slos_ms
+from simulator.engine import Simulation
+from simulator.minimal_clair import minimal_row
 from simulator.paper_clair import paper_row
 from simulator.pool import map_jobs
-from simulator.results import SimResult
-from simulator.runner import arrivals_for, curves_for
+from simulator.run_setup import app_slos_ms
+from simulator.runner import curves_for
 from simulator.scalers import KpaScaler, Scaler
 from simulator.service import ServiceCurve
-from simulator.swayam_scalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
+from simulator.swayam_scalers import AdvisorScaler, OwnedScaler, window_needs
 from slackwise_core.config import AdvisorSettings
 
 __all__ = [
-    "Case", "bootstrap_count", "case_for", "clairvoyant_service", "compare", "format_fig9",
-    "learning_scaler", "run_arrivals", "scaler_row", "scaler_run", "scaler_settings", "trim_note",
-]  # fmt: skip
+    "clairvoyant_service",
+    "compare",
+    "format_fig9",
+    "learning_scaler",
+    "scaler_run",
+    "trim_note",
+]
 
 
 #: the references every row is priced against (``vs_<name>``): Swayam's ClairA1 and ClairA2 as
 #: the paper defines them, and the minimal per-window count found against the simulator
 REFERENCES = ("clair_a1", "clair_a2", "minimal_a2")
-
-#: how long after the last tick whose provisioning a trim lowers (beyond a setup time) a late
-#: request is put down to that trim
-_BLAME_AFTER_S = 30.0
 
 
 def clairvoyant_service(curve: ServiceCurve, *, batch_limit: int, slots: int) -> ServiceModel:
@@ -72,70 +68,6 @@ def clairvoyant_service(curve: ServiceCurve, *, batch_limit: int, slots: int) ->
     )
 
 
-def run_arrivals(config: SimConfig, rate_rps: float, seed: int) -> list[float]:
-    traced = arrivals_for(config, rate_rps, seed)
-    if traced is not None:
-        return traced
-    rng = random.Random(seed)
-    t, out = 0.0, []
-    for _ in range(config.requests):
-        t += rng.expovariate(rate_rps)
-        out.append(t)
-    return out
-
-
-def scaler_settings(config: SimConfig) -> AutoscalingConfig:
-    if config.autoscaling is None:
-        raise ValueError(f"{config.source}: no autoscaling section to compare scalers with")
-    return config.autoscaling
-
-
-class Case(NamedTuple):
-    """What every scaler's run of a config shares: the function, policy, curves, load, SLA and
-    limits."""
-
-    fn_name: str
-    policy: StagePolicy
-    curves: dict[str, ServiceCurve]
-    rate_rps: float
-    seed: int
-    arrivals: list[float]
-    auto: AutoscalingConfig
-    slo_ms: float
-    level: float
-    setup_s: float
-    cap: int
-
-
-def case_for(config: SimConfig, rate_rps: float, seed: int) -> Case:
-    """The config's single-function workload at ``rate_rps`` (the same seeded arrivals for every
-    scaler)."""
-    auto = scaler_settings(config)
-    curves = curves_for(config)
-    app_name, app = next(iter(config.apps.items()))
-    fn_name = app.stages[0]
-    fn = config.functions[fn_name]
-    curve = curves[fn_name]
-    return Case(
-        fn_name=fn_name, policy=stage_policy(auto.policy), curves=curves, rate_rps=rate_rps,
-        seed=seed, arrivals=run_arrivals(config, rate_rps, seed), auto=auto,
-        slo_ms=app_slos_ms(config, curves)[app_name], level=100.0 - config.max_violation_pct,
-        setup_s=curve.cold_start_s if fn.cold_start_s is None else fn.cold_start_s,
-        cap=fn.scaling.max_scale or 1000,
-    )  # fmt: skip
-
-
-def bootstrap_count(case: Case, model_need: Callable[[float], int]) -> int:
-    """The ready replicas the learning scalers start with: ``autoscaling.bootstrap``, or the
-    analytic ClairA2's initial count (Swayam pre-provisioned; no run starts cold)."""
-    if case.auto.bootstrap is not None:
-        return case.auto.bootstrap
-    needs = window_needs(case.arrivals, tick_s=case.auto.tick_s, need=model_need)
-    return Clairvoyant(
-        {case.fn_name: needs}, tick_s=case.auto.tick_s, lookahead_s={case.fn_name: case.setup_s}
-    ).initial(case.fn_name)
-
-
 def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict[str, Any]:
     """One scaler over the config's single-function workload; its row of the comparison."""
     case = case_for(config, rate_rps, seed)
@@ -145,30 +77,47 @@ def scaler_run(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict
             fn.max_batch, deterministic=config.service == "deterministic"
         )
         return paper_row(
-            name, case.arrivals, slo_ms=case.slo_ms, level_pct=case.level, medians_ms=medians,
-            sigmas=sigmas, seed=seed, max_batch=fn.max_batch,
-            slots=fn.container_concurrency, setup_s=case.setup_s, collect_s=case.auto.collect_s,
-            window=case.auto.window, step=case.auto.step,
-        )  # fmt: skip
+            name,
+            case.arrivals,
+            slo_ms=case.slo_ms,
+            level_pct=case.level,
+            medians_ms=medians,
+            sigmas=sigmas,
+            seed=seed,
+            max_batch=fn.max_batch,
+            slots=fn.container_concurrency,
+            setup_s=case.setup_s,
+            collect_s=case.auto.collect_s,
+            window=case.auto.window,
+            step=case.auto.step,
+        )
     if name in ("minimal_a1", "minimal_a2"):
-        return _clair_row(config, name, case, _clair_needs(config, case))
+        return minimal_row(config, name, case, _clair_needs(config, case))
     scaler, bootstrap = learning_scaler(config, name, case)
     sim = Simulation(
-        config, case.policy, case.curves, rate_rps=rate_rps, requests=len(case.arrivals),
-        seed=seed, scaler=scaler, arrivals=case.arrivals,
-    )  # fmt: skip
+        config,
+        case.policy,
+        case.curves,
+        rate_rps=rate_rps,
+        requests=len(case.arrivals),
+        seed=seed,
+        scaler=scaler,
+        arrivals=case.arrivals,
+    )
     result = sim.run()
     latencies, _ = sim.latencies_by_arrival()
-    return scaler_row(name, result, latencies, case.slo_ms, case.level, case.auto, case.setup_s,
-                      bootstrap, None)  # fmt: skip
+    return scaler_row(
+        name, result, latencies, case.slo_ms, case.level, case.auto, case.setup_s, bootstrap, None
+    )
 
 
 def _model_need(config: SimConfig, case: Case) -> Callable[[float], int]:
     fn = config.functions[case.fn_name]
     service = clairvoyant_service(
-        case.curves[case.fn_name], batch_limit=case.policy.batch_limit(fn.max_batch),
+        case.curves[case.fn_name],
+        batch_limit=case.policy.batch_limit(fn.max_batch),
         slots=fn.container_concurrency,
-    )  # fmt: skip
+    )
     return lambda rate: min_replicas(rate, case.slo_ms, case.level, service, max_replicas=case.cap)
 
 
@@ -176,10 +125,17 @@ def _clair_needs(config: SimConfig, case: Case) -> dict[str, list[int]]:
     need = _model_need(config, case)
     if case.auto.clair_needs == "simulated":
         need = simulated_need(
-            config, case.fn_name, case.curves[case.fn_name], case.policy, slo_ms=case.slo_ms,
-            level_pct=case.level, window=case.auto.window, step=case.auto.step,
-            max_replicas=case.cap, seed=case.seed,
-        )  # fmt: skip
+            config,
+            case.fn_name,
+            case.curves[case.fn_name],
+            case.policy,
+            slo_ms=case.slo_ms,
+            level_pct=case.level,
+            window=case.auto.window,
+            step=case.auto.step,
+            max_replicas=case.cap,
+            seed=case.seed,
+        )
     return {case.fn_name: window_needs(case.arrivals, tick_s=case.auto.tick_s, need=need)}
 
 
@@ -190,10 +146,17 @@ def swayam_settings(auto: AutoscalingConfig) -> AdvisorSettings:
     minutes in Fig. 9), and none of this project's additions (no floor at the current rate, no
     keep-alive, no evidence rule, no headroom)."""
     return replace(
-        auto.advisor, model="swayam", burst_u=2.0, history_s=500.0, default_setup_s=10.0,
-        min_scale_in_gap_s=auto.collect_s, floor_at_current=False, keep_alive=False,
-        evidence=False, headroom=0.0,
-    )  # fmt: skip
+        auto.advisor,
+        model="swayam",
+        burst_u=2.0,
+        history_s=500.0,
+        default_setup_s=10.0,
+        min_scale_in_gap_s=auto.collect_s,
+        floor_at_current=False,
+        keep_alive=False,
+        evidence=False,
+        headroom=0.0,
+    )
 
 
 def learning_scaler(config: SimConfig, name: str, case: Case) -> tuple[Scaler, int]:
@@ -205,125 +168,30 @@ def learning_scaler(config: SimConfig, name: str, case: Case) -> tuple[Scaler, i
     if name in ("slackwise", "swayam"):
         settings = auto.advisor if name == "slackwise" else swayam_settings(auto)
         owned = OwnedScaler(
-            settings, slos_ms={fn_name: case.slo_ms}, percentiles={fn_name: case.level},
+            settings,
+            slos_ms={fn_name: case.slo_ms},
+            percentiles={fn_name: case.level},
             container_concurrency={fn_name: fn.container_concurrency},
-            max_scale={fn_name: fn.scaling.max_scale}, initial={fn_name: bootstrap},
-        )  # fmt: skip
+            max_scale={fn_name: fn.scaling.max_scale},
+            initial={fn_name: bootstrap},
+        )
         return owned, bootstrap
-    kpa = KpaScaler({fn_name: fn.scaling}, tick_s=config.autoscaler.tick_interval_s,
-                    initial={fn_name: bootstrap})  # fmt: skip
+    kpa = KpaScaler(
+        {fn_name: fn.scaling},
+        tick_s=config.autoscaler.tick_interval_s,
+        initial={fn_name: bootstrap},
+    )
     if name != "advisor":
         return kpa, bootstrap
     advisor = AdvisorScaler(
-        kpa, auto.advisor, slos_ms={fn_name: case.slo_ms}, percentiles={fn_name: case.level},
+        kpa,
+        auto.advisor,
+        slos_ms={fn_name: case.slo_ms},
+        percentiles={fn_name: case.level},
         container_concurrency={fn_name: fn.container_concurrency},
         max_scale={fn_name: fn.scaling.max_scale},
-    )  # fmt: skip
+    )
     return advisor, bootstrap
-
-
-def _clair_row(
-    config: SimConfig, name: str, case: Case, counts: dict[str, list[int]]
-) -> dict[str, Any]:
-    """ClairA1 or ClairA2 over the same seeded run: repaired where windows fail, then (ClairA2,
-    with ``clair_trim``) trimmed to the minimal count (:mod:`simulator.clair_trim`); its row of
-    the comparison."""
-    fn_name, policy, curves, rate_rps, seed, arrivals, auto, slo_ms, level, setup_s, cap = case
-    fn = config.functions[fn_name]
-    run_config = config
-    if name == "minimal_a1":
-        run_config = replace(config, functions={fn_name: replace(fn, cold_start_s=0.0)})
-    ahead = {} if name == "minimal_a1" else {fn_name: setup_s}
-    collect = 0.0 if name == "minimal_a1" else auto.collect_s
-
-    def run(
-        counts: dict[str, list[int]],
-    ) -> tuple[SimResult, np.ndarray, set[int] | None]:
-        """The same seeded run (arrivals and service times) under ``counts``: its result,
-        latencies, and the ticks of late requests in failing windows (None: some never
-        finished)."""
-        scaler = Clairvoyant(counts, tick_s=auto.tick_s, lookahead_s=ahead, collect_s=collect)
-        sim = Simulation(
-            run_config, policy, curves, rate_rps=rate_rps, requests=len(arrivals), seed=seed,
-            scaler=scaler, arrivals=arrivals,
-        )  # fmt: skip
-        result = sim.run()
-        latencies, _ = sim.latencies_by_arrival()
-        if len(latencies) != len(arrivals):
-            return result, latencies, None
-        return result, latencies, late_ticks(
-            latencies, arrivals, slo_ms=slo_ms, level_pct=level, window=auto.window,
-            step=auto.step, tick_s=auto.tick_s,
-        )  # fmt: skip
-
-    rounds = 0
-    result, latencies, ticks = run(counts)
-    row = counts[fn_name]
-    while rounds < auto.clair_rounds and ticks:
-        raised = [t for t in ticks if 0 <= t < len(row) and row[t] < cap]
-        if not raised:
-            break
-        for t in raised:
-            row[t] += 1
-        rounds += 1
-        result, latencies, ticks = run(counts)
-    trim_out: dict[str, Any] = {}
-    if auto.clair_trim and name == "minimal_a2" and ticks == set():
-        spans = Spans.of(len(row), tick_s=auto.tick_s, ahead_s=ahead.get(fn_name, 0.0),
-                         collect_s=collect)  # fmt: skip
-
-        def trial() -> tuple[tuple[SimResult, np.ndarray], set[int] | None]:
-            res, lat, late = run(counts)
-            return (res, lat), late
-
-        untrimmed = round(result.replica_seconds, 3)
-        done = trim(row, trial, spans=spans, budget=auto.clair_trim, best=(result, latencies),
-                    after_s=ahead.get(fn_name, 0.0) + _BLAME_AFTER_S)  # fmt: skip
-        result, latencies = done.best
-        trim_out = {
-            "clair_trimmed": done.removed, "clair_trimmed_free": done.free,
-            "clair_trim_runs": done.runs, "clair_trim_finished": done.finished,
-            "clair_untrimmed_replica_seconds": untrimmed, "clair_counts": list(row),
-        }  # fmt: skip
-    out = scaler_row(name, result, latencies, slo_ms, level, auto, setup_s, None, rounds)
-    return out | trim_out
-
-
-def scaler_row(
-    name: str,
-    result: SimResult,
-    latencies: np.ndarray,
-    slo_ms: float,
-    level: float,
-    auto: AutoscalingConfig,
-    setup_s: float,
-    bootstrap: int | None,
-    rounds: int | None,
-) -> dict[str, Any]:
-    f = result.functions[0]
-    row = {
-        "replica_seconds": round(result.replica_seconds, 3),
-        "compliance_pct": round(
-            compliance_pct(latencies, rt_max_ms=slo_ms, service_level_pct=level,
-                           window=auto.window, step=auto.step), 3),
-        "violation_pct": round(result.violation_pct, 4),
-        "cold_start_hits": f.cold_start_hits,
-        "requests": result.requests,
-        "p50_ms": round(result.p50_ms, 3),
-        "p99_ms": round(result.p99_ms, 3),
-        "mean_batch": round(result.mean_batch, 3),
-        "mean_replicas": round(result.replica_seconds / result.duration_s, 3)
-        if result.duration_s else 0.0,
-        "peak_replicas": f.peak_replicas,
-        "cold_batches": f.cold_batches,
-        "duration_s": round(result.duration_s, 3),
-        "bootstrap": bootstrap
-        if name in ("kpa", "advisor", "slackwise", "swayam", "hindsight") else None,
-        "setup_s": 0.0 if name == "minimal_a1" else round(setup_s, 3),
-    }  # fmt: skip
-    if rounds is not None:
-        row["clair_rounds"] = rounds
-    return row
 
 
 def _job(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict[str, Any]:
@@ -365,8 +233,7 @@ def compare(
             "function": fn.name,
             "slo_ms": round(app_slos_ms(config, curves)[app_name], 3),
             "service_level_pct": 100.0 - config.max_violation_pct,
-            "setup_s": round(curve.cold_start_s if fn.cold_start_s is None else fn.cold_start_s,
-                             3),
+            "setup_s": round(curve.cold_start_s if fn.cold_start_s is None else fn.cold_start_s, 3),
             "policy": auto.policy,
             "tick_s": auto.tick_s,
             "collect_s": auto.collect_s,
@@ -377,7 +244,7 @@ def compare(
             "advisor": settings,
         },
         "autoscalers": by_name,
-    }  # fmt: skip
+    }
 
 
 def format_fig9(doc: dict[str, Any]) -> str:
@@ -412,8 +279,11 @@ def trim_note(row: dict[str, Any]) -> str | None:
     """How ClairA2 was trimmed (``clair_trim``), in words; None when it was not."""
     if "clair_trim_runs" not in row:
         return None
-    state = ("minimal: nothing left to try" if row["clair_trim_finished"]
-             else "stopped at the run budget, not minimal")  # fmt: skip
+    state = (
+        "minimal: nothing left to try"
+        if row["clair_trim_finished"]
+        else "stopped at the run budget, not minimal"
+    )
     tested = row["clair_trimmed"] - row["clair_trimmed_free"]
     return (
         f"The minimal A2 trimmed from {row['clair_untrimmed_replica_seconds']:.0f} replica-s: "

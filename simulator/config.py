@@ -75,15 +75,15 @@ from simulator.config_sections import (
 )
 from simulator.config_sections import (
     read_batching,
-    read_classes,
     read_disturbance,
     read_search,
     read_trace,
 )
+from simulator.config_workload import SimApp, SimFunction, read_workload
 from slackwise_core.config import AdvisorSettings, ConfigError, Reader
 from slackwise_core.config.loader import advisor_settings
-from slackwise_core.config.model import DEFAULT_MAX_BATCH, Disturbance
-from slackwise_core.knative_scaling import AutoscalerConfig, ScalingSpec, require_kpa, resolve_spec
+from slackwise_core.config.model import Disturbance
+from slackwise_core.knative_scaling import AutoscalerConfig
 from slackwise_core.scaling_values import ScalingConfigError
 
 __all__ = [
@@ -91,9 +91,7 @@ __all__ = [
     "AutoscalingConfig",
     "ConfigError",
     "SearchConfig",
-    "SimApp",
     "SimConfig",
-    "SimFunction",
     "TraceConfig",
     "load_sim_config",
     "parse_policies",
@@ -102,36 +100,20 @@ __all__ = [
 
 Scaling = Literal["fixed", "kpa"]
 #: the autoscalers a comparison can run (simulator.swayam_scalers)
-SCALERS = ("clair_a1", "clair_a2", "minimal_a1", "minimal_a2", "kpa", "advisor", "swayam",
-           "slackwise")  # fmt: skip
+SCALERS = (
+    "clair_a1",
+    "clair_a2",
+    "minimal_a1",
+    "minimal_a2",
+    "kpa",
+    "advisor",
+    "swayam",
+    "slackwise",
+)
 #: what a comparison runs unless its config says (the minimal ClairA1 adds little to the minimal
 #: ClairA2 and costs as many runs)
 DEFAULT_COMPARE = ("clair_a1", "clair_a2", "minimal_a2", "kpa", "advisor", "swayam", "slackwise")
 Service = Literal["lognormal", "deterministic"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class SimFunction:
-    name: str
-    profile: str
-    nodes: int
-    max_batch: int
-    container_concurrency: int
-    cold_start_s: float | None
-    scaling: ScalingSpec
-    #: the service cost of one instance of an input-size class, against the profile's inputs
-    input_cost: Mapping[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, kw_only=True)
-class SimApp:
-    name: str
-    stages: tuple[str, ...]
-    weight: float
-    slo_ms: float | None
-    slo_factor: float
-    #: the input-size classes of its requests, by weight (empty: one class, the profile's)
-    inputs: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,18 +177,34 @@ class _SimReader(Reader):
 
 
 _TOP = {
-    "workload", "profile", "seed", "requests", "rate_rps", "warmup_fraction", "service",
-    "policies", "sla", "search", "trace", "platform", "adapter", "functions", "apps",
-    "autoscaling", "disturbance",
-}  # fmt: skip
+    "workload",
+    "profile",
+    "seed",
+    "requests",
+    "rate_rps",
+    "warmup_fraction",
+    "service",
+    "policies",
+    "sla",
+    "search",
+    "trace",
+    "platform",
+    "adapter",
+    "functions",
+    "apps",
+    "autoscaling",
+    "disturbance",
+}
 
 
-def _choice(r: Reader, data: Mapping[str, Any], key: str, path: str, default: str,
-            allowed: tuple[str, ...]) -> str:  # fmt: skip
+def _choice(
+    r: Reader, data: Mapping[str, Any], key: str, path: str, default: str, allowed: tuple[str, ...]
+) -> str:
     value = r.string(data, key, path, default)
     if value not in allowed:
-        raise r.fail(f"{path}.{key}" if path else key,
-                     f"must be one of {', '.join(allowed)}, got {value!r}")  # fmt: skip
+        raise r.fail(
+            f"{path}.{key}" if path else key, f"must be one of {', '.join(allowed)}, got {value!r}"
+        )
     return value
 
 
@@ -235,65 +233,26 @@ def _policies(r: Reader, raw: Any) -> tuple[str, ...]:
         raise ConfigError(f"{r.source}: {exc}") from None
 
 
-def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> SimFunction:
-    path = f"functions.{name}"
-    data = r.mapping(raw, path)
-    r.only(data, path, {"profile", "nodes", "max_batch", "container_concurrency",
-                        "cold_start_s", "annotations", "input_cost"})  # fmt: skip
-    concurrency = r.integer(data, "container_concurrency", path, 1, low=1)
-    annotations = r.strings(data.get("annotations"), f"{path}.annotations")
-    try:
-        spec = resolve_spec(annotations, container_concurrency=concurrency, config=autoscaler)
-        require_kpa(spec, f"{path}.annotations")
-    except ScalingConfigError as exc:
-        raise r.fail(f"{path}.annotations", str(exc)) from None
-    cold = None
-    if data.get("cold_start_s") is not None:
-        cold = r.number(data, "cold_start_s", path, 0.0)
-    return SimFunction(
-        name=name,
-        profile=r.string(data, "profile", path, name),
-        nodes=r.integer(data, "nodes", path, 1, low=1),
-        max_batch=r.integer(data, "max_batch", path, DEFAULT_MAX_BATCH, low=1),
-        container_concurrency=concurrency,
-        cold_start_s=cold,
-        scaling=spec,
-        input_cost=read_classes(r, data, "input_cost", path),
-    )
-
-
-def _app(r: Reader, name: str, raw: Any, functions: Mapping[str, SimFunction]) -> SimApp:
-    path = f"apps.{name}"
-    data = r.mapping(raw, path)
-    r.only(data, path, {"stages", "weight", "slo_ms", "slo_factor", "inputs"})
-    stages = data.get("stages")
-    if not isinstance(stages, list) or not stages:
-        raise r.fail(f"{path}.stages", f"must be a non-empty list of functions, got {stages!r}")
-    for i, stage in enumerate(stages):
-        if stage not in functions:
-            raise r.fail(f"{path}.stages[{i}]", f"no function named {stage!r}")
-    weight = r.number(data, "weight", path, 1.0)
-    if weight <= 0:
-        raise r.fail(f"{path}.weight", f"must be positive, got {weight:g}")
-    slo_ms = None
-    if "slo_ms" in data:
-        if "slo_factor" in data:
-            raise r.fail(f"{path}.slo_ms", "give slo_ms or slo_factor, not both")
-        slo_ms = r.number(data, "slo_ms", path, 0.0)
-        if slo_ms <= 0:
-            raise r.fail(f"{path}.slo_ms", f"must be positive, got {slo_ms:g}")
-    factor = r.number(data, "slo_factor", path, 5.0)
-    if factor <= 0:
-        raise r.fail(f"{path}.slo_factor", f"must be positive, got {factor:g}")
-    return SimApp(name=name, stages=tuple(stages), weight=weight, slo_ms=slo_ms, slo_factor=factor,
-                  inputs=read_classes(r, data, "inputs", path))  # fmt: skip
-
-
 def _autoscaling(r: Reader, raw: Any, apps: Mapping[str, SimApp]) -> AutoscalingConfig:
     path = "autoscaling"
     data = r.mapping(raw, path)
-    r.only(data, path, {"compare", "policy", "tick_s", "collect_s", "bootstrap", "window", "step",
-                        "clair_needs", "clair_rounds", "clair_trim", "advisor"})  # fmt: skip
+    r.only(
+        data,
+        path,
+        {
+            "compare",
+            "policy",
+            "tick_s",
+            "collect_s",
+            "bootstrap",
+            "window",
+            "step",
+            "clair_needs",
+            "clair_rounds",
+            "clair_trim",
+            "advisor",
+        },
+    )
     if len(apps) != 1 or len(next(iter(apps.values())).stages) != 1:
         raise r.fail(
             "apps",
@@ -305,8 +264,9 @@ def _autoscaling(r: Reader, raw: Any, apps: Mapping[str, SimApp]) -> Autoscaling
         raise r.fail(f"{path}.compare", f"must be a non-empty list of scalers, got {compare!r}")
     for i, name in enumerate(compare):
         if name not in SCALERS:
-            raise r.fail(f"{path}.compare[{i}]",
-                         f"must be one of {', '.join(SCALERS)}, got {name!r}")  # fmt: skip
+            raise r.fail(
+                f"{path}.compare[{i}]", f"must be one of {', '.join(SCALERS)}, got {name!r}"
+            )
     policy = r.string(data, "policy", path, "GS")
     try:
         policy = stage_policy(policy).name
@@ -333,45 +293,16 @@ def _autoscaling(r: Reader, raw: Any, apps: Mapping[str, SimApp]) -> Autoscaling
     )
 
 
-def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None = None) -> (
-    SimConfig
-):  # fmt: skip
+def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None = None) -> SimConfig:
     """Check and freeze a parsed YAML document (see the module docstring)."""
     r = _SimReader(source)
     data = r.mapping(raw, "config")
     r.only(data, "", _TOP)
-    platform = r.mapping(data.get("platform"), "platform")
-    r.only(platform, "platform", {"scaling", "autoscaler"})
-    try:
-        autoscaler = AutoscalerConfig.from_config_map(
-            r.strings(platform.get("autoscaler"), "platform.autoscaler")
-        )
-    except ScalingConfigError as exc:
-        raise r.fail("platform.autoscaler", str(exc)) from None
-    adapter = r.mapping(data.get("adapter"), "adapter")
-    keys = {"aimd", "max_wait_ms", "estimate_alpha", "wait_utilization", "latency_model",
-            "etc_by_input"}  # fmt: skip
-    r.only(adapter, "adapter", keys)
-    aimd, by_input = adapter.get("aimd", False), adapter.get("etc_by_input", False)
-    for key, flag in (("aimd", aimd), ("etc_by_input", by_input)):
-        if not isinstance(flag, bool):
-            raise r.fail(f"adapter.{key}", f"must be true or false, got {flag!r}")
+    platform, autoscaler = _platform(r, data)
+    adapter, aimd, by_input = _adapter(r, data)
     batching = read_batching(r, adapter)
-
-    fn_raw = r.mapping(data.get("functions"), "functions")
-    if not fn_raw:
-        raise r.fail("functions", "at least one function is required")
-    functions = {n: _function(r, n, v, autoscaler) for n, v in fn_raw.items()}
-    app_raw = r.mapping(data.get("apps"), "apps")
-    if not app_raw:
-        raise r.fail("apps", "at least one app is required")
-    apps = {n: _app(r, n, v, functions) for n, v in app_raw.items()}
-
-    sla = r.mapping(data.get("sla"), "sla")
-    r.only(sla, "sla", {"max_violation_pct"})
-    max_violation = r.number(sla, "max_violation_pct", "sla", 1.0)
-    if max_violation >= 100:
-        raise r.fail("sla.max_violation_pct", f"must be below 100, got {max_violation:g}")
+    functions, apps = read_workload(r, data, autoscaler)
+    max_violation = _max_violation(r, data)
     search = read_search(r, r.mapping(data.get("search"), "search"))
     trace = None if data.get("trace") is None else read_trace(r, r.mapping(data["trace"], "trace"))
     warmup = r.number(data, "warmup_fraction", "", 0.0)
@@ -393,13 +324,11 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
         requests=r.integer(data, "requests", "", 100000, low=1),
         rate_rps=rate,
         warmup_fraction=warmup,
-        service=_choice(r, data, "service", "", "lognormal",
-                        ("lognormal", "deterministic")),  # type: ignore[arg-type]
+        service=_choice(r, data, "service", "", "lognormal", ("lognormal", "deterministic")),  # type: ignore[arg-type]
         policies=_policies(r, data.get("policies")),
         max_violation_pct=max_violation,
         search=search,
-        scaling=_choice(r, platform, "scaling", "platform", "fixed",
-                        ("fixed", "kpa")),  # type: ignore[arg-type]
+        scaling=_choice(r, platform, "scaling", "platform", "fixed", ("fixed", "kpa")),  # type: ignore[arg-type]
         autoscaler=autoscaler,
         aimd=aimd,
         batching=batching,
@@ -407,12 +336,57 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
         apps=apps,
         trace=trace,
         autoscaling=autoscaling,
-        latency_model=_choice(r, adapter, "latency_model", "adapter", "linear",
-                              ("linear", "curve")),
+        latency_model=_choice(
+            r, adapter, "latency_model", "adapter", "linear", ("linear", "curve")
+        ),
         etc_by_input=by_input,
         disturbance=read_disturbance(r, data.get("disturbance"), trace),
         base_dir=base_dir or Path.cwd(),
-    )  # fmt: skip
+    )
+
+
+def _platform(r: Reader, data: Mapping[str, Any]) -> tuple[Mapping[str, Any], AutoscalerConfig]:
+    """``platform``: the section (its ``scaling`` is read with the rest) and Knative's
+    autoscaler settings from its ``autoscaler`` keys."""
+    platform = r.mapping(data.get("platform"), "platform")
+    r.only(platform, "platform", {"scaling", "autoscaler"})
+    try:
+        autoscaler = AutoscalerConfig.from_config_map(
+            r.strings(platform.get("autoscaler"), "platform.autoscaler")
+        )
+    except ScalingConfigError as exc:
+        raise r.fail("platform.autoscaler", str(exc)) from None
+    return platform, autoscaler
+
+
+def _adapter(r: Reader, data: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool, bool]:
+    """``adapter``: the section (its batching settings and latency model are read from it),
+    and its ``aimd`` and ``etc_by_input`` flags."""
+    adapter = r.mapping(data.get("adapter"), "adapter")
+    keys = {
+        "aimd",
+        "max_wait_ms",
+        "estimate_alpha",
+        "wait_utilization",
+        "latency_model",
+        "etc_by_input",
+    }
+    r.only(adapter, "adapter", keys)
+    aimd, by_input = adapter.get("aimd", False), adapter.get("etc_by_input", False)
+    for key, flag in (("aimd", aimd), ("etc_by_input", by_input)):
+        if not isinstance(flag, bool):
+            raise r.fail(f"adapter.{key}", f"must be true or false, got {flag!r}")
+    return adapter, aimd, by_input
+
+
+def _max_violation(r: Reader, data: Mapping[str, Any]) -> float:
+    """``sla.max_violation_pct``: the share of requests that may miss their SLO, below 100."""
+    sla = r.mapping(data.get("sla"), "sla")
+    r.only(sla, "sla", {"max_violation_pct"})
+    max_violation = r.number(sla, "max_violation_pct", "sla", 1.0)
+    if max_violation >= 100:
+        raise r.fail("sla.max_violation_pct", f"must be below 100, got {max_violation:g}")
+    return max_violation
 
 
 def load_sim_config(path: str | Path) -> SimConfig:

@@ -12,8 +12,15 @@ from slackwise_core.config import Reader
 from slackwise_core.config.experiment import disturbance
 from slackwise_core.config.model import Disturbance
 
-__all__ = ["SearchConfig", "TraceConfig", "read_batching", "read_classes", "read_disturbance",
-           "read_search", "read_trace"]  # fmt: skip
+__all__ = [
+    "SearchConfig",
+    "TraceConfig",
+    "read_batching",
+    "read_classes",
+    "read_disturbance",
+    "read_search",
+    "read_trace",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +113,8 @@ def read_disturbance(r: Reader, raw: Any, trace: TraceConfig | None) -> Disturba
             "input": "its service curves price a batch by size, not by input; a slow "
             "disturbance with the measured ratio is the same step",
         }[d.kind]
-        raise r.fail("disturbance.kind", f"the simulator applies {' or '.join(SIMULATED)} "
-                     f"({why}), got {d.kind!r}")  # fmt: skip
+        raise r.fail(
+            "disturbance.kind",
+            f"the simulator applies {' or '.join(SIMULATED)} ({why}), got {d.kind!r}",
+        )
     return d

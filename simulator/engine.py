@@ -40,42 +40,21 @@ from simulator.disturbance import finish_s
 from simulator.inputs import InputSizes
 from simulator.request import SimRequest
 from simulator.results import AppResult, FunctionResult, SimResult, StageResult, summarize
-from simulator.scalers import FixedScaler, FunctionState, KpaScaler, Scaler, ScalerHooks
+from simulator.run_setup import app_slos_ms, make_scaler, poisson_arrivals
+from simulator.scalers import FunctionState, Scaler, ScalerHooks
 from simulator.service import ServiceCurve
 from simulator.stations import AppRoute, SharedSplit, Station
 
-__all__ = ["AppResult", "FunctionResult", "SimRequest", "SimResult", "Simulation", "StageResult",
-           "app_slos_ms", "make_scaler"]  # fmt: skip
+__all__ = [
+    "AppResult",
+    "FunctionResult",
+    "SimRequest",
+    "SimResult",
+    "Simulation",
+    "StageResult",
+]
 
 _ARRIVAL, _DONE, _WAKE, _READY, _SAMPLE, _TICK = range(6)
-
-
-def app_slos_ms(config: SimConfig, curves: Mapping[str, ServiceCurve]) -> dict[str, float]:
-    """Each app's SLO: ``slo_ms``, or ``slo_factor`` × the sum of its stages' batch-1 medians."""
-    return {
-        name: app.slo_ms
-        if app.slo_ms is not None
-        else app.slo_factor * sum(curves[s].median_ms(1) for s in app.stages)
-        for name, app in config.apps.items()
-    }
-
-
-def make_scaler(config: SimConfig) -> Scaler:
-    """The config's scaler: fixed nodes per function, or Knative's KPA."""
-    if config.scaling == "fixed":
-        return FixedScaler({n: f.nodes for n, f in config.functions.items()})
-    return KpaScaler(
-        {n: f.scaling for n, f in config.functions.items()},
-        tick_s=config.autoscaler.tick_interval_s,
-    )
-
-
-def _poisson_arrivals(rng: random.Random, rate: float, count: int) -> Iterator[float]:
-    t = 0.0
-    expo = rng.expovariate
-    for _ in range(count):
-        t += expo(rate)
-        yield t
 
 
 class Simulation:
@@ -155,7 +134,7 @@ class Simulation:
         if self._arrivals is not None:
             times = iter(self._arrivals[: self.requests])
         else:
-            times = _poisson_arrivals(self._arrival_rng, self.rate_rps, self.requests)
+            times = poisson_arrivals(self._arrival_rng, self.rate_rps, self.requests)
         hooks = self._hooks
         for st in self.stations.values():
             if hooks is not None:
@@ -313,9 +292,14 @@ class Simulation:
         self._start(st, batch, now, now, timeout, False)
 
     def _start(
-        self, st: Station, batch: Sequence[SimRequest], sent: float, now: float, timeout: bool,
+        self,
+        st: Station,
+        batch: Sequence[SimRequest],
+        sent: float,
+        now: float,
+        timeout: bool,
         cold: bool,
-    ) -> None:  # fmt: skip
+    ) -> None:
         n = len(batch)
         if n > st.max_batch:  # a late batch may be up to the max; never larger
             n = st.max_batch

@@ -82,11 +82,14 @@ def gpu_profile_document(stage: str) -> dict[str, object]:
             f"{model} on one H100, PyTorch eager fp16 (shared MODELS.md GPU table); "
             f"p95 = median x {P95_OVER_MEDIAN}; cold start {COLD_START_S:g} s assumed"
         ),
-        "cold_start_s": {"ready_s": COLD_START_S, "load_ms": COLD_START_S * 1000.0,
-                         "first_request_ms": None},
+        "cold_start_s": {
+            "ready_s": COLD_START_S,
+            "load_ms": COLD_START_S * 1000.0,
+            "first_request_ms": None,
+        },
         "batch_ms": {"inprocess": table, "http": table, "server_compute": {}},
         "linear_fit": {"a_ms": round(a, 3), "b_ms_per_item": round(b, 4)},
-    }  # fmt: skip
+    }
 
 
 def write_all(directory: Path) -> list[Path]:

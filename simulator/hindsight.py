@@ -28,7 +28,8 @@ from typing import Any
 
 from adapter.policies.percentile import min_replicas
 from simulator.clairvoyance import simulated_need
-from simulator.comparison import bootstrap_count, case_for, clairvoyant_service, scaler_row
+from simulator.comparison import clairvoyant_service
+from simulator.comparison_case import bootstrap_count, case_for, scaler_row
 from simulator.config import SimConfig
 from simulator.engine import Simulation
 from simulator.swayam_scalers import Clairvoyant, window_needs
@@ -63,9 +64,17 @@ def hindsight_run(
     fn = config.functions[fn_name]
     curve = curves[fn_name]
     need = simulated_need(
-        config, fn_name, curve, policy, slo_ms=slo_ms, level_pct=level, window=auto.window,
-        step=auto.step, max_replicas=cap, seed=seed,
-    )  # fmt: skip
+        config,
+        fn_name,
+        curve,
+        policy,
+        slo_ms=slo_ms,
+        level_pct=level,
+        window=auto.window,
+        step=auto.step,
+        max_replicas=cap,
+        seed=seed,
+    )
     needs = window_needs(arrivals, tick_s=auto.tick_s, need=lambda rate: need(burst_u * rate))
     service = clairvoyant_service(
         curve, batch_limit=policy.batch_limit(fn.max_batch), slots=fn.container_concurrency
@@ -76,9 +85,15 @@ def hindsight_run(
     hold = max(1, round(hold_s / auto.tick_s))
     scaler = Clairvoyant({fn_name: hindsight_counts(needs, hold, initial)}, tick_s=auto.tick_s)
     sim = Simulation(
-        config, policy, curves, rate_rps=rate_rps, requests=len(arrivals), seed=seed,
-        scaler=scaler, arrivals=arrivals,
-    )  # fmt: skip
+        config,
+        policy,
+        curves,
+        rate_rps=rate_rps,
+        requests=len(arrivals),
+        seed=seed,
+        scaler=scaler,
+        arrivals=arrivals,
+    )
     result = sim.run()
     latencies, _ = sim.latencies_by_arrival()
     row = scaler_row("hindsight", result, latencies, slo_ms, level, auto, setup_s, initial, None)

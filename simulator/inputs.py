@@ -49,9 +49,10 @@ class InputSizes:
         #: per app, per class: each stage's estimate multiplier (empty: ETC ignores sizes)
         self._scale: list[dict[str, list[float]]] = [
             {c: [self.cost_of(s, c) / mean[s] for s in app.stages] for c in app.inputs}
-            if config.etc_by_input else {}
+            if config.etc_by_input
+            else {}
             for app in apps
-        ]  # fmt: skip
+        ]
 
     def cost_of(self, function: str, input_class: str) -> float:
         costs = self._cost.get(function)

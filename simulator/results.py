@@ -78,26 +78,38 @@ class SimResult:
             "duration_s": round(self.duration_s, 3),
             "stages": {
                 a.name: [
-                    {"function": s.function, "queue_ms": round(s.queue_ms, 3),
-                     "compute_ms": round(s.compute_ms, 3)}
+                    {
+                        "function": s.function,
+                        "queue_ms": round(s.queue_ms, 3),
+                        "compute_ms": round(s.compute_ms, 3),
+                    }
                     for s in a.stages
                 ]
                 for a in self.apps
             },
             "apps": {
-                a.name: {"slo_ms": round(a.slo_ms, 3), "requests": a.requests,
-                         "violation_pct": round(a.violation_pct, 4), "p50_ms": round(a.p50_ms, 3),
-                         "p99_ms": round(a.p99_ms, 3), "mean_ms": round(a.mean_ms, 3)}
+                a.name: {
+                    "slo_ms": round(a.slo_ms, 3),
+                    "requests": a.requests,
+                    "violation_pct": round(a.violation_pct, 4),
+                    "p50_ms": round(a.p50_ms, 3),
+                    "p99_ms": round(a.p99_ms, 3),
+                    "mean_ms": round(a.mean_ms, 3),
+                }
                 for a in self.apps
             },
             "functions": {
-                f.name: {"batches": f.batches, "mean_batch": round(f.mean_batch, 3),
-                         "cold_batches": f.cold_batches, "cold_start_hits": f.cold_start_hits,
-                         "replica_seconds": round(f.replica_seconds, 3),
-                         "peak_replicas": f.peak_replicas}
+                f.name: {
+                    "batches": f.batches,
+                    "mean_batch": round(f.mean_batch, 3),
+                    "cold_batches": f.cold_batches,
+                    "cold_start_hits": f.cold_start_hits,
+                    "replica_seconds": round(f.replica_seconds, 3),
+                    "peak_replicas": f.peak_replicas,
+                }
                 for f in self.functions
             },
-        }  # fmt: skip
+        }
 
 
 def _stats(values: np.ndarray) -> tuple[float, float, float]:
@@ -140,11 +152,18 @@ def summarize(
             )
             for k, st in enumerate(app.stations)
         )
-        app_results.append(AppResult(
-            name=app.name, slo_ms=slo_ms, requests=count,
-            violation_pct=100.0 * missed / count if count else 0.0,
-            p50_ms=p50, p99_ms=p99, mean_ms=mean, stages=stages,
-        ))  # fmt: skip
+        app_results.append(
+            AppResult(
+                name=app.name,
+                slo_ms=slo_ms,
+                requests=count,
+                violation_pct=100.0 * missed / count if count else 0.0,
+                p50_ms=p50,
+                p99_ms=p99,
+                mean_ms=mean,
+                stages=stages,
+            )
+        )
     functions = []
     total_batches = total_instances = 0
     replica_s = 0.0
@@ -153,12 +172,17 @@ def summarize(
         replica_s += fn_s
         total_batches += st.batches
         total_instances += st.instances
-        functions.append(FunctionResult(
-            name=st.name, batches=st.batches,
-            mean_batch=st.instances / st.batches if st.batches else 0.0,
-            cold_batches=st.cold_batches, replica_seconds=fn_s, peak_replicas=st.peak,
-            cold_start_hits=st.cold_hits,
-        ))  # fmt: skip
+        functions.append(
+            FunctionResult(
+                name=st.name,
+                batches=st.batches,
+                mean_batch=st.instances / st.batches if st.batches else 0.0,
+                cold_batches=st.cold_batches,
+                replica_seconds=fn_s,
+                peak_replicas=st.peak,
+                cold_start_hits=st.cold_hits,
+            )
+        )
     p50, p99, mean = _stats(lat)
     return SimResult(
         policy=policy,

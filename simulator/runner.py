@@ -28,10 +28,11 @@ from typing import Any
 
 from adapter.policies.slack import PAPER_SUFFIX, VARIANTS, stage_policy
 from simulator.config import SimConfig
-from simulator.engine import SimResult, Simulation, app_slos_ms
+from simulator.engine import SimResult, Simulation
 from simulator.fleet_search import fewest_per_function
 from simulator.pool import map_jobs
 from simulator.profiles import resolve_curves
+from simulator.run_setup import app_slos_ms
 from simulator.service import ServiceCurve
 
 __all__ = [
@@ -154,8 +155,9 @@ def holds_at_load(
     fleet: SimConfig, policy: str, curves: dict[str, ServiceCurve], *, seed: int
 ) -> bool:
     """Whether ``fleet`` holds the SLA at its rate (a search-sized run of ``policy``)."""
-    result = run_one(fleet, policy, curves, rate_rps=fleet.rate_rps,
-                     requests=fleet.search.requests, seed=seed)  # fmt: skip
+    result = run_one(
+        fleet, policy, curves, rate_rps=fleet.rate_rps, requests=fleet.search.requests, seed=seed
+    )
     return result.violation_pct <= fleet.max_violation_pct
 
 
@@ -299,8 +301,11 @@ def summarise(doc: dict[str, Any], *, per_type: bool) -> None:
 
     # prior: the baselines (strengthened, or as in the paper), not GS nor its variants
     def baselines(paper: bool) -> list[str]:
-        return [n for n in by_name if n != "GS" and n not in VARIANTS
-                and n.endswith(PAPER_SUFFIX) == paper]  # fmt: skip
+        return [
+            n
+            for n in by_name
+            if n != "GS" and n not in VARIANTS and n.endswith(PAPER_SUFFIX) == paper
+        ]
 
     def ratio(values: list[float], best: Any, gs_value: float | None) -> float | None:
         return round(gs_value / best(values), 4) if gs_value and values and best(values) else None
@@ -315,14 +320,18 @@ def summarise(doc: dict[str, Any], *, per_type: bool) -> None:
     for out in by_name.values():
         mine = out.get("instances_at_load")
         out["instances_vs_gs"] = round(mine / need, 4) if need and mine else None
-    for key, paper in (("best_prior_instances_over_gs", False),
-                       ("best_paper_instances_over_gs", True)):  # fmt: skip
+    for key, paper in (
+        ("best_prior_instances_over_gs", False),
+        ("best_paper_instances_over_gs", True),
+    ):
         fewest = tops(baselines(paper), "instances_at_load")
         doc[key] = round(min(fewest) / need, 4) if need and fewest else None
     if per_type:  # the same per function type
         need = by_name.get("GS", {}).get("instances_at_load_per_type")
-        for key, paper in (("best_prior_per_type_over_gs", False),
-                           ("best_paper_per_type_over_gs", True)):  # fmt: skip
+        for key, paper in (
+            ("best_prior_per_type_over_gs", False),
+            ("best_paper_per_type_over_gs", True),
+        ):
             fewest = tops(baselines(paper), "instances_at_load_per_type")
             doc[key] = round(min(fewest) / need, 4) if need and fewest else None
 

@@ -13,7 +13,8 @@ from adapter.policies.modes import SLACKWISE
 from adapter.policies.slack import StagePolicy
 from adapter.policies.throughput_split import AppPath, ThroughputSplit
 from knative.meter import ConcurrencyMeter
-from simulator.config import SimConfig, SimFunction
+from simulator.config import SimConfig
+from simulator.config_workload import SimFunction
 from simulator.inputs import InputSizes
 from simulator.request import SimRequest
 from simulator.service import ServiceCurve
@@ -41,9 +42,10 @@ class Station:
         )
         # seeded as adapter.serving.wiring.latency_prior seeds the live one
         self.model = LatencyModel.from_prior(
-            max(curve.prior_a_ms, 0.1), max(curve.prior_b_ms, 0.0),
+            max(curve.prior_a_ms, 0.1),
+            max(curve.prior_b_ms, 0.0),
             curve=config.latency_model == "curve",
-        )  # fmt: skip
+        )
         self.controller: Controller[SimRequest] = Controller(
             name=fn.name,
             preset=SLACKWISE,
@@ -84,8 +86,17 @@ class Station:
 class AppRoute:
     """One app's stations in order, its SLO, and its stage estimates (cached by version)."""
 
-    __slots__ = ("eq4", "estimates", "gains", "name", "slo_s", "split", "split_at", "stations",
-                 "trackers_version")  # fmt: skip
+    __slots__ = (
+        "eq4",
+        "estimates",
+        "gains",
+        "name",
+        "slo_s",
+        "split",
+        "split_at",
+        "stations",
+        "trackers_version",
+    )
 
     def __init__(self, name: str, stations: list[Station], slo_s: float) -> None:
         self.name = name

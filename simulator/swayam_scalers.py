@@ -111,8 +111,9 @@ class Clairvoyant:
         now could be the first to serve (``lookahead_s`` + one tick ahead)."""
         needs = self._needs[function]
         ahead = self._lookahead.get(function, 0.0)
-        lo, hi = clair_span(now, len(needs), tick_s=self._tick_s, ahead_s=ahead,
-                            collect_s=self.collect_s)  # fmt: skip
+        lo, hi = clair_span(
+            now, len(needs), tick_s=self._tick_s, ahead_s=ahead, collect_s=self.collect_s
+        )
         return max(needs[lo:hi], default=0)
 
     def initial(self, function: str) -> int:

@@ -120,21 +120,27 @@ async def run_demo(config: Config, plan: DemoPlan, out: TextIO) -> int:
         results = []
         zero = True
         for name in platform.functions:
-            out.write(f"--- {name}: burst of {plan.burst} at zero, then {plan.rate_rps:g} req/s "
-                      f"for {plan.steady_s:g} s\n")  # fmt: skip
+            out.write(
+                f"--- {name}: burst of {plan.burst} at zero, then {plan.rate_rps:g} req/s "
+                f"for {plan.steady_s:g} s\n"
+            )
             results.append(await _drive(platform, name, bodies[name], plan))
             out.write(f"--- {name}: load done; waiting for scale to zero\n")
             zero = await _until_zero(platform, name, plan.idle_limit_s) and zero
         stop.set()
         await timeline
-        out.write("\nfunction        sent    ok   p50_ms   p95_ms   p99_ms burst_max  cold "
-                  "cold_s  replica_s\n")  # fmt: skip
+        out.write(
+            "\nfunction        sent    ok   p50_ms   p95_ms   p99_ms burst_max  cold "
+            "cold_s  replica_s\n"
+        )
         for name, outcomes in zip(platform.functions, results, strict=True):
             _report(name, outcomes, platform.usage(name), out)
         out.write("\nscaled back to zero: " + ("yes" if zero else "no (idle limit reached)") + "\n")
         events = platform.events()
         cold = [e for e in events if e.kind == "cold_start"]
-        out.write(f"cold starts: {len(cold)}; scale decisions: "
-                  f"{sum(1 for e in events if e.kind == 'scale')}\n")  # fmt: skip
+        out.write(
+            f"cold starts: {len(cold)}; scale decisions: "
+            f"{sum(1 for e in events if e.kind == 'scale')}\n"
+        )
     failed = sum(1 for outcomes in results for o in outcomes if o.status != 200)
     return 0 if failed == 0 and zero else 1

@@ -57,20 +57,31 @@ def _replay_command(
     if direct:  # straight to the platform, which wants its token
         target += ["--bearer-env", TOKEN_ENV]
     return [
-        sys.executable, "-m", "loadtests.replay",
-        "--trace", exp.trace,
-        "--start-s", f"{exp.start_s:g}",
-        "--duration-s", f"{exp.duration_s:g}",
-        "--max-rps", f"{exp.max_rps:g}",
-        "--step-s", f"{exp.step_s:g}",
-        "--seed", str(exp.seed),
-        "--target", url,
+        sys.executable,
+        "-m",
+        "loadtests.replay",
+        "--trace",
+        exp.trace,
+        "--start-s",
+        f"{exp.start_s:g}",
+        "--duration-s",
+        f"{exp.duration_s:g}",
+        "--max-rps",
+        f"{exp.max_rps:g}",
+        "--step-s",
+        f"{exp.step_s:g}",
+        "--seed",
+        str(exp.seed),
+        "--target",
+        url,
         *target,
         *body,
         *_larger_inputs(exp),
-        "--records", str(records),
-        "--progress-s", "10",
-    ]  # fmt: skip
+        "--records",
+        str(records),
+        "--progress-s",
+        "10",
+    ]
 
 
 def _larger_inputs(exp: ExperimentConfig) -> list[str]:
@@ -148,11 +159,22 @@ async def _start_adapter(
     host = config.platform.host
     port = _free_port(host)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "slackwise_cli.main", "serve", "-c", config.source,
+        sys.executable,
+        "-m",
+        "slackwise_cli.main",
+        "serve",
+        "-c",
+        config.source,
         *adapter_flags(mode),
-        "--host", host, "--port", str(port), "--platform-url", platform_url,
-        stdout=asyncio.subprocess.DEVNULL, env=_with_token(token),
-    )  # fmt: skip
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--platform-url",
+        platform_url,
+        stdout=asyncio.subprocess.DEVNULL,
+        env=_with_token(token),
+    )
     url = f"http://{host}:{port}"
     async with httpx.AsyncClient(trust_env=False) as client:
         for _ in range(600):
@@ -312,10 +334,16 @@ async def run_experiment(
     if slo is None:
         raise ValueError(f"function {name!r} has no SLO (functions.X.slo_ms or an app)")
     result = ExperimentResult(
-        function=name, slo_ms=slo, trace=exp.trace, max_rps=exp.max_rps,
-        step_s=exp.step_s, duration_s=exp.duration_s, start_s=exp.start_s, seed=exp.seed,
+        function=name,
+        slo_ms=slo,
+        trace=exp.trace,
+        max_rps=exp.max_rps,
+        step_s=exp.step_s,
+        duration_s=exp.duration_s,
+        start_s=exp.start_s,
+        seed=exp.seed,
         stages=stages,
-    )  # fmt: skip
+    )
     runs: dict[str, ModeRun] = {}
     with tempfile.TemporaryDirectory(prefix="slackwise-exp-") as tmp:
         workdir = Path(tmp) if plots_dir is None else plots_dir

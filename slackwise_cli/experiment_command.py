@@ -29,17 +29,20 @@ def add_arguments(exp: argparse.ArgumentParser) -> None:
         "FIFO-NB,EDF-DYN,GS)",
     )
     exp.add_argument(
-        "--repeat", type=int, default=1,
+        "--repeat",
+        type=int,
+        default=1,
         help="run every mode N times (seeds seed..seed+N-1, the modes' order rotated each "
         "repeat); the table and JSON give medians and ranges",
-    )  # fmt: skip
+    )
     exp.add_argument(
-        "--disturbance", metavar="KIND:START_S:DURATION_S[:N]",
+        "--disturbance",
+        metavar="KIND:START_S:DURATION_S[:N]",
         help="the same disturbance in every mode: cpu (N busy processes, default 1), pause "
         "(the function's replicas stopped), slow (its replicas throttled to 1/N of their CPU "
         "time, default 2) or input (inputs N times the usual size, default 2), e.g. "
         "cpu:20:20:1, slow:20:20:4 or input:20:20:8",
-    )  # fmt: skip
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,8 +96,11 @@ def run(args: argparse.Namespace) -> int:
     async def experiment(k: int) -> ExperimentResult:
         this = dataclasses.replace(exp, seed=exp.seed + k, modes=order(exp.modes, k))
         if args.repeat > 1:
-            print(f"=== repeat {k + 1} of {args.repeat}: seed {this.seed}, "
-                  f"order {', '.join(this.modes)}", flush=True)  # fmt: skip
+            print(
+                f"=== repeat {k + 1} of {args.repeat}: seed {this.seed}, "
+                f"order {', '.join(this.modes)}",
+                flush=True,
+            )
         where = plots / f"repeat-{k + 1}" if plots is not None and args.repeat > 1 else plots
         result, _ = await run_experiment(config, this, out=sys.stdout, plots_dir=where)
         return result
@@ -127,14 +133,18 @@ def _check_inputs(config: Config, exp: ExperimentConfig) -> None:
     if d is None or d.kind != "input":
         return
     if exp.app is not None:
-        raise SystemExit(f"slackwise: an input disturbance needs a function experiment (its "
-                         f"model's larger inputs), not the app {exp.app!r}")  # fmt: skip
+        raise SystemExit(
+            f"slackwise: an input disturbance needs a function experiment (its "
+            f"model's larger inputs), not the app {exp.app!r}"
+        )
     from functions.registry import create_model
 
     kind = config.functions[str(exp.function)].model
     if create_model(kind).larger_instances(1, int(d.factor)) is None:
-        raise SystemExit(f"slackwise: an input disturbance: the model {kind!r} of function "
-                         f"{exp.function!r} has no larger inputs to send")  # fmt: skip
+        raise SystemExit(
+            f"slackwise: an input disturbance: the model {kind!r} of function "
+            f"{exp.function!r} has no larger inputs to send"
+        )
 
 
 def parse_disturbance(text: str, duration_s: float) -> Disturbance:
@@ -188,8 +198,10 @@ def print_medians(doc: dict[str, Any], out: TextIO) -> None:
         window = row.get("window")
         inside = ""
         if window:
-            inside = (f"; in the window {window['inside_violation_pct']:g} % misses, "
-                      f"{window['inside_replica_s']:g} replica-s")  # fmt: skip
+            inside = (
+                f"; in the window {window['inside_violation_pct']:g} % misses, "
+                f"{window['inside_replica_s']:g} replica-s"
+            )
         out.write(
             f"  {mode:<14} misses {cell('violation_pct', ' %')}, after first ready "
             f"{cell('warm_violation_pct', ' %')}, replica-s {cell('replica_seconds')}{inside}\n"

@@ -49,10 +49,16 @@ async def _up(config: Config) -> int:
 
             assert platform.port is not None
             where = write_token(platform.token, platform.port)
-            print("admin: GET /platform/functions, PUT /platform/functions/NAME/min-scale, "
-                  "GET /platform/events; Ctrl-C stops everything", flush=True)  # fmt: skip
-            print(f"token (Authorization: Bearer; {ENV_VAR} overrides): {where}, readable by "
-                  "you alone; `slackwise serve --platform-url` reads it", flush=True)  # fmt: skip
+            print(
+                "admin: GET /platform/functions, PUT /platform/functions/NAME/min-scale, "
+                "GET /platform/events; Ctrl-C stops everything",
+                flush=True,
+            )
+            print(
+                f"token (Authorization: Bearer; {ENV_VAR} overrides): {where}, readable by "
+                "you alone; `slackwise serve --platform-url` reads it",
+                flush=True,
+            )
             await stop.wait()
             print("\nstopping: terminating replicas", flush=True)
             for name in platform.functions:
@@ -292,8 +298,9 @@ def _demo_arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--burst", type=int, default=8, help="requests sent at once at zero")
     demo.add_argument("--rate", type=float, default=4.0, help="Poisson rate after the burst")
     demo.add_argument("--duration", type=float, default=20.0, help="seconds of Poisson load")
-    demo.add_argument("--idle-limit", type=float, default=90.0,
-                      help="seconds to wait for scale to zero")  # fmt: skip
+    demo.add_argument(
+        "--idle-limit", type=float, default=90.0, help="seconds to wait for scale to zero"
+    )
 
 
 def _report_arguments(report: argparse.ArgumentParser) -> None:

@@ -60,10 +60,16 @@ def plot_experiment(
         w = _windows(run.records, slo)
         axes[0].plot(w["t"], w["p95"], label=mode)
         times = [row["t"] for row in run.timeline]
-        (line,) = axes[1].step(times, [row["ready"] for row in run.timeline], where="post",
-                               label=mode)  # fmt: skip
-        axes[1].step(times, [row.get("desired", row["ready"]) for row in run.timeline],
-                     where="post", linestyle=":", color=line.get_color())  # fmt: skip
+        (line,) = axes[1].step(
+            times, [row["ready"] for row in run.timeline], where="post", label=mode
+        )
+        axes[1].step(
+            times,
+            [row.get("desired", row["ready"]) for row in run.timeline],
+            where="post",
+            linestyle=":",
+            color=line.get_color(),
+        )
         axes[2].plot(w["t"], w["miss"], label=mode)
         axes[3].plot(w["t"], w["batch"], label=mode)
     axes[0].axhline(slo, color="black", linestyle="--", linewidth=1, label="SLO")
@@ -144,8 +150,15 @@ def plot_stage_latency(
                 [float(np.nan_to_num(breakdown[p][k][part])) for p in policies], dtype=float
             )
             label = f"{stage} {'queue' if part == 1 else 'service'}"
-            ax.bar(policies, heights, bottom=bottoms, color=colours(k % 10), hatch=hatch,
-                   edgecolor="white", label=label)  # fmt: skip
+            ax.bar(
+                policies,
+                heights,
+                bottom=bottoms,
+                color=colours(k % 10),
+                hatch=hatch,
+                edgecolor="white",
+                label=label,
+            )
             bottoms += heights
     if slo_ms is not None:
         ax.axhline(slo_ms, color="black", linestyle="--", linewidth=1, label="SLO")

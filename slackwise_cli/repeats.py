@@ -65,8 +65,13 @@ def summarize_repeats(results: list[ExperimentResult]) -> dict[str, Any]:
 def commit(root: Path) -> str:
     """The code revision the numbers came from (``unknown`` outside a checkout)."""
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
-                             capture_output=True, text=True, check=True)  # fmt: skip
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return out.stdout.strip()

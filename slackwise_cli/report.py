@@ -108,12 +108,16 @@ def _policies(docs: Sequence[dict[str, Any]]) -> str:
         )
         if typed:
             nodes = row.get("nodes_per_function_at_load") or {}
-            line += (f" {_need(row.get('instances_at_load_per_type'), searched=top is not None)}"
-                     f" | {' '.join(f'{n} {c}' for n, c in nodes.items()) or '-'} |")  # fmt: skip
+            line += (
+                f" {_need(row.get('instances_at_load_per_type'), searched=top is not None)}"
+                f" | {' '.join(f'{n} {c}' for n, c in nodes.items()) or '-'} |"
+            )
         lines.append(line)
     both = "gs_over_best_paper" in doc  # both families ran: say which is which
-    for suffix, family in (("prior", "strengthened baseline" if both else "prior policy"),
-                           ("paper", "baseline as in the paper")):  # fmt: skip
+    for suffix, family in (
+        ("prior", "strengthened baseline" if both else "prior policy"),
+        ("paper", "baseline as in the paper"),
+    ):
         best = doc.get(f"gs_over_best_{suffix}")
         if best is not None:
             lines += ["", f"GS max rps at SLA / best {family}'s: **{best:.2f}**"]
@@ -171,11 +175,16 @@ def _live(docs: Sequence[dict[str, Any]]) -> str:
         cells = [
             _cell(doc, mode, key, fmt)
             for key, fmt in (
-                ("requests", ".0f"), ("errors", ".0f"), ("violation_pct", ".2f"),
-                ("warm_violation_pct", ".2f"), ("p50_ms", ".1f"), ("p95_ms", ".1f"),
-                ("p99_ms", ".1f"), ("replica_seconds", ".1f"),
+                ("requests", ".0f"),
+                ("errors", ".0f"),
+                ("violation_pct", ".2f"),
+                ("warm_violation_pct", ".2f"),
+                ("p50_ms", ".1f"),
+                ("p95_ms", ".1f"),
+                ("p99_ms", ".1f"),
+                ("replica_seconds", ".1f"),
             )
-        ]  # fmt: skip
+        ]
         cells.append("-" if share is None else f"{100 * share:+.0f} %")
         tail = (("mean_batch", ".2f"), ("cold_starts", ".0f"), ("cold_hits", ".0f"))
         cells += [_cell(doc, mode, key, fmt) for key, fmt in tail]
@@ -237,9 +246,10 @@ def _chain(docs: Sequence[dict[str, Any]]) -> str:
     stages = list(docs[0].get("stages", []))
     lines = [
         f"| policy | SLO viol. % ({runs}) | p50 ms | p99 ms | mean batch | "
-        + " | ".join(f"{s} queue ms" for s in stages) + f" | {stages[0]} compute ms |",
+        + " | ".join(f"{s} queue ms" for s in stages)
+        + f" | {stages[0]} compute ms |",
         "|---|---|---|---|---|" + "---|" * (len(stages) + 1),
-    ]  # fmt: skip
+    ]
 
     def each(mode: str, pick: Callable[[dict[str, Any]], float], fmt: str) -> str:
         return " / ".join(format(pick(d["modes"][mode]), fmt) for d in docs)
@@ -255,9 +265,12 @@ def _chain(docs: Sequence[dict[str, Any]]) -> str:
             + f" | {each(mode, lambda r: r['stages'][stages[0]]['compute_ms'], '.0f')} |"
         )
     first, ran = docs[0], [d["ran_on"]["at"][:16] for d in docs if d.get("ran_on")]
-    lines += ["", f"{len(docs)} runs, {', '.join(ran)} (UTC) on {docs[0]['ran_on']['cpu']}: "
-              f"{first['duration_s']:g} s of {first['trace']} from second {first['start_s']:g}, "
-              f"peak {first['max_rps']:g} req/s, SLO {first['slo_ms']:g} ms."]  # fmt: skip
+    lines += [
+        "",
+        f"{len(docs)} runs, {', '.join(ran)} (UTC) on {docs[0]['ran_on']['cpu']}: "
+        f"{first['duration_s']:g} s of {first['trace']} from second {first['start_s']:g}, "
+        f"peak {first['max_rps']:g} req/s, SLO {first['slo_ms']:g} ms.",
+    ]
     return "\n".join(lines)
 
 

@@ -25,33 +25,60 @@ _THROUGHPUT = "GS-T,GS-T-split,GS-TB,ED-DYN-TB,EDF-DYN-TB"
 #: ``slackwise simulate``); a text summary goes beside each JSON (``.txt``)
 GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
     "fig9": tuple(
-        (f"experiments/sim/autoscale-{name}.yaml",
-         f"experiments/sim/results/autoscale-{name}.json", ())
+        (
+            f"experiments/sim/autoscale-{name}.yaml",
+            f"experiments/sim/results/autoscale-{name}.json",
+            (),
+        )
         for name in ("nasa", "twitter", "big-spike", "steep-tri-phase", "nasa-quiet")
     ),
     "grandslam": tuple(  # Fig. 13 and 14; per function type (--per-type) at the paper's scale
-        (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json",
-         (*(_GPU_POLICIES if "gpu" in name or "1000" in name else _CPU_POLICIES),
-          *(() if "1000" in name else ("--per-type",))))
+        (
+            f"experiments/sim/{name}.yaml",
+            f"experiments/sim/results/{name}.json",
+            (
+                *(_GPU_POLICIES if "gpu" in name or "1000" in name else _CPU_POLICIES),
+                *(() if "1000" in name else ("--per-type",)),
+            ),
+        )
         for name in ("wl1-cpu", "wl2-cpu", "wl1-gpu", "wl2-gpu", "wl1-cpu-1000", "wl2-cpu-1000")
-    ) + tuple(  # the ablation of the paper's Fig. 9: which part of GS buys what
-        (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}-ablation.json",
-         ("--policies", "FIFO-NB,EDF-NB,FIFO-DYN,GS-NB,GS,GS-paper"))
+    )
+    + tuple(  # the ablation of the paper's Fig. 9: which part of GS buys what
+        (
+            f"experiments/sim/{name}.yaml",
+            f"experiments/sim/results/{name}-ablation.json",
+            ("--policies", "FIFO-NB,EDF-NB,FIFO-DYN,GS-NB,GS,GS-paper"),
+        )
         for name in ("wl1-cpu", "wl2-cpu")
-    ) + tuple(  # GS's variants beyond the paper (GS-Q, GS-M), against GS and the best two
-        (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}-variants.json",
-         ("--policies", "GS,GS-T,GS-TB,GS-Q,GS-M,ED-DYN,EDF-DYN"))
+    )
+    + tuple(  # GS's variants beyond the paper (GS-Q, GS-M), against GS and the best two
+        (
+            f"experiments/sim/{name}.yaml",
+            f"experiments/sim/results/{name}-variants.json",
+            ("--policies", "GS,GS-T,GS-TB,GS-Q,GS-M,ED-DYN,EDF-DYN"),
+        )
         for name in ("wl1-cpu", "wl2-cpu")
-    ) + tuple(  # a mix other than ours: DNN stages on GPU nodes, classic stages on CPU nodes
-        (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json",
-         ("--policies", f"GS,{_THROUGHPUT},GS-Q,GS-M,ED-DYN,EDF-DYN,ED-30,EDF-30,FIFO-NB"))
+    )
+    + tuple(  # a mix other than ours: DNN stages on GPU nodes, classic stages on CPU nodes
+        (
+            f"experiments/sim/{name}.yaml",
+            f"experiments/sim/results/{name}.json",
+            ("--policies", f"GS,{_THROUGHPUT},GS-Q,GS-M,ED-DYN,EDF-DYN,ED-30,EDF-30,FIFO-NB"),
+        )
         for name in ("wl1-mixed", "wl2-mixed", "wl1-mixed-late")
-    ) + tuple(  # requests of two input sizes; GS priced per input size (ETC per size) or not
-        (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json",
-         ("--policies", f"GS,GS-paper,GS-Q,GS-M,ED-DYN,EDF-DYN,ED-DYN-paper,EDF-DYN-paper,"
-                        f"{_THROUGHPUT}"))
+    )
+    + tuple(  # requests of two input sizes; GS priced per input size (ETC per size) or not
+        (
+            f"experiments/sim/{name}.yaml",
+            f"experiments/sim/results/{name}.json",
+            (
+                "--policies",
+                f"GS,GS-paper,GS-Q,GS-M,ED-DYN,EDF-DYN,ED-DYN-paper,EDF-DYN-paper,{_THROUGHPUT}",
+            ),
+        )
         for name in ("wl1-cpu-inputs",)
-    ) + tuple(
+    )
+    + tuple(
         (f"experiments/sim/{name}.yaml", f"experiments/sim/results/{name}.json", ())
         for name in ("wl1-cpu-inputs-etc",)
     ),
@@ -59,7 +86,7 @@ GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
         (f"experiments/sim/roma-{name}.yaml", f"experiments/sim/results/roma-{name}.json", ())
         for name in ("allapps", "allapps-alpha08", "2apps-a", "2apps-b")
     ),
-}  # fmt: skip
+}
 
 #: the live experiments ``--run live`` re-runs (``slackwise experiment``, one at a time: each
 #: needs both cores): (config, JSON written, extra flags); ``make-run`` is ``make run``'s window
@@ -97,36 +124,80 @@ LIVE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 INTERFERENCE = (
     "experiments/embed-twitter.yaml",
     "experiments/results/interference.json",
-    ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
-     "--disturbance", "cpu:20:20:1", "--repeat", "3"),
-)  # fmt: skip
+    (
+        "--duration-s",
+        "60",
+        "--modes",
+        "mlproxy,slackwise,slackwise-kpa",
+        "--disturbance",
+        "cpu:20:20:1",
+        "--repeat",
+        "3",
+    ),
+)
 #: the function's replicas stopped for five seconds (a stalled node), three repeats
 STALL = (
     "experiments/embed-twitter.yaml",
     "experiments/results/stall.json",
-    ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
-     "--disturbance", "pause:20:5", "--repeat", "3"),
-)  # fmt: skip
+    (
+        "--duration-s",
+        "60",
+        "--modes",
+        "mlproxy,slackwise,slackwise-kpa",
+        "--disturbance",
+        "pause:20:5",
+        "--repeat",
+        "3",
+    ),
+)
 #: the function's ready replicas throttled to a quarter of their CPU for the middle third
 SLOW = (
     "experiments/embed-twitter.yaml",
     "experiments/results/slow.json",
-    ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
-     "--disturbance", "slow:20:20:4", "--repeat", "3"),
-)  # fmt: skip
+    (
+        "--duration-s",
+        "60",
+        "--modes",
+        "mlproxy,slackwise,slackwise-kpa",
+        "--disturbance",
+        "slow:20:20:4",
+        "--repeat",
+        "3",
+    ),
+)
 #: inputs eight and four times the usual size (the model's own larger inputs) for the middle
 #: third
 INPUT = tuple(
-    ("experiments/embed-twitter.yaml", out,
-     ("--duration-s", "60", "--modes", "mlproxy,slackwise,slackwise-kpa",
-      "--disturbance", f"input:20:20:{n}", "--repeat", "3"))
+    (
+        "experiments/embed-twitter.yaml",
+        out,
+        (
+            "--duration-s",
+            "60",
+            "--modes",
+            "mlproxy,slackwise,slackwise-kpa",
+            "--disturbance",
+            f"input:20:20:{n}",
+            "--repeat",
+            "3",
+        ),
+    )
     for n, out in ((8, "experiments/results/input.json"), (4, "experiments/results/input-4.json"))
-)  # fmt: skip
+)
 #: the three other live experiments with the same neighbour, for the middle third of their window
 INTERFERENCE_MORE = tuple(
-    (f"experiments/{name}.yaml", f"experiments/results/interference-{name}.json",
-     ("--modes", "mlproxy,slackwise,slackwise-kpa", "--disturbance", "cpu:40:40:1",
-      "--repeat", "3"))
+    (
+        f"experiments/{name}.yaml",
+        f"experiments/results/interference-{name}.json",
+        (
+            "--modes",
+            "mlproxy,slackwise,slackwise-kpa",
+            "--disturbance",
+            "cpu:40:40:1",
+            "--repeat",
+            "3",
+        ),
+    )
     for name in ("embed-twitter", "embed-nasa", "digits-twitter")
-)  # fmt: skip
+)
 GROUPS["live"] = (*LIVE, INTERFERENCE, *INTERFERENCE_MORE, STALL, SLOW, *INPUT)

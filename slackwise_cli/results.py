@@ -110,8 +110,10 @@ def machine() -> dict[str, Any]:
     model = ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
-            model = next((line.split(":", 1)[1].strip() for line in info
-                          if line.startswith("model name")), "")  # fmt: skip
+            model = next(
+                (line.split(":", 1)[1].strip() for line in info if line.startswith("model name")),
+                "",
+            )
     except OSError:
         model = platform.processor()
     return {
@@ -232,8 +234,10 @@ def summarize(run: ModeRun, slo_ms: float) -> ModeSummary:
 def _warm_violation_pct(records: list[dict[str, Any]], slo_ms: float) -> float:
     """The violation rate among the requests sent from the first that did not arrive cold on."""
     ordered = sorted(records, key=lambda r: float(r.get("sent", 0.0)))  # stable: file order
-    first = next((i for i, r in enumerate(ordered)
-                  if r["headers"].get("x-arrived-cold") != "1"), len(ordered))  # fmt: skip
+    first = next(
+        (i for i, r in enumerate(ordered) if r["headers"].get("x-arrived-cold") != "1"),
+        len(ordered),
+    )
     warm = ordered[first:]
     if not warm:
         return math.nan

@@ -84,24 +84,40 @@ def _platform_config(config: RomaConfig, system: str = "", gpu_url: str | None =
     threads = config.threads
     pinned = {"autoscaling.knative.dev/min-scale": "1", "autoscaling.knative.dev/max-scale": "1"}
     functions: dict[str, dict[str, Any]] = {
-        name: {"model": app.profile, "threads": threads, "container_concurrency": threads,
-               "annotations": pinned, "slo_ms": 1000 * app.sla_s}
+        name: {
+            "model": app.profile,
+            "threads": threads,
+            "container_concurrency": threads,
+            "annotations": pinned,
+            "slo_ms": 1000 * app.sla_s,
+        }
         for name, app in config.apps.items()
-    }  # fmt: skip
-    platform = {"queue_depth": 100000, "request_timeout_s": 60,
-                "cpu_period_ms": config.cpu_period_ms}  # fmt: skip
+    }
+    platform = {
+        "queue_depth": 100000,
+        "request_timeout_s": 60,
+        "cpu_period_ms": config.cpu_period_ms,
+    }
     adapter: dict[str, Any] = {"max_queue": 100000}
     if system in ("adapter_ct", "adapter_ff"):
         adapter["cores"] = {
-            "enabled": True, "node_cores": config.cores, "alpha": config.alpha,
-            "gain": config.gain, "zero": config.zero, "u_min": config.u_min,
+            "enabled": True,
+            "node_cores": config.cores,
+            "alpha": config.alpha,
+            "gain": config.gain,
+            "zero": config.zero,
+            "u_min": config.u_min,
             "feed_forward": config.ff_utilization if system == "adapter_ff" else None,
-        }  # fmt: skip
+        }
     if gpu_url is not None:
         adapter["gpu"] = {
-            "url": gpu_url, "functions": list(config.apps), "policy": GPU_POLICY[system],
-            "alpha": config.alpha, "beta": config.beta, "max_batch": config.max_batch,
-        }  # fmt: skip
+            "url": gpu_url,
+            "functions": list(config.apps),
+            "policy": GPU_POLICY[system],
+            "alpha": config.alpha,
+            "beta": config.beta,
+            "max_batch": config.max_batch,
+        }
         for spec in functions.values():
             spec["max_batch"] = 1
     raw = {"platform": platform, "functions": functions, "adapter": adapter}
@@ -152,8 +168,9 @@ async def _gpu_executable(config: RomaConfig) -> AsyncIterator[str | None]:
         yield None
         return
     kinds = list(dict.fromkeys(app.profile for app in config.apps.values()))
-    server = ServerProcess(kinds[0], also=tuple(kinds[1:]), device=_gpu_device(config),
-                           threads=config.threads)  # fmt: skip
+    server = ServerProcess(
+        kinds[0], also=tuple(kinds[1:]), device=_gpu_device(config), threads=config.threads
+    )
 
     def start() -> None:
         with httpx.Client(trust_env=False, timeout=5.0) as client:
@@ -178,8 +195,11 @@ class _Cores:
         #: adapter_ct / adapter_ff: the adapter's own controllers set the cores
         self.by_adapter = system in ("adapter_ct", "adapter_ff")
         kept = config.gpu_cores if config.gpus > 0 else 0.0  # cores the GPU executable keeps
-        self.now = ([self.fixed] * apps if self.fixed is not None
-                    else supervise([1.0] * apps, config.cores, gpu_cores=kept))  # fmt: skip
+        self.now = (
+            [self.fixed] * apps
+            if self.fixed is not None
+            else supervise([1.0] * apps, config.cores, gpu_cores=kept)
+        )
         # a replica runs at most ``threads`` requests at once: more cores than that are not used
         most = min(config.cores, float(config.threads))
         pi = [CoreController(config.gain, config.zero, config.u_min, most, c) for c in self.now]
@@ -199,12 +219,16 @@ class _Cores:
         if self.fixed is not None or self.by_adapter:
             return False
         if self._system == "rr_rules":
-            self.now = [r.next_allocation(now, m, sla)
-                        for r, m, sla in zip(self._rules, signals, slas, strict=True)]  # fmt: skip
+            self.now = [
+                r.next_allocation(now, m, sla)
+                for r, m, sla in zip(self._rules, signals, slas, strict=True)
+            ]
             return True
         ff = self._config.ff_utilization
-        floors = [load_floor(n, w, ff) if self._system == "roma_ff" else 0.0
-                  for n, w in zip(cpu_arrivals, work_s, strict=True)]  # fmt: skip
+        floors = [
+            load_floor(n, w, ff) if self._system == "roma_ff" else 0.0
+            for n, w in zip(cpu_arrivals, work_s, strict=True)
+        ]
         self.now = self._node.step(list(signals), [self._config.alpha * s for s in slas], floors)
         return True
 
@@ -226,14 +250,21 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
         platform = await stack.enter_async_context(LocalPlatform(cfg))
         while any(platform.replicas(n).ready < 1 for n in names):
             await asyncio.sleep(0.1)
-        client = await stack.enter_async_context(httpx.AsyncClient(
-            trust_env=False, timeout=60.0, headers=platform.auth_headers(),
-            limits=httpx.Limits(max_connections=512)))  # fmt: skip
+        client = await stack.enter_async_context(
+            httpx.AsyncClient(
+                trust_env=False,
+                timeout=60.0,
+                headers=platform.auth_headers(),
+                limits=httpx.Limits(max_connections=512),
+            )
+        )
         base = platform.url(names[0])
         # one request's work, measured on the warm replica before any quota (the feed-forward
         # floor's unit; the packaged profile was timed on other inputs and other machines)
-        work_s = [await median_s(client, f"{base}/v1/models/{n}:predict", b, 20, warm=2)
-                  for n, b in zip(names, bodies, strict=True)]  # fmt: skip
+        work_s = [
+            await median_s(client, f"{base}/v1/models/{n}:predict", b, 20, warm=2)
+            for n, b in zip(names, bodies, strict=True)
+        ]
         state = None
         if system.startswith("adapter_") or gpu_url is not None:  # the adapter from now on
             base, state = await stack.enter_async_context(_adapter_in_front(cfg, platform))
@@ -268,8 +299,9 @@ async def _one(config: RomaConfig, system: str) -> dict[str, Any]:
         await asyncio.gather(sender, return_exceptions=True)
     answered = sorted(rt for rt in load.every if math.isfinite(rt))
     gpu_served = sum(on_gpu)
-    row = summary_row(answered, violations, core_s, gpu_served, len(load.every) - gpu_served,
-                      len(apps), config)  # fmt: skip
+    row = summary_row(
+        answered, violations, core_s, gpu_served, len(load.every) - gpu_served, len(apps), config
+    )
     row["work_ms"] = {n: round(1000 * w, 2) for n, w in zip(names, work_s, strict=True)}
     row["arrived"] = sum(len(s) for s in schedules)
     row["failed"] = len(load.every) - len(answered)
@@ -287,11 +319,15 @@ def run_live(config: RomaConfig, systems: tuple[str, ...] = LIVE_SYSTEMS) -> dic
         raise ValueError(f"unknown live system {unknown[0]!r}; expected {', '.join(known)}")
     through = [s for s in systems if s in ADAPTER_SYSTEMS]
     if through and config.gpus > 0:
-        raise ValueError(f"{through[0]} runs without GPUs (its cores are the adapter's own "
-                         "controllers'); set roma.gpus: 0")  # fmt: skip
+        raise ValueError(
+            f"{through[0]} runs without GPUs (its cores are the adapter's own "
+            "controllers'); set roma.gpus: 0"
+        )
     if config.gpus > 1:
-        raise ValueError(f"roma.gpus: live runs drive one GPU executable (the adapter's GPU "
-                         f"route), got {config.gpus}")  # fmt: skip
+        raise ValueError(
+            f"roma.gpus: live runs drive one GPU executable (the adapter's GPU "
+            f"route), got {config.gpus}"
+        )
     rows = {}
     for system in systems:
         started = time.perf_counter()

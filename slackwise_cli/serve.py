@@ -39,10 +39,11 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         help="where the functions run (default: adapter.platform, local)",
     )
     serve.add_argument(
-        "-n", "--namespace",
+        "-n",
+        "--namespace",
         help="knative: the functions' namespace (default: adapter.namespace, else the pod's or "
         "the kubeconfig context's)",
-    )  # fmt: skip
+    )
     serve.add_argument("--kubeconfig", help="knative: kubeconfig file (default: KUBECONFIG)")
     serve.add_argument("--context", help="knative: kubeconfig context (default: the current)")
     serve.add_argument(

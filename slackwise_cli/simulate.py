@@ -86,8 +86,10 @@ def _header(config: SimConfig, rate: float | None, seed: int | None) -> dict[str
 
 def format_table(doc: dict[str, Any]) -> str:
     """The per-policy table the command prints."""
-    head = (f"{'policy':<8} {'viol%':>7} {'p50 ms':>9} {'p99 ms':>10} {'mean ms':>9} "
-            f"{'batch':>6} {'replica-s':>10} {'max rps':>9} {'vs GS':>6}")  # fmt: skip
+    head = (
+        f"{'policy':<8} {'viol%':>7} {'p50 ms':>9} {'p99 ms':>10} {'mean ms':>9} "
+        f"{'batch':>6} {'replica-s':>10} {'max rps':>9} {'vs GS':>6}"
+    )
     lines = [
         f"{doc['workload']} ({doc['profile']} profiles, {doc['scaling']} fleet): "
         f"{doc['requests']} requests at {doc['rate_rps']:g} rps, seed {doc['seed']}; SLA: "
@@ -225,8 +227,17 @@ def plot_stages(doc: dict[str, Any], out_dir: Path) -> list[Path]:
 
 
 #: what two documents must share for one's policies to be merged into the other's
-_SAME_RUN = ("workload", "profile", "config", "scaling", "seed", "rate_rps", "requests", "trace",
-             "sla")  # fmt: skip
+_SAME_RUN = (
+    "workload",
+    "profile",
+    "config",
+    "scaling",
+    "seed",
+    "rate_rps",
+    "requests",
+    "trace",
+    "sla",
+)
 
 
 def updated(old: dict[str, Any], new: dict[str, Any], *, per_type: bool) -> dict[str, Any]:

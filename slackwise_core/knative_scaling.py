@@ -331,8 +331,9 @@ def _delays(annotations: Mapping[str, str], cfg: AutoscalerConfig) -> tuple[floa
     return delay, retention
 
 
-def _hpa_spec(annotations: Mapping[str, str], container_concurrency: int,
-              cfg: AutoscalerConfig) -> ScalingSpec:  # fmt: skip
+def _hpa_spec(
+    annotations: Mapping[str, str], container_concurrency: int, cfg: AutoscalerConfig
+) -> ScalingSpec:
     """An HPA-class revision: its metric (cpu or memory), target and bounds, checked as Knative's
     webhook does (the HPA never scales to zero: min-scale at least 1); the KPA's windows and
     panic settings do not apply to it and keep the config map's values."""
@@ -344,9 +345,13 @@ def _hpa_spec(annotations: Mapping[str, str], container_concurrency: int,
     kpa = resolve_spec(
         {k: v for k, v in annotations.items() if k.split("/", 1)[-1] not in ("class", "metric")},
         container_concurrency=container_concurrency,
-        config=AutoscalerConfig(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)},
-                                   "pod_autoscaler_class": KPA_CLASS}),
-    )  # fmt: skip
+        config=AutoscalerConfig(
+            **{
+                **{f.name: getattr(cfg, f.name) for f in fields(cfg)},
+                "pod_autoscaler_class": KPA_CLASS,
+            }
+        ),
+    )
     min_scale = _integer(annotations, "min-scale")
     min_scale = max(1, cfg.min_scale) if min_scale is None else min_scale
     if min_scale < 1:
@@ -357,8 +362,9 @@ def _hpa_spec(annotations: Mapping[str, str], container_concurrency: int,
     target = _number(annotations, "target")
     if target is not None and not 1.0 <= target <= (100.0 if metric == "cpu" else math.inf):
         what = "a utilization in [1, 100] %" if metric == "cpu" else "at least 1 MiB"
-        raise ScalingConfigError(f"{GROUP}/target for the HPA's {metric} must be {what}, "
-                                 f"got {target!r}")  # fmt: skip
+        raise ScalingConfigError(
+            f"{GROUP}/target for the HPA's {metric} must be {what}, got {target!r}"
+        )
     return replace(
         kpa,
         autoscaler_class=HPA_CLASS,

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.policies.advisor import Advisor, AdvisorConfig, AdvisorConfigError, AdvisorDecision
+from adapter.policies.advisor import Advisor
+from adapter.policies.advisor_config import AdvisorConfig, AdvisorConfigError, AdvisorDecision
 from adapter.policies.percentile import ServiceModel, min_replicas, response_time_percentile
 
 #: one request per batch, 20 ms each: 50 requests/s per replica at most

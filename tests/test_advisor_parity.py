@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from adapter.policies.advisor import DEFAULT_PERCENTILE
+from adapter.policies.advisor_config import DEFAULT_PERCENTILE
 from adapter.policies.latency import LatencyModel
 from adapter.serving.advisor_loop import Autoscaling
 from functions.headers import PLATFORM_WAIT_MS

@@ -299,9 +299,11 @@ def test_a_trimmed_clairvoyant_is_minimal_one_replica_fewer_anywhere_breaks_it(
 
     from adapter.policies.slack import stage_policy
     from simulator.clairvoyance import late_ticks
-    from simulator.comparison import run_arrivals, scaler_run
+    from simulator.comparison import scaler_run
+    from simulator.comparison_case import run_arrivals
     from simulator.config import load_sim_config
-    from simulator.engine import Simulation, app_slos_ms
+    from simulator.engine import Simulation
+    from simulator.run_setup import app_slos_ms
     from simulator.runner import curves_for
     from simulator.swayam_scalers import Clairvoyant
 

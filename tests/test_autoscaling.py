@@ -11,6 +11,7 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 from starlette.testclient import TestClient
 
@@ -382,3 +383,32 @@ def test_a_function_reports_how_many_frontends_it_heard_from() -> None:
         ]  # fmt: skip
     assert FRONTENDS not in plain.headers
     assert counts == ["1", "2", "2"]
+
+
+def test_the_adapters_requests_reach_its_advisor_and_name_the_adapter_to_the_replicas() -> None:
+    """Through the app as `slackwise serve` wires it: each request's arrival, answer and outcome
+    reach the advisor, and each batch names this adapter for the replicas' count of frontends."""
+    import httpx
+
+    from adapter.serving.app import create_app
+
+    seen: list[httpx.Headers] = []
+
+    def replica(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers)
+        n = len(orjson.loads(request.content)["instances"])
+        preds = [[0.1, 0.9]] * n
+        return httpx.Response(200, json={"predictions": preds}, headers={FRONTENDS: "2"})
+
+    view = RecordingView(kpa_wants=1)
+    app = create_app(config(), view=view, transport=httpx.MockTransport(replica), advisor=True)
+    with TestClient(app) as c:
+        for _ in range(5):
+            r = c.post("/v1/models/embed:predict", json={"instances": ["a sentence"]})
+            assert r.status_code == 200, r.text
+        state = app.state.adapter
+        auto = state.autoscaling.functions["embed"]
+        assert auto.last_arrival is not None
+        assert auto.evidence is not None and auto.evidence.counts(state.clock.now())[0] == 5
+        assert auto.advisor.frontends == 2
+    assert seen and all(h[FRONTEND_ID] == state.frontend_id for h in seen)

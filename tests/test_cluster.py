@@ -595,7 +595,7 @@ def test_cli_delete_dry_run_deletes_nothing(
 
 
 def test_the_namespace_is_the_kubeconfig_contexts_unless_given(tmp_path: Path) -> None:
-    from knative.cluster.client import context_namespace
+    from knative.cluster.connection import context_namespace
 
     kubeconfig = tmp_path / "config"
     kubeconfig.write_text(

@@ -310,7 +310,7 @@ def test_a_burst_beyond_the_forecast_is_counted_in_full_once_the_evidence_disagr
 
 
 def test_a_noisy_second_is_not_a_burst() -> None:
-    from adapter.policies.advisor import BURST_RATIO
+    from adapter.policies.advisor_config import BURST_RATIO
     from adapter.policies.function_autoscaler import function_autoscaler
     from adapter.policies.latency import LatencyModel
     from slackwise_core.config import AdvisorSettings

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from knative.cluster import adapter_manifests, manifests, manifests_command
 from knative.cluster import hpa as manifests_hpa
-from knative.cluster import manifests, manifests_command
 from knative.cluster.crd_schema import (
     KnativeSchemaMissing,
     ManifestError,
@@ -24,6 +24,7 @@ from knative.cluster.crd_schema import (
     service_schema,
     validate_service,
 )
+from knative.cluster.images import function_image
 from knative.cluster.kn_commands import kn_create_args
 from knative.cluster.kn_rules import KnLineError, check_kn_args, check_kn_line
 from simulator.roma import is_roma_config
@@ -124,7 +125,7 @@ def test_a_function_on_a_gpu_gets_the_cuda_image_unless_one_is_named() -> None:
         "on-gpu": {"model": "embed", "variant": "gpu"},
         "named": {"model": "embed", "variant": "gpu", "image": "registry.example/e:1"},
     }})  # fmt: skip
-    images = {n: manifests.function_image(f) for n, f in config.functions.items()}
+    images = {n: function_image(f) for n, f in config.functions.items()}
     assert images == {"on-cpu": "slackwise/embed:0.1.0", "on-gpu": "slackwise/embed-gpu:0.1.0",
                       "named": "registry.example/e:1"}  # fmt: skip
 
@@ -436,7 +437,7 @@ def test_schema_keywords() -> None:
 
 
 def test_the_adapter_deployment_runs_a_serve_command_the_cli_accepts() -> None:
-    from knative.cluster.manifests import adapter_objects
+    from knative.cluster.adapter_manifests import adapter_objects
     from slackwise_cli.main import build_parser
 
     objects = adapter_objects("functions: {}\n", namespace="ml")
@@ -570,7 +571,7 @@ def test_an_hpa_class_function_passes_through_to_the_cluster() -> None:
     ],
 )
 def test_the_adapter_writes_only_to_emptydirs(records: str | None, mounts: set[str]) -> None:
-    objects = manifests.adapter_objects("x: 1\n", records=records)
+    objects = adapter_manifests.adapter_objects("x: 1\n", records=records)
     (deploy,) = [o for o in objects if o["kind"] == "Deployment"]
     pod = deploy["spec"]["template"]["spec"]
     (container,) = pod["containers"]
@@ -583,7 +584,7 @@ def test_the_adapter_writes_only_to_emptydirs(records: str | None, mounts: set[s
 
 def test_a_records_file_in_the_read_only_image_is_refused_with_what_to_do() -> None:
     with pytest.raises(ManifestError, match=r"adapter\.records: 'out\.jsonl'.*read-only"):
-        manifests.adapter_objects("x: 1\n", records="out.jsonl")
+        adapter_manifests.adapter_objects("x: 1\n", records="out.jsonl")
 
 
 def _kubectl() -> str:

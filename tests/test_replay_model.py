@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.policies.advisor import Advisor, AdvisorConfig
+from adapter.policies.advisor import Advisor
+from adapter.policies.advisor_config import AdvisorConfig
 from adapter.policies.latency import LatencyModel
 from adapter.policies.percentile import ServiceModel
 from adapter.policies.replay import (

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from adapter.policies.advisor import Advisor, AdvisorConfig
+from adapter.policies.advisor import Advisor
+from adapter.policies.advisor_config import AdvisorConfig
 from adapter.policies.percentile import ServiceModel
 from adapter.policies.swayam_model import (
     RandDispatch,

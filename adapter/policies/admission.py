@@ -232,9 +232,14 @@ def door_finish(
     """When the door expects a request of ``size`` instances to finish: from the model
     (:func:`expected_finish`), or, when later, from the queue's measured pace (:class:`Drain`)."""
     finish = expected_finish(
-        now, size=size, queued=queued, batch_limit=batch_limit, slots=slots,
-        estimate_ms=estimate_ms, free_at=free_at,
-    )  # fmt: skip
+        now,
+        size=size,
+        queued=queued,
+        batch_limit=batch_limit,
+        slots=slots,
+        estimate_ms=estimate_ms,
+        free_at=free_at,
+    )
     if queued and drain_s_per_instance is not None:  # evidence over the model: the queue's pace
         measured = now + queued * drain_s_per_instance + estimate_ms(min(batch_limit, size)) / 1e3
         finish = max(finish, measured)
@@ -279,16 +284,23 @@ def at_the_door(
         return None
     if finish is None:
         finish = door_finish(
-            now, size=size, queued=queued, batch_limit=batch_limit, slots=slots,
-            estimate_ms=estimate_ms, drain_s_per_instance=drain_s_per_instance, free_at=free_at,
-        )  # fmt: skip
+            now,
+            size=size,
+            queued=queued,
+            batch_limit=batch_limit,
+            slots=slots,
+            estimate_ms=estimate_ms,
+            drain_s_per_instance=drain_s_per_instance,
+            free_at=free_at,
+        )
     late_s = finish + after_s + margin_s + allowance_s - due
     if late_s <= 0.0:
         return None
     # the queue ahead drains at about the rate the estimate assumed: the request would fit
     # again once the part it would be late by has drained
-    return DoorRefusal(late_s, queued_requests, float(max(MIN_RETRY_S, math.ceil(late_s))),
-                       warming=False)  # fmt: skip
+    return DoorRefusal(
+        late_s, queued_requests, float(max(MIN_RETRY_S, math.ceil(late_s))), warming=False
+    )
 
 
 def holds_until(now: float, refusal: DoorRefusal) -> float:

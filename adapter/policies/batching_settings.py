@@ -45,8 +45,10 @@ class BatchingSettings:
         if not 0.0 < self.estimate_alpha <= 1.0:
             raise ValueError(f"estimate_alpha must be in (0, 1], got {self.estimate_alpha!r}")
         if self.p95_every < 0 or not self.p95_max_age_s > 0:
-            raise ValueError(f"p95_every must be >= 0 and p95_max_age_s > 0, got "
-                             f"{self.p95_every!r}, {self.p95_max_age_s!r}")  # fmt: skip
+            raise ValueError(
+                f"p95_every must be >= 0 and p95_max_age_s > 0, got "
+                f"{self.p95_every!r}, {self.p95_max_age_s!r}"
+            )
 
 
 #: the defaults, for callers that take a single value from them

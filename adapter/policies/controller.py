@@ -353,8 +353,9 @@ class Controller(Generic[T]):
         backlog = bool(queue) and free <= 1  # the rest wait for a slot, not for company
         self.drain.dispatched(now, instances, backlog=backlog)
         if self.aimd is not None:
-            self.aimd.dispatched(now, bound=backlog and instances >= self.limit(),
-                                 timeout=decision.timeout_dispatch)  # fmt: skip
+            self.aimd.dispatched(
+                now, bound=backlog and instances >= self.limit(), timeout=decision.timeout_dispatch
+            )
         return Step(decision=decision, batch=batch, late=late, tuned=tuned)
 
     # -- feedback ----------------------------------------------------------------------------

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from adapter.policies.advisor import Advisor, AdvisorConfig, AdvisorDecision
+from adapter.policies.advisor import Advisor
+from adapter.policies.advisor_config import AdvisorConfig, AdvisorDecision
 from adapter.policies.evidence import Evidence
 from adapter.policies.headroom import Headroom, HeadroomConfig, parse_headroom
 from adapter.policies.keepalive import KeepAlive, KeepAliveConfig
@@ -28,8 +29,14 @@ __all__ = [
 DRIFT_RATIO = 1.5
 DRIFT_S = 1.0
 #: the settings that map onto :class:`AdvisorConfig`; None takes the advisor's own default
-_SETTINGS = ("history_s", "burst_u", "min_scale_in_gap_s", "default_setup_s", "floor_at_current",
-             "model")  # fmt: skip
+_SETTINGS = (
+    "history_s",
+    "burst_u",
+    "min_scale_in_gap_s",
+    "default_setup_s",
+    "floor_at_current",
+    "model",
+)
 
 
 class AdvisorSettingsLike(Protocol):
@@ -166,9 +173,12 @@ class FunctionAutoscaler:
             setup = max(1.0, advisor.setup_s)
             sized = advisor.rates_at(now, recent)[2] / advisor.frontends
             self.headroom.observe(
-                now, drift=self.drift, recent_rate=advisor.rates.current(now, setup),
-                recent_s=setup, sized_rate=sized,
-            )  # fmt: skip
+                now,
+                drift=self.drift,
+                recent_rate=advisor.rates.current(now, setup),
+                recent_s=setup,
+                sized_rate=sized,
+            )
             factor = self.headroom.factor(now)
             if recent is not None:
                 factor = 1.0
@@ -202,9 +212,13 @@ class FunctionAutoscaler:
         ``kpa_wants``); :meth:`adapter.policies.advisor_driver.AdvisorDriver.step` calls this, live
         and simulated."""
         decision = self.advisor.decide(
-            now, kpa_wants=kpa_wants, service=self.service(now), observed=self.observed(now),
-            recent_s=self.recent_s(now), headroom=self.headroom_factor(now),
-        )  # fmt: skip
+            now,
+            kpa_wants=kpa_wants,
+            service=self.service(now),
+            observed=self.observed(now),
+            recent_s=self.recent_s(now),
+            headroom=self.headroom_factor(now),
+        )
         self.last = decision
         pin = self.pin_for(decision, now)
         if self.evidence is None:
@@ -232,15 +246,14 @@ class FunctionAutoscaler:
 
     def status(self) -> dict[str, Any]:
         d = self.last
-        out: dict[str, Any] = {"pinned": self.pinned, "keep_warm": self.keep_warm,
-                               "evidence_floor": None if self.evidence is None
-                               else self.evidence.level,
-                               "evidence": "off" if self.evidence is None
-                               else self.evidence.reason,
-                               "drift": None if self.drift is None
-                               else round(self.drift, 3),
-                               "headroom": "off" if self.headroom is None
-                               else self.headroom.reason}  # fmt: skip
+        out: dict[str, Any] = {
+            "pinned": self.pinned,
+            "keep_warm": self.keep_warm,
+            "evidence_floor": None if self.evidence is None else self.evidence.level,
+            "evidence": "off" if self.evidence is None else self.evidence.reason,
+            "drift": None if self.drift is None else round(self.drift, 3),
+            "headroom": "off" if self.headroom is None else self.headroom.reason,
+        }
         if d is not None:
             out.update(
                 reason=d.reason,

@@ -68,8 +68,9 @@ class InputCost:
 
     def observe(self, size_bytes: float, excess: float) -> None:
         """A warm batch of mean size ``size_bytes`` took ``excess`` times the model's estimate."""
-        if not (size_bytes > 0 and math.isfinite(size_bytes) and excess > 0
-                and math.isfinite(excess)):  # fmt: skip
+        if not (
+            size_bytes > 0 and math.isfinite(size_bytes) and excess > 0 and math.isfinite(excess)
+        ):
             return
         self.batches += 1
         a = max(self.alpha, 1.0 / self.batches)  # a plain mean until 1/alpha batches were seen

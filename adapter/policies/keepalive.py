@@ -73,27 +73,48 @@ class KeepAliveConfig:
     def __post_init__(self) -> None:
         finite = math.isfinite
         _check("bin_s", finite(self.bin_s) and self.bin_s > 0, self.bin_s, "> 0")
-        _check("range_s", finite(self.range_s) and self.range_s >= self.bin_s, self.range_s,
-               f">= bin_s ({self.bin_s:g})")  # fmt: skip
+        _check(
+            "range_s",
+            finite(self.range_s) and self.range_s >= self.bin_s,
+            self.range_s,
+            f">= bin_s ({self.bin_s:g})",
+        )
         for name in ("head_percentile", "tail_percentile"):
             value = getattr(self, name)
             _check(name, finite(value) and 0.0 < value < 100.0, value, "within (0, 100)")
-        _check("tail_percentile", self.tail_percentile > self.head_percentile,
-               self.tail_percentile, f"> head_percentile ({self.head_percentile:g})")  # fmt: skip
-        _check("margin", finite(self.margin) and 0.0 <= self.margin < 1.0, self.margin,
-               "within [0, 1)")  # fmt: skip
+        _check(
+            "tail_percentile",
+            self.tail_percentile > self.head_percentile,
+            self.tail_percentile,
+            f"> head_percentile ({self.head_percentile:g})",
+        )
+        _check(
+            "margin", finite(self.margin) and 0.0 <= self.margin < 1.0, self.margin, "within [0, 1)"
+        )
         _check("min_samples", self.min_samples >= 1, self.min_samples, ">= 1")
         _check("min_cv", finite(self.min_cv) and self.min_cv >= 0, self.min_cv, ">= 0")
-        _check("max_out_of_bounds", 0.0 <= self.max_out_of_bounds <= 1.0,
-               self.max_out_of_bounds, "within [0, 1]")  # fmt: skip
-        _check("max_samples", self.max_samples >= self.min_samples, self.max_samples,
-               f">= min_samples ({self.min_samples})")  # fmt: skip
-        _check("fallback_keep_alive_s",
-               finite(self.fallback_keep_alive_s) and self.fallback_keep_alive_s >= 0,
-               self.fallback_keep_alive_s, ">= 0")  # fmt: skip
+        _check(
+            "max_out_of_bounds",
+            0.0 <= self.max_out_of_bounds <= 1.0,
+            self.max_out_of_bounds,
+            "within [0, 1]",
+        )
+        _check(
+            "max_samples",
+            self.max_samples >= self.min_samples,
+            self.max_samples,
+            f">= min_samples ({self.min_samples})",
+        )
+        _check(
+            "fallback_keep_alive_s",
+            finite(self.fallback_keep_alive_s) and self.fallback_keep_alive_s >= 0,
+            self.fallback_keep_alive_s,
+            ">= 0",
+        )
         cost = self.cold_start_cost_s
-        _check("cold_start_cost_s", cost is None or (finite(cost) and cost >= 0), cost,
-               "None or >= 0")  # fmt: skip
+        _check(
+            "cold_start_cost_s", cost is None or (finite(cost) and cost >= 0), cost, "None or >= 0"
+        )
         _check("setup_s", finite(self.setup_s) and self.setup_s >= 0, self.setup_s, ">= 0")
 
 

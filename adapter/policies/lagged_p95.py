@@ -21,8 +21,15 @@ class LaggedP95:
     with ``max_wait_ms: 0`` only the timeout's label). ``estimate_ms`` is the model's own.
     """
 
-    __slots__ = ("_cache", "_filled_at", "_filled_samples", "estimate_ms", "every", "max_age_s",
-                 "model")  # fmt: skip
+    __slots__ = (
+        "_cache",
+        "_filled_at",
+        "_filled_samples",
+        "estimate_ms",
+        "every",
+        "max_age_s",
+        "model",
+    )
 
     def __init__(self, model: LatencyModel, *, every: int, max_age_s: float) -> None:
         self.model = model

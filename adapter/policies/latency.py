@@ -277,9 +277,10 @@ class LatencyModel:
 
     def _fit_curve(self, now: float) -> list[float]:
         known = sorted(
-            (n, w.quantile(0.5)) for n, w in self._by_size.items()
+            (n, w.quantile(0.5))
+            for n, w in self._by_size.items()
             if w.prune(now) >= self._min_samples
-        )  # fmt: skip
+        )
         if not known:
             return []
         slope = self._coef[1]

@@ -45,8 +45,9 @@ class RatePredictor:
         if not (math.isfinite(bucket_s) and bucket_s > 0.0):
             raise ValueError(f"bucket_s must be > 0, got {bucket_s!r}")
         if not (math.isfinite(history_s) and history_s >= 2.0 * bucket_s):
-            raise ValueError(f"history_s must be at least two buckets ({2 * bucket_s:g}), "
-                             f"got {history_s!r}")  # fmt: skip
+            raise ValueError(
+                f"history_s must be at least two buckets ({2 * bucket_s:g}), got {history_s!r}"
+            )
         if not (math.isfinite(current_window_s) and current_window_s > 0.0):
             raise ValueError(f"current_window_s must be > 0, got {current_window_s!r}")
         if min_fit_buckets < 2:

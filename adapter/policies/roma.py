@@ -146,8 +146,12 @@ class NodeCores:
     gpu_cores: float = 0.0
     gamma: float = 0.0
 
-    def step(self, responses: Sequence[float | None], set_points_s: Sequence[float],
-             floors: Sequence[float] | None = None) -> list[float]:  # fmt: skip
+    def step(
+        self,
+        responses: Sequence[float | None],
+        set_points_s: Sequence[float],
+        floors: Sequence[float] | None = None,
+    ) -> list[float]:
         """The cores each executable gets for the next period."""
         floors = [0.0] * len(self.controllers) if floors is None else floors
         asks = zip(self.controllers, responses, set_points_s, floors, strict=True)
@@ -158,8 +162,9 @@ class NodeCores:
         return granted
 
 
-def supervise(demands: Sequence[float], cores: float, *, gpu_cores: float = 0.0,
-              gamma: float = 0.0) -> list[float]:  # fmt: skip
+def supervise(
+    demands: Sequence[float], cores: float, *, gpu_cores: float = 0.0, gamma: float = 0.0
+) -> list[float]:
     """Algorithm 2: the allocations a node grants for ``demands`` (see the module docstring)."""
     if not 0.0 <= gamma <= 1.0:
         raise ValueError(f"gamma must be within [0, 1], got {gamma!r}")
@@ -186,8 +191,9 @@ class GpuCandidate:
     gpu_s: Callable[[int], float]
 
 
-def gpu_choice(candidates: Sequence[GpuCandidate], now: float, *, alpha: float,
-               beta: float) -> int | None:  # fmt: skip
+def gpu_choice(
+    candidates: Sequence[GpuCandidate], now: float, *, alpha: float, beta: float
+) -> int | None:
     """Algorithm 1: the index of the model a free GPU serves next, or None (no queue)."""
     best: tuple[float, int, int] | None = None
     for i, c in enumerate(candidates):

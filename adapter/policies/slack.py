@@ -234,15 +234,41 @@ def _family(
 ) -> list[StagePolicy]:
     tail = PAPER_SUFFIX if paper else ""
     return [
-        StagePolicy(name=f"{prefix}-NB{tail}", order=order, division=division, forward=False,
-                    batching="none", paper=paper),
-        StagePolicy(name=f"{prefix}-30{tail}", order=order, division=division, forward=False,
-                    batching="static", static_batch=30, paper=paper),
-        StagePolicy(name=f"{prefix}-50{tail}", order=order, division=division, forward=False,
-                    batching="static", static_batch=50, paper=paper),
-        StagePolicy(name=f"{prefix}-DYN{tail}", order=order, division=division, forward=False,
-                    batching="dynamic", paper=paper),
-    ]  # fmt: skip
+        StagePolicy(
+            name=f"{prefix}-NB{tail}",
+            order=order,
+            division=division,
+            forward=False,
+            batching="none",
+            paper=paper,
+        ),
+        StagePolicy(
+            name=f"{prefix}-30{tail}",
+            order=order,
+            division=division,
+            forward=False,
+            batching="static",
+            static_batch=30,
+            paper=paper,
+        ),
+        StagePolicy(
+            name=f"{prefix}-50{tail}",
+            order=order,
+            division=division,
+            forward=False,
+            batching="static",
+            static_batch=50,
+            paper=paper,
+        ),
+        StagePolicy(
+            name=f"{prefix}-DYN{tail}",
+            order=order,
+            division=division,
+            forward=False,
+            batching="dynamic",
+            paper=paper,
+        ),
+    ]
 
 
 #: the names of the policies as the paper defines them end with this
@@ -255,9 +281,13 @@ GS = StagePolicy(
 #: beyond the paper: GS with each stage priced by its ETC including queueing (Eq. 1), so a stage
 #: that has fallen behind gets the budget to batch its way out
 GS_Q = StagePolicy(
-    name="GS-Q", order="deadline", division="proportional", forward=True, batching="dynamic",
+    name="GS-Q",
+    order="deadline",
+    division="proportional",
+    forward=True,
+    batching="dynamic",
     queue_aware=True,
-)  # fmt: skip
+)
 #: beyond the paper: each stage its latency, the spare time by where batching pays
 #: (:func:`marginal_budgets`)
 GS_M = StagePolicy(
@@ -277,32 +307,57 @@ GS_NB = StagePolicy(
 #: beyond the paper: Eq. 4 with every stage raised to the budget its function needs to carry its
 #: share of the highest rate the fleet carries (:mod:`adapter.policies.throughput_split`)
 GS_T = StagePolicy(
-    name="GS-T", order="deadline", division="proportional", forward=True, batching="dynamic",
-    throughput_aware=True, sustain=True,
-)  # fmt: skip
+    name="GS-T",
+    order="deadline",
+    division="proportional",
+    forward=True,
+    batching="dynamic",
+    throughput_aware=True,
+    sustain=True,
+)
 #: GS-T's two parts apart (the ablation): its split with GS's batching, and the batching for
 #: throughput with each stage policy's own deadlines
 GS_T_SPLIT = StagePolicy(
-    name="GS-T-split", order="deadline", division="proportional", forward=True,
-    batching="dynamic", throughput_aware=True,
-)  # fmt: skip
+    name="GS-T-split",
+    order="deadline",
+    division="proportional",
+    forward=True,
+    batching="dynamic",
+    throughput_aware=True,
+)
 GS_TB = StagePolicy(
-    name="GS-TB", order="deadline", division="proportional", forward=True, batching="dynamic",
+    name="GS-TB",
+    order="deadline",
+    division="proportional",
+    forward=True,
+    batching="dynamic",
     sustain=True,
-)  # fmt: skip
+)
 ED_DYN_TB = StagePolicy(
-    name="ED-DYN-TB", order="deadline", division="equal", forward=False, batching="dynamic",
+    name="ED-DYN-TB",
+    order="deadline",
+    division="equal",
+    forward=False,
+    batching="dynamic",
     sustain=True,
-)  # fmt: skip
+)
 EDF_DYN_TB = StagePolicy(
-    name="EDF-DYN-TB", order="deadline", division="end_to_end", forward=False,
-    batching="dynamic", sustain=True,
-)  # fmt: skip
+    name="EDF-DYN-TB",
+    order="deadline",
+    division="end_to_end",
+    forward=False,
+    batching="dynamic",
+    sustain=True,
+)
 #: GS without this project's additions to batching: what they buy GS
 GS_PAPER = StagePolicy(
-    name=f"GS{PAPER_SUFFIX}", order="deadline", division="proportional", forward=True,
-    batching="dynamic", paper=True,
-)  # fmt: skip
+    name=f"GS{PAPER_SUFFIX}",
+    order="deadline",
+    division="proportional",
+    forward=True,
+    batching="dynamic",
+    paper=True,
+)
 #: every policy by name, in the order of the paper's figures
 POLICIES: Mapping[str, StagePolicy] = MappingProxyType(
     {

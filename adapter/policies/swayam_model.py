@@ -30,7 +30,7 @@ __all__ = [
     "rand_response_cdf",
     "rand_response_percentile_ms",
     "rand_wait_percentile_ms",
-]  # fmt: skip
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

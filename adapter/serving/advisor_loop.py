@@ -28,7 +28,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 
-from adapter.policies.advisor import DEFAULT_PERCENTILE
+from adapter.policies.advisor_config import DEFAULT_PERCENTILE
 from adapter.policies.advisor_driver import AdvisorDriver
 from adapter.policies.function_autoscaler import FunctionAutoscaler
 from adapter.policies.latency import LatencyModel

@@ -127,8 +127,11 @@ def create_app(
 def signatures(config: Config) -> dict[str, Signature]:
     """Each function's and each app's V2 signature where its models are kinds of ours (an
     app's input is its first stage's, its outputs its last stage's)."""
-    found = {name: known for name, fn in config.functions.items()
-             if (known := signature(fn.model)) is not None}  # fmt: skip
+    found = {
+        name: known
+        for name, fn in config.functions.items()
+        if (known := signature(fn.model)) is not None
+    }
     for name, app in config.apps.items():
         first = signature(config.functions[app.stages[0]].model)
         last = signature(config.functions[app.stages[-1]].model)

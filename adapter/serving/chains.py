@@ -110,8 +110,10 @@ class Chain:
         else:
             estimates = stage_estimates(models, sizes)
         costs = [d.controller.input_cost for d in stages]
-        estimates = [e if c is None else e * c.cost(input_bytes)
-                     for e, c in zip(estimates, costs, strict=True)]  # fmt: skip
+        estimates = [
+            e if c is None else e * c.cost(input_bytes)
+            for e, c in zip(estimates, costs, strict=True)
+        ]
         split = self.split
         if split is not None:
             if now is not None and split.due(now):
@@ -133,9 +135,13 @@ class Chain:
             c = d.controller
             ready = d.view.replicas(fn).ready
             total += expected_finish(
-                0.0, size=1, queued=c.queue.instances, batch_limit=c.limit(),
-                slots=max(1, c.slots(ready)), estimate_ms=c.reader.estimate_ms,
-            )  # fmt: skip
+                0.0,
+                size=1,
+                queued=c.queue.instances,
+                batch_limit=c.limit(),
+                slots=max(1, c.slots(ready)),
+                estimate_ms=c.reader.estimate_ms,
+            )
         return total
 
     def check_crowd(
@@ -150,13 +156,15 @@ class Chain:
         if refusal is None:
             return
         door = dispatchers[self.app.stages[0]].door
-        raise door.counted(Refused(
-            f"{self.app.name}: would take about {1000 * refusal.expected_s:.0f} ms behind the "
-            f"{refusal.ahead} requests in flight in the chain (measured), "
-            f"{1000 * refusal.late_s:.0f} ms more than its deadline allows; refused at the door "
-            "(late: predict)",
-            retry_after_s=float(max(MIN_RETRY_S, math.ceil(refusal.late_s))),
-        ))  # fmt: skip
+        raise door.counted(
+            Refused(
+                f"{self.app.name}: would take about {1000 * refusal.expected_s:.0f} ms behind the "
+                f"{refusal.ahead} requests in flight in the chain (measured), "
+                f"{1000 * refusal.late_s:.0f} ms more than its deadline allows; refused at the "
+                "door (late: predict)",
+                retry_after_s=float(max(MIN_RETRY_S, math.ceil(refusal.late_s))),
+            )
+        )
 
     def judged(self, dispatchers: Mapping[str, Dispatcher]) -> bool:
         """Does the first stage judge requests at its door (``late: predict``)?"""
@@ -176,9 +184,13 @@ class Chain:
         arrival, budgets = now, []
         for k in range(len(self.app.stages)):
             due = self.policy.stage_deadline(
-                stage=k, now=now, arrival=arrival, deadline=deadline, estimates_ms=estimates,
+                stage=k,
+                now=now,
+                arrival=arrival,
+                deadline=deadline,
+                estimates_ms=estimates,
                 gains=gains,
-            )  # fmt: skip
+            )
             budgets.append(round((due - now) * 1000.0, 2))
             now = due
         return budgets
@@ -218,25 +230,18 @@ class Chain:
                 now = clock.now()
                 if k == 0:
                     self.check_crowd(dispatchers, now, deadline)
-                item = Pending(
-                    id=f"r{seq}.{k}",
-                    function=fn,
-                    instances=current,
-                    arrival=now,
-                    deadline=self.policy.stage_deadline(
-                        stage=k, now=now, arrival=arrival, deadline=deadline,
-                        estimates_ms=self.estimates(dispatchers, input_bytes, now),
-                        gains=self.gains(dispatchers),
-                    ),
-                    seq=next(ids),
-                    future=asyncio.get_running_loop().create_future(),
-                    app=app.name,
-                    stage=k,
-                    final_deadline=deadline,
-                    traceparent=trace,
+                item = self._stage_item(
+                    k,
+                    f"r{seq}.{k}",
+                    current,
+                    now,
+                    arrival,
+                    deadline,
+                    dispatchers,
+                    next(ids),
+                    trace=trace,
                     input_bytes=input_bytes,
-                    after_s=self.after_first_s(dispatchers) if k == 0 else 0.0,
-                )  # fmt: skip
+                )
                 dispatchers[fn].submit(item)
                 if not admitted:
                     admitted = True
@@ -257,12 +262,53 @@ class Chain:
             done = clock.now()
             if admitted:
                 self._finished(dispatchers, status, ahead, arrival, deadline, done)
-            records.add(_record(app.name, seq, arrival, deadline, done, epoch, timings,
-                                status, failure))  # fmt: skip
+            records.add(
+                _record(app.name, seq, arrival, deadline, done, epoch, timings, status, failure)
+            )
             if metrics is not None:
                 late = status not in (200, 499) or (status == 200 and done > deadline)
-                metrics.app_answered(app.name, status, done - arrival, missed=late,
-                                     cold=arrived_cold)  # fmt: skip
+                metrics.app_answered(
+                    app.name, status, done - arrival, missed=late, cold=arrived_cold
+                )
+
+    def _stage_item(
+        self,
+        k: int,
+        name: str,
+        instances: list[Any],
+        now: float,
+        arrival: float,
+        deadline: float,
+        dispatchers: Mapping[str, Dispatcher],
+        seq: int,
+        *,
+        trace: str | None,
+        input_bytes: float,
+    ) -> Pending:
+        """Stage ``k``'s request, due when the stage policy says at ``now``."""
+        fn = self.app.stages[k]
+        return Pending(
+            id=name,
+            function=fn,
+            instances=instances,
+            arrival=now,
+            deadline=self.policy.stage_deadline(
+                stage=k,
+                now=now,
+                arrival=arrival,
+                deadline=deadline,
+                estimates_ms=self.estimates(dispatchers, input_bytes, now),
+                gains=self.gains(dispatchers),
+            ),
+            seq=seq,
+            future=asyncio.get_running_loop().create_future(),
+            app=self.app.name,
+            stage=k,
+            final_deadline=deadline,
+            traceparent=trace,
+            input_bytes=input_bytes,
+            after_s=self.after_first_s(dispatchers) if k == 0 else 0.0,
+        )
 
     def _finished(
         self,

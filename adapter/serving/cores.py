@@ -66,10 +66,15 @@ class CoreControl:
         node = settings.node_cores or float(os.cpu_count() or 1)
         start = (node - settings.gpu_cores) / max(1, len(self.names))
         controllers = [
-            CoreController(settings.gain, settings.zero, settings.u_min,
-                           min(node, float(functions[n].threads)), start)
+            CoreController(
+                settings.gain,
+                settings.zero,
+                settings.u_min,
+                min(node, float(functions[n].threads)),
+                start,
+            )
             for n in self.names
-        ]  # fmt: skip
+        ]
         self.node = NodeCores(controllers, node, gpu_cores=settings.gpu_cores)
         self._set_points = [settings.alpha * slos_ms[n] / 1000.0 for n in self.names]
         self._oldest = [oldest[n] for n in self.names]
@@ -94,14 +99,17 @@ class CoreControl:
         responses = []
         for name, oldest in zip(self.names, self._oldest, strict=True):
             head = oldest()
-            responses.append(response_signal(self._answers[name],
-                                             None if head is None else now - head))  # fmt: skip
+            responses.append(
+                response_signal(self._answers[name], None if head is None else now - head)
+            )
             self._answers[name] = []
         floors = None
         if self.settings.feed_forward is not None:
             rates = [self._came[n] / self.settings.period_s for n in self.names]
-            floors = [load_floor(r, w(), self.settings.feed_forward)
-                      for r, w in zip(rates, self._work_s, strict=True)]  # fmt: skip
+            floors = [
+                load_floor(r, w(), self.settings.feed_forward)
+                for r, w in zip(rates, self._work_s, strict=True)
+            ]
         self._came = dict.fromkeys(self.names, 0)
         granted = self.node.step(responses, self._set_points, floors)
         return dict(zip(self.names, granted, strict=True))
@@ -123,8 +131,9 @@ class CoreControl:
 
     async def _run(self) -> None:
         try:
-            await self.apply({n: ct.u for n, ct in zip(self.names, self.node.controllers,
-                                                          strict=True)})  # fmt: skip
+            await self.apply(
+                {n: ct.u for n, ct in zip(self.names, self.node.controllers, strict=True)}
+            )
         except PinUnsupported as exc:
             logger.warning("cores are not set: %s", exc)
             return

@@ -83,11 +83,14 @@ class Door:
     def check_open(self) -> None:
         """Raise ShuttingDown or Overloaded (full queue) if the door is closed to anyone."""
         if self.closing:
-            raise ShuttingDown(f"{self.name}: the adapter is shutting down",
-                               retry_after_s=self.retry_after_closing_s)  # fmt: skip
+            raise ShuttingDown(
+                f"{self.name}: the adapter is shutting down",
+                retry_after_s=self.retry_after_closing_s,
+            )
         if len(self.controller.queue) >= self.max_queue:
-            raise Overloaded(f"{self.name}: queue full ({self.max_queue} requests waiting)",
-                             retry_after_s=1.0)  # fmt: skip
+            raise Overloaded(
+                f"{self.name}: queue full ({self.max_queue} requests waiting)", retry_after_s=1.0
+            )
 
     def admit(self, item: Pending, ready: int) -> None:
         """Queue ``item`` through the controller, or raise its refusal. A later stage of a

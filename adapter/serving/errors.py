@@ -131,6 +131,7 @@ def refusal_error(function: str, refusal: DoorRefusal) -> AdapterError:
     function scales from zero), with Retry-After either way."""
     reason = f"{function}: {refusal.reason}; refused at the door (late: predict)"
     if refusal.warming:
-        return Overloaded(f"{reason} while it scales from zero",
-                          retry_after_s=refusal.retry_after_s)  # fmt: skip
+        return Overloaded(
+            f"{reason} while it scales from zero", retry_after_s=refusal.retry_after_s
+        )
     return Refused(reason, retry_after_s=refusal.retry_after_s)

@@ -126,8 +126,9 @@ class GpuRoute:
         if not batch:
             return
         self.served[name] += len(batch)
-        self._busy = asyncio.create_task(self._serve(name, dispatcher, batch, now),
-                                         name=f"gpu-{name}")  # fmt: skip
+        self._busy = asyncio.create_task(
+            self._serve(name, dispatcher, batch, now), name=f"gpu-{name}"
+        )
 
     async def _serve(
         self, name: str, dispatcher: Dispatcher, batch: list[Pending], sent: float
@@ -137,8 +138,10 @@ class GpuRoute:
             done = self.clock.now()
             if done < self._down_until:  # the replicas served it, not the GPU
                 self.served[name] -= len(batch)
-            elif all(p.future.done() and not p.future.cancelled() and p.future.exception() is None
-                     for p in batch):  # fmt: skip
+            elif all(
+                p.future.done() and not p.future.cancelled() and p.future.exception() is None
+                for p in batch
+            ):
                 ms = (done - sent) * 1000.0
                 self.models[name].observe(done, sum(p.size for p in batch), ms, ms, cold=False)
         finally:
@@ -149,8 +152,11 @@ class GpuRoute:
         """The GPU executable could not be reached: its batch goes to the replicas, and the
         route takes nothing for ``_DOWN_S``."""
         if self.clock.now() >= self._down_until:
-            logger.warning("GPU executable unreachable (%s): its batches go to the replicas "
-                           "for %g s", exc, _DOWN_S)  # fmt: skip
+            logger.warning(
+                "GPU executable unreachable (%s): its batches go to the replicas for %g s",
+                exc,
+                _DOWN_S,
+            )
         self._down_until = self.clock.now() + _DOWN_S
 
     def _recent(self, name: str, now: float) -> float | None:

@@ -1,9 +1,10 @@
 """One client connection of the adapter's own HTTP/1.1 server: parsed by ``httptools`` in an
 ``asyncio.Protocol``, predicts admitted from the parser's callbacks and answered from their
 futures' done-callbacks, everything else through the ASGI bridge; answers leave in request
-order (keep-alive and pipelining). Its limits and timeouts are :mod:`adapter.serving.http_limits`;
-a read that comes after the turn's budget for clients waits in line
-(:mod:`adapter.serving.read_budget`). :mod:`adapter.serving.http_server` runs it.
+order (keep-alive and pipelining). Its limits and timeouts are
+:mod:`adapter.serving.http_limits`; a read that comes after the turn's budget for clients waits in
+line (:mod:`adapter.serving.read_budget`). :mod:`adapter.serving.http_server` runs it; what its
+connections share is :mod:`adapter.serving.http_shared`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import orjson
 
 from adapter.serving.asgi_bridge import AsgiRequest, run_asgi
 from adapter.serving.errors import AdapterError
-from adapter.serving.http_answers import Unparsed, error_answer, response_head, status_answer
+from adapter.serving.http_answers import error_answer, response_head, status_answer
 from adapter.serving.http_limits import (
     BODY_STALL_S,
     BODY_TIMEOUT_S,
@@ -35,16 +36,15 @@ from adapter.serving.http_limits import (
 )
 from adapter.serving.input_limits import InputLimits
 from adapter.serving.predict_endpoint import PredictEndpoint, Target
-from adapter.serving.read_budget import MAX_HELD_BYTES, ReadBudget
+from adapter.serving.read_budget import MAX_HELD_BYTES
 
 if TYPE_CHECKING:
-    from starlette.applications import Starlette
-
+    from adapter.serving.http_shared import Server
     from adapter.serving.pending import Pending
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Connection", "Server"]
+__all__ = ["Connection"]
 
 #: the headers a predict reads (the last: the JSON's length in a body with binary tensor data)
 _READ = (b"x-slo-ms", b"traceparent", b"inference-header-content-length")
@@ -315,8 +315,10 @@ class Connection(asyncio.Protocol):
         self.exchanges.append(exchange)
         if self.server.draining:  # on its way out: refused politely, and the connection closes
             exchange.close = True
-            headers = [(b"content-type", b"application/json"),
-                       (b"retry-after", b"%d" % DRAIN_RETRY_S)]  # fmt: skip
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"retry-after", b"%d" % DRAIN_RETRY_S),
+            ]
             self._answer(exchange, 503, headers, b'{"error":"the adapter is shutting down"}')
             return
         if self._too_large:  # (refused as it streamed; kept for a parser that completes first)
@@ -338,9 +340,13 @@ class Connection(asyncio.Protocol):
             assert self.transport is not None
             request = AsgiRequest(method, path, query, self._headers, body, self.transport)
             exchange.task = self.server.loop.create_task(
-                run_asgi(self.server.app, request, self._until_gone,
-                         functools.partial(self._answer, exchange))
-            )  # fmt: skip
+                run_asgi(
+                    self.server.app,
+                    request,
+                    self._until_gone,
+                    functools.partial(self._answer, exchange),
+                )
+            )
 
     # -- predicts, from callbacks --------------------------------------------------------------
 
@@ -354,8 +360,9 @@ class Connection(asyncio.Protocol):
             # the first request of a connection also waited to be accepted (a client that
             # opens a connection per request loses that from its SLO too)
             waited, self._accept_wait_s = self._waited_s + self._accept_wait_s, 0.0
-            item = endpoint.admit(name, body, slo, now, trace, waited_s=waited,
-                                  header_length=binary)  # fmt: skip
+            item = endpoint.admit(
+                name, body, slo, now, trace, waited_s=waited, header_length=binary
+            )
         except AdapterError as exc:
             self._answer(exchange, *error_answer(exc))
             return
@@ -410,37 +417,3 @@ class Connection(asyncio.Protocol):
         exchange = _Exchange(close=True)
         self.exchanges.append(exchange)
         self._answer(exchange, status, [], orjson.dumps({"error": reason}))
-
-
-class Server:
-    """What every connection of one listening server shares."""
-
-    def __init__(self, app: Starlette, loop: asyncio.AbstractEventLoop) -> None:
-        self.app = app
-        self.loop = loop
-        self.endpoint: PredictEndpoint = app.state.predict_endpoint
-        #: the limits of the last target looked up (requests on a connection repeat it)
-        self._limits: tuple[bytes, bytes, InputLimits] | None = None
-        self.connections: set[Connection] = set()
-        #: stopping: every new request is answered 503 + Retry-After + Connection: close
-        self.draining = False
-        self.state = self.endpoint.state
-        #: what is answered before it is parsed: shed for the loop's lag, held refusals
-        tightest_s = min(self.endpoint.slos.values(), default=1000.0) / 1000.0
-        self.unparsed = Unparsed(self.state, loop, shed_after_s=0.5 * tightest_s)
-        #: client reads within a bounded share of each loop turn (the rest wait, paused), and
-        #: the refusals of a congested line within 2 % of the tightest SLO a turn
-        self.reads = ReadBudget(loop, refuse_s=0.02 * tightest_s)
-
-    def limits_of(self, method: bytes, url: bytes) -> InputLimits:
-        """The limits of a request ``method url`` (:mod:`adapter.serving.input_limits`)."""
-        last = self._limits
-        if last is not None and last[0] == method and last[1] == url:
-            return last[2]
-        try:
-            path = httptools.parse_url(url).path.decode("latin-1")
-        except httptools.HttpParserInvalidURLError:
-            return self.endpoint.limits_of("", "")  # the parse of the whole request says why
-        limits = self.endpoint.limits_of(method.decode("latin-1"), path)
-        self._limits = (method, url, limits)
-        return limits

@@ -26,7 +26,7 @@ __all__ = [
     "Refuse",
     "shed_answer",
     "whole_request",
-]  # fmt: skip
+]
 
 #: what one request may send before it is refused (nginx's and uvicorn's orders of magnitude)
 MAX_URL_BYTES = 8 * 1024
@@ -66,11 +66,15 @@ STATUS_READS = (b"GET /v1/models/", b"GET /v1/apps/", b"GET /healthz", b"GET /v2
 
 def shed_answer(lag_s: float, *, close: bool = True) -> bytes:
     """503 + Retry-After (+ Connection: close), for a predict refused before it was parsed."""
-    body = (b'{"error":"the adapter is overloaded (a new request waits about %d ms before it '
-            b'is read); refused at the door"}' % (1000.0 * lag_s))  # fmt: skip
-    return (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-            b"retry-after: 1\r\ncontent-length: %d\r\n%s\r\n%s"
-            % (len(body), b"connection: close\r\n" if close else b"", body))  # fmt: skip
+    body = (
+        b'{"error":"the adapter is overloaded (a new request waits about %d ms before it '
+        b'is read); refused at the door"}' % (1000.0 * lag_s)
+    )
+    return (
+        b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+        b"retry-after: 1\r\ncontent-length: %d\r\n%s\r\n%s"
+        % (len(body), b"connection: close\r\n" if close else b"", body)
+    )
 
 
 #: request heads that a refusal unparsed cannot answer while keeping the connection: the client

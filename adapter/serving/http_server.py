@@ -25,7 +25,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from adapter.serving.http_connection import Connection, Server
+from adapter.serving.http_connection import Connection
+from adapter.serving.http_shared import Server
 from adapter.serving.listen import bind_early
 
 if TYPE_CHECKING:
@@ -55,9 +56,13 @@ async def serve(
             early.close()
 
 
-async def _serve(app: Starlette, loop: asyncio.AbstractEventLoop, stop: asyncio.Event,
-                 ready: Callable[[int], None] | None, where: socket.socket | tuple[str, int],
-                 ) -> None:  # fmt: skip
+async def _serve(
+    app: Starlette,
+    loop: asyncio.AbstractEventLoop,
+    stop: asyncio.Event,
+    ready: Callable[[int], None] | None,
+    where: socket.socket | tuple[str, int],
+) -> None:
     """:func:`serve` on ``where``: a socket bound already, or the host and port to bind."""
     async with app.router.lifespan_context(app):
         server = Server(app, loop)

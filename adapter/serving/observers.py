@@ -44,7 +44,15 @@ def log_tuned(function: str, update: AIMDDecision) -> None:
     decisions_log.info(
         "%s: AIMD %s %d -> %d (samples %d, judged %d, miss %.3f, p95 %.1f ms, "
         "timeout %.2f, cold %.2f%s)",
-        function, update.action, update.old_limit, update.new_limit, s.samples, s.judged,
-        s.miss_ratio, s.p95_ms, s.timeout_ratio, s.cold_ratio,
+        function,
+        update.action,
+        update.old_limit,
+        update.new_limit,
+        s.samples,
+        s.judged,
+        s.miss_ratio,
+        s.p95_ms,
+        s.timeout_ratio,
+        s.cold_ratio,
         f"; {', '.join(update.violations)}" if update.violations else "",
-    )  # fmt: skip
+    )

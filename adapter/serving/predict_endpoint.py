@@ -288,7 +288,7 @@ class PredictEndpoint:
         if known is not None:
             return known.outputs
         dispatcher = self.state.dispatchers.get(name)
-        return () if dispatcher is None else dispatcher.codec.outputs
+        return () if dispatcher is None else dispatcher.sender.codec.outputs
 
     def v2_answer(
         self,
@@ -310,8 +310,10 @@ class PredictEndpoint:
             return 502, [_JSON], orjson.dumps({"error": f"{name}: {exc}"})
         if head is None:
             return 200, headers, body
-        binary = [(b"content-type", b"application/octet-stream"),
-                  (_BINARY_HEADER, str(head).encode("latin-1"))]  # fmt: skip
+        binary = [
+            (b"content-type", b"application/octet-stream"),
+            (_BINARY_HEADER, str(head).encode("latin-1")),
+        ]
         return 200, [*binary, *headers[1:]], body
 
 
@@ -338,8 +340,9 @@ class PredictMiddleware:
         try:
             body = await self._read_body(scope, receive)
             slo, trace = _header(scope, b"x-slo-ms"), _header(scope, b"traceparent")
-            item = endpoint.admit(name, body, slo, now, trace,
-                                  header_length=_header(scope, _BINARY_HEADER))  # fmt: skip
+            item = endpoint.admit(
+                name, body, slo, now, trace, header_length=_header(scope, _BINARY_HEADER)
+            )
         except AdapterError as exc:
             await _respond(send, exc.status, exc.headers(), orjson.dumps({"error": exc.reason}))
             return

@@ -74,8 +74,11 @@ class Codec:
             flatten(instance, flat)
         row = tensor_shape(instances[0]) if instances else []
         datatype = _datatype(flat)
-        tensor: dict[str, Any] = {"name": self.input_name, "shape": [len(instances), *row],
-                                  "datatype": datatype}  # fmt: skip
+        tensor: dict[str, Any] = {
+            "name": self.input_name,
+            "shape": [len(instances), *row],
+            "datatype": datatype,
+        }
         payload: dict[str, Any] = {} if request_id is None else {"id": request_id}
         payload["inputs"] = [tensor]
         if not self.binary:
@@ -111,8 +114,10 @@ class Codec:
             tensors = [t for t in tensors if t[0] == self.output_name] or tensors[:1]
         columns = {}
         many = len(tensors) > 1
-        self.outputs = tuple(TensorSpec(name, datatype, (-1, *shape[1:]), name if many else None)
-                             for name, datatype, shape, _ in tensors)  # fmt: skip
+        self.outputs = tuple(
+            TensorSpec(name, datatype, (-1, *shape[1:]), name if many else None)
+            for name, datatype, shape, _ in tensors
+        )
         for name, _, shape, flat in tensors:
             if not shape or shape[0] != total:
                 raise ValueError(f"output {name} shape {shape} for {total} instances")
@@ -155,8 +160,14 @@ def _split(content: bytes, header_length: str) -> tuple[bytes, bytes]:
     return content[:size], content[size:]
 
 
-def codec_for(protocol: str, model: str, *, input_name: str = "input-0",
-              output_name: str | None = None, binary: bool = False) -> Codec:  # fmt: skip
+def codec_for(
+    protocol: str,
+    model: str,
+    *,
+    input_name: str = "input-0",
+    output_name: str | None = None,
+    binary: bool = False,
+) -> Codec:
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     return Codec(protocol, model, input_name, output_name, binary)

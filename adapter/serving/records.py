@@ -95,10 +95,17 @@ def request_record(
 ) -> dict[str, Any]:
     """One answered (or refused) function request as a record; times from ``epoch``."""
     return {
-        "id": item.id, "function": item.function, "app": item.app, "stage": item.stage,
+        "id": item.id,
+        "function": item.function,
+        "app": item.app,
+        "stage": item.stage,
         "arrival": round(item.arrival - epoch, 6),
         "dispatch": round(item.dispatched - epoch, 6) if item.dispatched else None,
-        "done": round(done - epoch, 6), "deadline": round(item.deadline - epoch, 6),
-        "size": item.size, "batch_size": batch_size, "status": status, "cold": cold,
+        "done": round(done - epoch, 6),
+        "deadline": round(item.deadline - epoch, 6),
+        "size": item.size,
+        "batch_size": batch_size,
+        "status": status,
+        "cold": cold,
         "missed": missed,
-    }  # fmt: skip
+    }

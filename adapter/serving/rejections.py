@@ -126,8 +126,9 @@ async def send_with_retries(
                 return response
             failure = None
         attempt += 1
-        delay = retry_delay(attempt, now=clock.now(), earliest_deadline=earliest_deadline,
-                            expected_s=expected_s)  # fmt: skip
+        delay = retry_delay(
+            attempt, now=clock.now(), earliest_deadline=earliest_deadline, expected_s=expected_s
+        )
         if delay is None:
             if failure is not None:
                 raise failure

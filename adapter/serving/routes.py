@@ -120,8 +120,9 @@ async def app_predict(request: Request) -> Response:
     status, headers, content = endpoint.v2_answer(name, result.predictions, asked, [_JSON])
     media = dict(headers).pop(b"content-type").decode("latin-1")
     extra = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers[1:]}
-    return Response(content, status, headers={**result.headers(total_ms), **extra},
-                    media_type=media)  # fmt: skip
+    return Response(
+        content, status, headers={**result.headers(total_ms), **extra}, media_type=media
+    )
 
 
 async def app_status(request: Request) -> Response:
@@ -250,8 +251,9 @@ async def v2_model(request: Request) -> Response:
     known = endpoint.signatures.get(name)
     if known is None:  # another system's model: its outputs as its last answer gave them
         outputs = [spec.metadata() for spec in endpoint.outputs_of(name)]
-        return JSONResponse({"name": name, "versions": [], "platform": platform,
-                             "inputs": [], "outputs": outputs})  # fmt: skip
+        return JSONResponse(
+            {"name": name, "versions": [], "platform": platform, "inputs": [], "outputs": outputs}
+        )
     return JSONResponse(known.metadata(name, platform))
 
 

@@ -103,8 +103,7 @@ async def running(
         if config.adapter.advisor.enabled if advisor is None else advisor:
             state.autoscaling = _autoscaling(config, state, state.slos)
             for dispatcher in state.dispatchers.values():
-                dispatcher.autoscaling = state.autoscaling
-                dispatcher.frontend_id = state.frontend_id
+                dispatcher.advised_by(state.autoscaling, state.frontend_id)
             state.autoscaling.start()
             stack.push_async_callback(state.autoscaling.stop)
         if config.adapter.cores.enabled:
@@ -214,7 +213,7 @@ async def _knative_view(config: Config, stack: contextlib.AsyncExitStack) -> Pla
 
     from kubernetes.config.config_exception import ConfigException
 
-    from knative.cluster.client import connect, connect_in_cluster
+    from knative.cluster.connection import connect, connect_in_cluster
     from knative.cluster.view import KnativeView
 
     settings = config.adapter

@@ -14,9 +14,9 @@ from knative.cluster.client import (
     KnativeClient,
     ResourceNotFoundError,
     ServiceNotReadyError,
-    connect,
     ready_condition,
 )
+from knative.cluster.connection import connect
 from knative.cluster.errors import KnativeError
 from knative.errors import PlatformError
 from slackwise_core.config import ConfigError
@@ -64,8 +64,10 @@ def _guarded(command: Command) -> Command:
             message = str(exc)
         except AccessDeniedError as exc:
             namespace = args.namespace or "default"
-            message = (f"{exc}; your user needs get, create, patch and delete on "
-                       f"services.serving.knative.dev in namespace {namespace}")  # fmt: skip
+            message = (
+                f"{exc}; your user needs get, create, patch and delete on "
+                f"services.serving.knative.dev in namespace {namespace}"
+            )
         except KnativeError as exc:
             message = str(exc)
         print(f"slackwise {verb}: {message}", file=sys.stderr)

@@ -22,7 +22,8 @@ def add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--serving-version", help="Knative Serving version, if not detectable")
     parser.add_argument(
-        "--dry-run", action="store_true",
+        "--dry-run",
+        action="store_true",
         help="deploy and delete: send every call with dryRun=All (the API server and Knative's "
         "webhooks judge it; nothing is stored or deleted); status only reads",
-    )  # fmt: skip
+    )

@@ -61,8 +61,6 @@ __all__ = [
     "ResourceConflictError",
     "ResourceNotFoundError",
     "ServiceNotReadyError",
-    "connect",
-    "connect_in_cluster",
     "parse_version",
     "ready_condition",
 ]
@@ -170,10 +168,17 @@ class KnativeClient:
         extra: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
         try:
             answer = self._objects.patch_namespaced_custom_object(
-                SERVING_GROUP, SERVING_VERSION, self.namespace, "services", name, body,
-                field_manager=FIELD_MANAGER, force=True,
-                _content_type="application/apply-patch+yaml", **extra,
-            )  # fmt: skip
+                SERVING_GROUP,
+                SERVING_VERSION,
+                self.namespace,
+                "services",
+                name,
+                body,
+                field_manager=FIELD_MANAGER,
+                force=True,
+                _content_type="application/apply-patch+yaml",
+                **extra,
+            )
         except ApiException as exc:
             raise api_error(exc, f"services.{SERVING_GROUP}/{name} in {self.namespace}") from None
         # the client reads a 201 (created by the apply) as no body: ask for what was made
@@ -402,46 +407,3 @@ class KnativeClient:
         body.setdefault("kind", "Service")
         body["metadata"]["namespace"] = self.namespace
         return body
-
-
-def context_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
-    """The namespace of the kubeconfig's context (``context``, else the current one), as kubectl
-    picks it; ``default`` when the context names none."""
-    from kubernetes import config as kube_config
-
-    listing: Callable[..., tuple[list[Obj], Obj]] = kube_config.list_kube_config_contexts
-    contexts, current = listing(config_file=kubeconfig)
-    chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
-    if context and chosen is None:
-        names = ", ".join(sorted(str(c.get("name")) for c in contexts)) or "none"
-        raise kube_config.ConfigException(f"context {context!r} not in the kubeconfig ({names})")
-    namespace = ((chosen or {}).get("context") or {}).get("namespace")
-    return str(namespace) if namespace else "default"
-
-
-def connect(
-    namespace: str | None = None,
-    *,
-    kubeconfig: str | None = None,
-    context: str | None = None,
-    serving_version: str | None = None,
-) -> KnativeClient:
-    """A client from a kubeconfig file (default: ``KUBECONFIG``, else ``~/.kube/config``), in
-    ``namespace`` or else the context's own namespace."""
-    from kubernetes import config as kube_config
-
-    new_client: Callable[..., k8s.ApiClient] = kube_config.new_client_from_config
-    api_client = new_client(config_file=kubeconfig, context=context)
-    namespace = namespace or context_namespace(kubeconfig, context)
-    return KnativeClient(api_client, namespace, serving_version=serving_version)
-
-
-def connect_in_cluster(
-    namespace: str = "default", *, serving_version: str | None = None
-) -> KnativeClient:
-    """A client from the pod's service account (the adapter running inside the cluster)."""
-    from kubernetes import config as kube_config
-
-    load: Callable[[], None] = kube_config.load_incluster_config
-    load()
-    return KnativeClient(k8s.ApiClient(), namespace, serving_version=serving_version)

@@ -17,57 +17,129 @@ _WINDOW = "[$__rate_interval]"
 
 #: (title, unit, [(query, legend)]): one time-series panel each, two to a row
 PANELS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
-    ("SLO misses (share of answers)", "percentunit", (
-        (f"sum by (function) (rate(slackwise_deadline_misses_total{_WINDOW})) / "
-         f"sum by (function) (rate(slackwise_requests_total{_WINDOW}))", "{{function}}"),
-    )),
-    ("Goodput (answers in time per second)", "reqps", (
-        (f"sum by (function) (rate(slackwise_requests_total{_WINDOW})) - "
-         f"sum by (function) (rate(slackwise_deadline_misses_total{_WINDOW}))", "{{function}}"),
-    )),
-    ("Refused at the door (would be late; 429/503 + Retry-After)", "reqps", (
-        (f"sum by (function) (rate(slackwise_refused_total{_WINDOW}))", "{{function}}"),
-    )),
-    ("Queue delay P95 (arrival to dispatch)", "s", (
-        ("histogram_quantile(0.95, sum by (function, le) "
-         f"(rate(slackwise_queue_delay_seconds_bucket{_WINDOW})))", "{{function}}"),
-    )),
-    ("Latency P95 and P99 (arrival to answer)", "s", (
-        ("histogram_quantile(0.95, sum by (function, le) "
-         f"(rate(slackwise_request_latency_seconds_bucket{_WINDOW})))", "{{function}} P95"),
-        ("histogram_quantile(0.99, sum by (function, le) "
-         f"(rate(slackwise_request_latency_seconds_bucket{_WINDOW})))", "{{function}} P99"),
-    )),
-    ("Mean batch size and the AIMD limit", "none", (
-        (f"sum by (function) (rate(slackwise_batch_size_sum{_WINDOW})) / "
-         f"sum by (function) (rate(slackwise_batch_size_count{_WINDOW}))", "{{function}} mean"),
-        ("max by (function) (slackwise_aimd_limit)", "{{function}} limit"),
-    )),
-    ("Replicas: owned by the adapter vs Knative's", "none", (
-        ("max by (function, count) (slackwise_replicas)", "{{function}} {{count}}"),
-    )),
-    ("Queue length and batches in flight", "none", (
-        ("sum by (function) (slackwise_queue_length)", "{{function}} queued"),
-        ("sum by (function) (slackwise_inflight_batches)", "{{function}} in flight"),
-    )),
-    ("Cold starts (batches that met one; chain requests that met one)", "ops", (
-        (f"sum by (function) (rate(slackwise_cold_start_batches_total{_WINDOW}))",
-         "{{function}}"),
-        (f"sum by (app) (rate(slackwise_app_cold_requests_total{_WINDOW}))", "app {{app}}"),
-    )),
-    ("Chains: SLO misses and P95", "percentunit", (
-        (f"sum by (app) (rate(slackwise_app_deadline_misses_total{_WINDOW})) / "
-         f"sum by (app) (rate(slackwise_app_requests_total{_WINDOW}))", "{{app}} misses"),
-    )),
-    ("Chains: latency P95", "s", (
-        ("histogram_quantile(0.95, sum by (app, le) "
-         f"(rate(slackwise_app_request_latency_seconds_bucket{_WINDOW})))", "{{app}}"),
-    )),
-    ("Dispatches forced by the deadline (MLProxy's timeout)", "ops", (
-        (f"sum by (function) (rate(slackwise_timeout_dispatches_total{_WINDOW}))",
-         "{{function}}"),
-    )),
-)  # fmt: skip
+    (
+        "SLO misses (share of answers)",
+        "percentunit",
+        (
+            (
+                f"sum by (function) (rate(slackwise_deadline_misses_total{_WINDOW})) / "
+                f"sum by (function) (rate(slackwise_requests_total{_WINDOW}))",
+                "{{function}}",
+            ),
+        ),
+    ),
+    (
+        "Goodput (answers in time per second)",
+        "reqps",
+        (
+            (
+                f"sum by (function) (rate(slackwise_requests_total{_WINDOW})) - "
+                f"sum by (function) (rate(slackwise_deadline_misses_total{_WINDOW}))",
+                "{{function}}",
+            ),
+        ),
+    ),
+    (
+        "Refused at the door (would be late; 429/503 + Retry-After)",
+        "reqps",
+        ((f"sum by (function) (rate(slackwise_refused_total{_WINDOW}))", "{{function}}"),),
+    ),
+    (
+        "Queue delay P95 (arrival to dispatch)",
+        "s",
+        (
+            (
+                "histogram_quantile(0.95, sum by (function, le) "
+                f"(rate(slackwise_queue_delay_seconds_bucket{_WINDOW})))",
+                "{{function}}",
+            ),
+        ),
+    ),
+    (
+        "Latency P95 and P99 (arrival to answer)",
+        "s",
+        (
+            (
+                "histogram_quantile(0.95, sum by (function, le) "
+                f"(rate(slackwise_request_latency_seconds_bucket{_WINDOW})))",
+                "{{function}} P95",
+            ),
+            (
+                "histogram_quantile(0.99, sum by (function, le) "
+                f"(rate(slackwise_request_latency_seconds_bucket{_WINDOW})))",
+                "{{function}} P99",
+            ),
+        ),
+    ),
+    (
+        "Mean batch size and the AIMD limit",
+        "none",
+        (
+            (
+                f"sum by (function) (rate(slackwise_batch_size_sum{_WINDOW})) / "
+                f"sum by (function) (rate(slackwise_batch_size_count{_WINDOW}))",
+                "{{function}} mean",
+            ),
+            ("max by (function) (slackwise_aimd_limit)", "{{function}} limit"),
+        ),
+    ),
+    (
+        "Replicas: owned by the adapter vs Knative's",
+        "none",
+        (("max by (function, count) (slackwise_replicas)", "{{function}} {{count}}"),),
+    ),
+    (
+        "Queue length and batches in flight",
+        "none",
+        (
+            ("sum by (function) (slackwise_queue_length)", "{{function}} queued"),
+            ("sum by (function) (slackwise_inflight_batches)", "{{function}} in flight"),
+        ),
+    ),
+    (
+        "Cold starts (batches that met one; chain requests that met one)",
+        "ops",
+        (
+            (
+                f"sum by (function) (rate(slackwise_cold_start_batches_total{_WINDOW}))",
+                "{{function}}",
+            ),
+            (f"sum by (app) (rate(slackwise_app_cold_requests_total{_WINDOW}))", "app {{app}}"),
+        ),
+    ),
+    (
+        "Chains: SLO misses and P95",
+        "percentunit",
+        (
+            (
+                f"sum by (app) (rate(slackwise_app_deadline_misses_total{_WINDOW})) / "
+                f"sum by (app) (rate(slackwise_app_requests_total{_WINDOW}))",
+                "{{app}} misses",
+            ),
+        ),
+    ),
+    (
+        "Chains: latency P95",
+        "s",
+        (
+            (
+                "histogram_quantile(0.95, sum by (app, le) "
+                f"(rate(slackwise_app_request_latency_seconds_bucket{_WINDOW})))",
+                "{{app}}",
+            ),
+        ),
+    ),
+    (
+        "Dispatches forced by the deadline (MLProxy's timeout)",
+        "ops",
+        (
+            (
+                f"sum by (function) (rate(slackwise_timeout_dispatches_total{_WINDOW}))",
+                "{{function}}",
+            ),
+        ),
+    ),
+)
 
 
 def dashboard() -> dict[str, Any]:

@@ -31,8 +31,9 @@ SCALE_FLAGS = {
 
 
 #: scale flags that kn parses as integers
-INTEGER_SCALE = frozenset({"min-scale", "max-scale", "target", "initial-scale",
-                           "target-utilization-percentage"})  # fmt: skip
+INTEGER_SCALE = frozenset(
+    {"min-scale", "max-scale", "target", "initial-scale", "target-utilization-percentage"}
+)
 
 
 def _is_int(value: str) -> bool:

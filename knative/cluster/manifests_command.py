@@ -9,15 +9,8 @@ import sys
 from pathlib import Path
 
 from knative.cluster.crd_schema import ManifestError, knative_dir
-from knative.cluster.manifests import (
-    KUSTOMIZATION,
-    VERSION,
-    Bundle,
-    Images,
-    build,
-    kustomization,
-    render,
-)
+from knative.cluster.images import VERSION, Images
+from knative.cluster.manifests import KUSTOMIZATION, Bundle, build, kustomization, render
 from slackwise_core.config import ConfigError, load_config
 
 __all__ = ["add_arguments", "main", "run", "write"]
@@ -41,15 +34,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``slackwise manifests``."""
     parser.add_argument("-c", "--config", required=True, help="YAML config file")
     parser.add_argument(
-        "-o", "--out", required=True,
+        "-o",
+        "--out",
+        required=True,
         help="directory for the YAML files, or - for one stream on stdout (kubectl apply -f -)",
-    )  # fmt: skip
+    )
     parser.add_argument("-n", "--namespace", help="namespace for every object (default: none set)")
     parser.add_argument(
-        "--registry", default="slackwise",
+        "--registry",
+        default="slackwise",
         help="where the images are: REGISTRY/<model>:TAG and REGISTRY/adapter:TAG (default "
         "slackwise; a function's own image: in the config is kept)",
-    )  # fmt: skip
+    )
     parser.add_argument("--tag", default=VERSION, help=f"the images' tag (default {VERSION})")
     parser.add_argument(
         "--adapter-image", help="the adapter's image in full (default REGISTRY/adapter:TAG)"
@@ -85,8 +81,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"slackwise manifests: {args.config}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     if to_stdout:
-        docs = [render(objects, bundle.comments.get(name))
-                for name, objects in sorted(bundle.files.items())]  # fmt: skip
+        docs = [
+            render(objects, bundle.comments.get(name))
+            for name, objects in sorted(bundle.files.items())
+        ]
         sys.stdout.write("---\n".join(docs))
     else:
         for path in write(bundle, Path(args.out)):

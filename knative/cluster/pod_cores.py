@@ -129,10 +129,13 @@ class PodCores:
 
     def _patch(self, pod: Obj, quantity: str) -> Obj:
         resources = next(
-            (c.get("resources") or {} for c in pod["spec"]["containers"]
-             if c.get("name") == self.container),
+            (
+                c.get("resources") or {}
+                for c in pod["spec"]["containers"]
+                if c.get("name") == self.container
+            ),
             None,
-        )  # fmt: skip
+        )
         name = pod["metadata"]["name"]
         if resources is None:
             raise KnativeError(f"pod {name} has no container named {self.container!r}")
@@ -142,24 +145,33 @@ class PodCores:
         body = {"spec": {"containers": [{"name": self.container, "resources": wanted}]}}
         try:
             return _raw(
-                self._core.patch_namespaced_pod_resize, name, self.namespace, body,
+                self._core.patch_namespaced_pod_resize,
+                name,
+                self.namespace,
+                body,
                 _content_type="application/strategic-merge-patch+json",
-            )  # fmt: skip
+            )
         except ApiException as exc:
             raise api_error(exc, f"pods/{name}/resize in namespace {self.namespace}") from None
 
     def _result(self, pod: Obj, quantity: str) -> PodResize:
         status = pod.get("status") or {}
         applied = next(
-            (((s.get("resources") or {}).get("requests") or {}).get("cpu")
-             for s in status.get("containerStatuses") or [] if s.get("name") == self.container),
+            (
+                ((s.get("resources") or {}).get("requests") or {}).get("cpu")
+                for s in status.get("containerStatuses") or []
+                if s.get("name") == self.container
+            ),
             None,
-        )  # fmt: skip
+        )
         pending: Obj = next(
-            (c for c in status.get("conditions") or []
-             if c.get("type") == "PodResizePending" and c.get("status") == "True"),
+            (
+                c
+                for c in status.get("conditions") or []
+                if c.get("type") == "PodResizePending" and c.get("status") == "True"
+            ),
             {},
-        )  # fmt: skip
+        )
         return PodResize(
             pod=pod["metadata"]["name"],
             asked=quantity,

@@ -92,9 +92,12 @@ class KnativeView:
                 await asyncio.to_thread(self._watch.start)
                 self._watching = True
             except AccessDeniedError as exc:
-                logger.warning("no watch on Knative's objects (%s): polling every %g s instead; "
-                               "the Role `slackwise manifests` writes grants list and watch",
-                               exc, self._poll_s)  # fmt: skip
+                logger.warning(
+                    "no watch on Knative's objects (%s): polling every %g s instead; "
+                    "the Role `slackwise manifests` writes grants list and watch",
+                    exc,
+                    self._poll_s,
+                )
                 self._watch = None
             except KnativeError as exc:
                 logger.warning("watching Knative's objects failed (%s): polling instead", exc)
@@ -149,9 +152,12 @@ class KnativeView:
         min- and max-scale set together to the largest live share."""
         with _classified(function):
             await asyncio.to_thread(
-                self._client.set_scale, self._service(function), replicas, owner=owner,
+                self._client.set_scale,
+                self._service(function),
+                replicas,
+                owner=owner,
                 lease_s=lease_s,
-            )  # fmt: skip
+            )
 
     async def set_cores(self, function: str, cores: float | None) -> None:
         """The function's running pods resized in place to share ``cores``
@@ -170,8 +176,14 @@ class KnativeView:
                 raise PinUnsupported(f"{function}: {exc}") from None
         for result in results:
             if not result.done:
-                logger.info("%s: pod %s resize to %s pending: %s %s", function, result.pod,
-                            result.asked, result.pending, result.message)  # fmt: skip
+                logger.info(
+                    "%s: pod %s resize to %s pending: %s %s",
+                    function,
+                    result.pod,
+                    result.asked,
+                    result.pending,
+                    result.message,
+                )
 
 
 @contextlib.contextmanager

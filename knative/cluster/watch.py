@@ -128,9 +128,11 @@ class ServingWatch:
                 raise api_error(exc, f"{plural}.{group} in namespace {self.namespace}") from None
         for group, version, plural in KINDS:
             thread = threading.Thread(
-                target=self._follow, args=(group, version, plural, versions[plural]),
-                name=f"watch-{plural}", daemon=True,
-            )  # fmt: skip
+                target=self._follow,
+                args=(group, version, plural, versions[plural]),
+                name=f"watch-{plural}",
+                daemon=True,
+            )
             thread.start()
             self._threads.append(thread)
 
@@ -171,10 +173,17 @@ class ServingWatch:
 
     def _stream(self, group: str, version: str, plural: str, since: str) -> str:
         response: Any = self._objects.list_namespaced_custom_object(
-            group, version, self.namespace, plural, watch=True, resource_version=since or None,
-            timeout_seconds=self._timeout_s, allow_watch_bookmarks=True,
-            _preload_content=False, _request_timeout=self._timeout_s + 10,
-        )  # fmt: skip
+            group,
+            version,
+            self.namespace,
+            plural,
+            watch=True,
+            resource_version=since or None,
+            timeout_seconds=self._timeout_s,
+            allow_watch_bookmarks=True,
+            _preload_content=False,
+            _request_timeout=self._timeout_s + 10,
+        )
         with self._lock:
             self._responses[plural] = response
         try:

@@ -157,6 +157,9 @@ def quota_for(
         except OSError as exc:
             logger.warning("cannot make cgroup %s (%s): CPU affinity instead", root / name, exc)
     else:
-        logger.warning("no writable cgroup cpu controller under %s: cores are bounded by CPU "
-                       "affinity (whole cores) instead of a quota", base)  # fmt: skip
+        logger.warning(
+            "no writable cgroup cpu controller under %s: cores are bounded by CPU "
+            "affinity (whole cores) instead of a quota",
+            base,
+        )
     return AffinityQuota()

@@ -125,9 +125,7 @@ class Fleet:
                 value=desired,
                 detail=f"{fn.desired} -> {desired} ({reason}; {detail})",
             )
-            logger.info(
-                "%s: scale %d -> %d (%s)", fn.config.name, fn.desired, desired, reason
-            )  # fmt: skip
+            logger.info("%s: scale %d -> %d (%s)", fn.config.name, fn.desired, desired, reason)
         fn.desired = desired
         self._reconcile(fn, now)
 

@@ -223,9 +223,14 @@ async def serve_in_loop(
 ) -> tuple[uvicorn.Server, asyncio.Task[None], int]:
     """Start ``app`` on the running loop; returns the server, its task and the bound port."""
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
         http=HeadTimeoutProtocol,
-    )  # fmt: skip
+    )
     server = _Server(config)
     task = asyncio.create_task(server.serve(), name=f"http-{host}:{port}")
     while not server.started:

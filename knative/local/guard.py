@@ -126,8 +126,10 @@ class Guard:
             return
         auth = headers.get(b"authorization", b"")
         if not auth.lower().startswith(b"bearer "):
-            reason = (f"Authorization: Bearer <token> required (the platform's token: "
-                      f"{ENV_VAR}, or the file slackwise up wrote)")  # fmt: skip
+            reason = (
+                f"Authorization: Bearer <token> required (the platform's token: "
+                f"{ENV_VAR}, or the file slackwise up wrote)"
+            )
             await _refuse(send, 401, reason, bearer=True)
             return
         if not hmac.compare_digest(auth[7:].strip(), self._token):

@@ -62,8 +62,9 @@ def starting(step: int) -> int:
         logger.warning(
             "starting replicas at this process's niceness (%d): it may not lower a niceness "
             "again (not root, RLIMIT_NICE %s), and a replica must not serve at the lower priority",
-            base, resource.getrlimit(resource.RLIMIT_NICE)[0],
-        )  # fmt: skip
+            base,
+            resource.getrlimit(resource.RLIMIT_NICE)[0],
+        )
         return base
     return min(_MOST_NICE, base + step)
 

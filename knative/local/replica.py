@@ -134,10 +134,20 @@ class Replica:
         if self.token:
             env[TOKEN_ENV] = self.token  # work only from the platform's router
         args = [
-            sys.executable, "-m", "functions.serve",
-            "--model", fn.model, "--name", fn.name,
-            "--fd", str(sock.fileno()), "--threads", str(fn.threads), "--device", fn.device,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "functions.serve",
+            "--model",
+            fn.model,
+            "--name",
+            fn.name,
+            "--fd",
+            str(sock.fileno()),
+            "--threads",
+            str(fn.threads),
+            "--device",
+            fn.device,
+        ]
         with open(self.log_path, "ab") as log:
             try:
                 self.process = await asyncio.create_subprocess_exec(

@@ -79,16 +79,83 @@ def load_roma_config(path: str | Path) -> RomaConfig:
     return parse_roma_config(data, str(path), path.parent)
 
 
+#: the keys of the ``roma:`` section
+_KEYS = {
+    "apps",
+    "workers",
+    "cores",
+    "gpus",
+    "gpu_cores",
+    "step_s",
+    "duration_s",
+    "alpha",
+    "beta",
+    "gamma",
+    "gain",
+    "zero",
+    "u_min",
+    "ff_utilization",
+    "max_batch",
+    "step_ms",
+    "seed",
+    "live",
+    "threads",
+    "cpu_period_ms",
+    "gpu_device",
+}
+#: the keys read as numbers with :class:`RomaConfig`'s defaults
+_NUMBERS = (
+    "cores",
+    "gpu_cores",
+    "step_s",
+    "duration_s",
+    "alpha",
+    "beta",
+    "gamma",
+    "gain",
+    "zero",
+    "u_min",
+    "ff_utilization",
+    "step_ms",
+)
+
+
 def parse_roma_config(data: Any, source: str, base_dir: Path | None = None) -> RomaConfig:
     r = Reader(source)
     top = r.mapping(data, "")
     r.only(top, "", {"roma"})
     d = r.mapping(top.get("roma"), "roma")
-    keys = {"apps", "workers", "cores", "gpus", "gpu_cores", "step_s", "duration_s", "alpha",
-            "beta", "gamma", "gain", "zero", "u_min", "ff_utilization", "max_batch", "step_ms",
-            "seed", "live", "threads", "cpu_period_ms", "gpu_device"}  # fmt: skip
-    r.only(d, "roma", keys)
+    r.only(d, "roma", _KEYS)
     base = RomaConfig(source=source, apps={})
+    apps = _apps(r, d)
+    number = _numbers(r, d, base)
+    live = d.get("live", False)
+    if not isinstance(live, bool):
+        raise r.fail("roma.live", f"must be true or false, got {live!r}")
+    try:
+        gpu_device = parse_device(r.string(d, "gpu_device", "roma", base.gpu_device))
+    except ValueError as exc:
+        raise r.fail("roma.gpu_device", str(exc)) from None
+    return RomaConfig(
+        source=source,
+        apps=apps,
+        **number,
+        live=live,
+        gpu_device=gpu_device,
+        workers=r.integer(d, "workers", "roma", base.workers, low=1),
+        gpus=r.integer(d, "gpus", "roma", base.gpus),
+        max_batch=r.integer(d, "max_batch", "roma", base.max_batch, low=1),
+        seed=r.integer(d, "seed", "roma", base.seed),
+        threads=r.integer(d, "threads", "roma", base.threads, low=1),
+        cpu_period_ms=r.number(
+            d, "cpu_period_ms", "roma", base.cpu_period_ms, low=1.0, high=1000.0
+        ),
+        base_dir=base_dir or Path.cwd(),
+    )
+
+
+def _apps(r: Reader, d: Mapping[str, Any]) -> dict[str, RomaApp]:
+    """``roma.apps``: at least one, each with its profile, SLA and per-step rates."""
     raw_apps = r.mapping(d.get("apps"), "roma.apps")
     if not raw_apps:
         raise r.fail("roma.apps", "at least one app is required")
@@ -109,36 +176,24 @@ def parse_roma_config(data: Any, source: str, base_dir: Path | None = None) -> R
         sla = r.number(a, "sla_s", where, 0.0)
         if sla <= 0:
             raise r.fail(f"{where}.sla_s", f"must be > 0, got {sla:g}")
-        apps[name] = RomaApp(name, r.string(a, "profile", where, name), sla,
-                             tuple(float(x) for x in load))  # fmt: skip
+        apps[name] = RomaApp(
+            name, r.string(a, "profile", where, name), sla, tuple(float(x) for x in load)
+        )
+    return apps
+
+
+def _numbers(r: Reader, d: Mapping[str, Any], base: RomaConfig) -> dict[str, float]:
+    """The numeric settings (:data:`_NUMBERS`), the fractions within [0, 1] and the steps and
+    the duration positive."""
     for key in ("alpha", "beta", "gamma", "ff_utilization"):
         value = r.number(d, key, "roma", getattr(base, key))
         if value > 1:
             raise r.fail(f"roma.{key}", f"must be within [0, 1], got {value:g}")
-    number = {k: r.number(d, k, "roma", getattr(base, k))
-              for k in ("cores", "gpu_cores", "step_s", "duration_s", "alpha", "beta", "gamma",
-                        "gain", "zero", "u_min", "ff_utilization", "step_ms")}  # fmt: skip
+    number = {k: r.number(d, k, "roma", getattr(base, k)) for k in _NUMBERS}
     if number["ff_utilization"] <= 0:
         raise r.fail(
             "roma.ff_utilization", f"must be within (0, 1], got {number['ff_utilization']:g}"
         )
     if number["step_ms"] <= 0 or number["duration_s"] <= 0 or number["step_s"] <= 0:
         raise r.fail("roma", "step_ms, step_s and duration_s must be > 0")
-    live = d.get("live", False)
-    if not isinstance(live, bool):
-        raise r.fail("roma.live", f"must be true or false, got {live!r}")
-    try:
-        gpu_device = parse_device(r.string(d, "gpu_device", "roma", base.gpu_device))
-    except ValueError as exc:
-        raise r.fail("roma.gpu_device", str(exc)) from None
-    return RomaConfig(
-        source=source, apps=apps, **number, live=live, gpu_device=gpu_device,
-        workers=r.integer(d, "workers", "roma", base.workers, low=1),
-        gpus=r.integer(d, "gpus", "roma", base.gpus),
-        max_batch=r.integer(d, "max_batch", "roma", base.max_batch, low=1),
-        seed=r.integer(d, "seed", "roma", base.seed),
-        threads=r.integer(d, "threads", "roma", base.threads, low=1),
-        cpu_period_ms=r.number(d, "cpu_period_ms", "roma", base.cpu_period_ms, low=1.0,
-                               high=1000.0),
-        base_dir=base_dir or Path.cwd(),
-    )  # fmt: skip
+    return number

@@ -36,8 +36,9 @@ def _system_job(config: RomaConfig, system: str) -> dict[str, Any]:
     return simulate_system(config, system, cpu, gpu)
 
 
-def run_roma(config: RomaConfig, systems: tuple[str, ...] = SYSTEMS, *,
-             jobs: int = 1) -> dict[str, Any]:  # fmt: skip
+def run_roma(
+    config: RomaConfig, systems: tuple[str, ...] = SYSTEMS, *, jobs: int = 1
+) -> dict[str, Any]:
     """Every system on the config's workload (in up to ``jobs`` processes): OUT.json."""
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown:
@@ -58,8 +59,10 @@ def run_roma(config: RomaConfig, systems: tuple[str, ...] = SYSTEMS, *,
 
 def format_roma(doc: Mapping[str, Any]) -> str:
     """The systems' table the command prints (Table 2's columns)."""
-    lines = [f"{'system':<13} {'V':>5} {'V %':>6} {'core-s':>8} {'mean ms':>8} {'p50 ms':>7} "
-             f"{'p99 ms':>8} {'max ms':>8} {'on GPU':>7}"]  # fmt: skip
+    lines = [
+        f"{'system':<13} {'V':>5} {'V %':>6} {'core-s':>8} {'mean ms':>8} {'p50 ms':>7} "
+        f"{'p99 ms':>8} {'max ms':>8} {'on GPU':>7}"
+    ]
     for name, r in doc["systems"].items():
         lines.append(
             f"{name:<13} {r['violations']:>5} {r['violation_pct']:>6.2f} "

@@ -61,8 +61,9 @@ def _seconds(curve: ServiceCurve) -> Callable[[int], float]:
     return lambda n: curve.median_ms(n) / 1000.0
 
 
-def _measured(done: list[tuple[float, float]], queue: deque[float], now: float,
-              recent: float | None) -> float | None:  # fmt: skip
+def _measured(
+    done: list[tuple[float, float]], queue: deque[float], now: float, recent: float | None
+) -> float | None:
     """The response time a controller reads: the last second's completions, or, when its queue
     holds requests older than that, the head's age (a starved executable completes nothing)."""
     if queue and (recent is None or now - queue[0] > recent):
@@ -73,8 +74,13 @@ def _measured(done: list[tuple[float, float]], queue: deque[float], now: float,
 class _System:
     """The state of one system's run; :meth:`tick` advances it one step."""
 
-    def __init__(self, config: RomaConfig, system: str, cpu_s: Mapping[str, float],
-                 gpu: Mapping[str, ServiceCurve]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: RomaConfig,
+        system: str,
+        cpu_s: Mapping[str, float],
+        gpu: Mapping[str, ServiceCurve],
+    ) -> None:
         self.config, self.system = config, system
         self.apps = [config.apps[n] for n in config.apps]
         apps, n = self.apps, len(self.apps)
@@ -88,10 +94,16 @@ class _System:
         start = self.fixed if self.fixed is not None else 1.0
         workers = range(config.workers)
         self.execs = [[_Executable(start) for _ in apps] for _ in workers]
-        self.pi = [[CoreController(config.gain, config.zero, config.u_min, config.cores, start)
-                    for _ in apps] for _ in workers]  # fmt: skip
-        self.rules = [[RuleController(config.u_min, config.cores, start) for _ in apps]
-                      for _ in workers]  # fmt: skip
+        self.pi = [
+            [
+                CoreController(config.gain, config.zero, config.u_min, config.cores, start)
+                for _ in apps
+            ]
+            for _ in workers
+        ]
+        self.rules = [
+            [RuleController(config.u_min, config.cores, start) for _ in apps] for _ in workers
+        ]
         self.gpus_busy: list[tuple[float, int, list[float]]] = []  # (free at, app, arrivals)
         self.free_gpus = config.workers * config.gpus
         self.rr_next = 0
@@ -125,12 +137,17 @@ class _System:
         queues, config = self.queues, self.config
         while self.free_gpus > 0 and any(queues):
             if self.system.startswith("roma"):
-                cands = [GpuCandidate(queues[i], self.recent[i], a.sla_s, self.gpu_s[i])
-                         for i, a in enumerate(self.apps)]  # fmt: skip
+                cands = [
+                    GpuCandidate(queues[i], self.recent[i], a.sla_s, self.gpu_s[i])
+                    for i, a in enumerate(self.apps)
+                ]
                 pick = gpu_choice(cands, now, alpha=config.alpha, beta=config.beta)
                 assert pick is not None
-                n = (gpu_batch(cands[pick], now, config.max_batch)
-                     if self.system == "roma_batched" else 1)  # fmt: skip
+                n = (
+                    gpu_batch(cands[pick], now, config.max_batch)
+                    if self.system == "roma_batched"
+                    else 1
+                )
             else:  # round robin over the non-empty queues
                 turn = round_robin([bool(q) for q in queues], self.rr_next)
                 assert turn is not None  # some queue is non-empty
@@ -193,24 +210,36 @@ class _System:
                 ex.cores = self.rules[w][i].next_allocation(now, self.recent[i], apps[i].sla_s)
             return
         # the CPUs' share of the arrivals: as the last period split them
-        floors = [load_floor(self.came[i] * self.on_cpu[i] / max(1, self.on_cpu[i]
-                                                                + self.on_gpu[i])
-                             / config.workers, self.work_s[i], config.ff_utilization)
-                  if self.system == "roma_ff" else 0.0
-                  for i in range(len(apps))]  # fmt: skip
-        demands = [self.pi[w][i].next_allocation(
-                       _measured(self.done[i], self.queues[i], now, self.recent[i]),
-                       config.alpha * apps[i].sla_s, floor=floors[i])
-                   for i in range(len(apps))]  # fmt: skip
-        granted = supervise(demands, config.cores, gpu_cores=config.gpu_cores,
-                            gamma=config.gamma)  # fmt: skip
+        floors = [
+            load_floor(
+                self.came[i]
+                * self.on_cpu[i]
+                / max(1, self.on_cpu[i] + self.on_gpu[i])
+                / config.workers,
+                self.work_s[i],
+                config.ff_utilization,
+            )
+            if self.system == "roma_ff"
+            else 0.0
+            for i in range(len(apps))
+        ]
+        demands = [
+            self.pi[w][i].next_allocation(
+                _measured(self.done[i], self.queues[i], now, self.recent[i]),
+                config.alpha * apps[i].sla_s,
+                floor=floors[i],
+            )
+            for i in range(len(apps))
+        ]
+        granted = supervise(demands, config.cores, gpu_cores=config.gpu_cores, gamma=config.gamma)
         for i, ex in enumerate(node):
             self.pi[w][i].granted(granted[i])
             ex.cores = granted[i]
 
 
-def simulate_system(config: RomaConfig, system: str, cpu_s: Mapping[str, float],
-                    gpu: Mapping[str, ServiceCurve]) -> dict[str, Any]:  # fmt: skip
+def simulate_system(
+    config: RomaConfig, system: str, cpu_s: Mapping[str, float], gpu: Mapping[str, ServiceCurve]
+) -> dict[str, Any]:
     """One system over the whole workload; the row of ``systems.{system}``."""
     if system not in SYSTEMS:
         raise ValueError(f"unknown system {system!r}; expected one of {', '.join(SYSTEMS)}")
@@ -224,14 +253,22 @@ def simulate_system(config: RomaConfig, system: str, cpu_s: Mapping[str, float],
             next_second += 1.0
             run.control(now)
     rts = sorted(rt for per_app in run.second for rt in per_app)
-    row = summary_row(rts, run.violations, run.core_s, run.gpu_served, run.cpu_served,
-                      len(run.apps), config)  # fmt: skip
+    row = summary_row(
+        rts, run.violations, run.core_s, run.gpu_served, run.cpu_served, len(run.apps), config
+    )
     row["arrived"] = run.arrived  # the rest were still queued or running at the end
     return row
 
 
-def summary_row(rts: list[float], violations: int, core_s: float, gpu_served: int, cpu_served: int,
-         apps: int, config: RomaConfig) -> dict[str, Any]:  # fmt: skip
+def summary_row(
+    rts: list[float],
+    violations: int,
+    core_s: float,
+    gpu_served: int,
+    cpu_served: int,
+    apps: int,
+    config: RomaConfig,
+) -> dict[str, Any]:
     """A system's row: requests, violations (and their share of the app-seconds), core-seconds,
     response-time summary (ms), the GPUs' share of the requests."""
 

@@ -86,9 +86,11 @@ def check_cores(r: Reader, settings: CoreSettings, functions: Mapping[str, _Func
         if name not in functions:
             raise r.fail(f"{path}.functions", f"no function named {name!r}")
         if functions[name].device != "cpu":
-            raise r.fail(f"{path}.functions",
-                         f"{name!r} computes on {functions[name].device}: its cores are not "
-                         "the CPU executable's to set")  # fmt: skip
+            raise r.fail(
+                f"{path}.functions",
+                f"{name!r} computes on {functions[name].device}: its cores are not "
+                "the CPU executable's to set",
+            )
     if settings.node_cores is not None and settings.gpu_cores >= settings.node_cores:
         left = f"leaves none of node_cores {settings.node_cores:g} for the CPU functions"
         raise r.fail(f"{path}.gpu_cores", f"{left}, got {settings.gpu_cores:g}")

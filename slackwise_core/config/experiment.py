@@ -78,8 +78,11 @@ def experiment_config(
         if function not in functions:
             raise r.fail(f"{path}.function", f"no function named {function!r}")
         if not functions[function].model:
-            raise r.fail(f"{path}.function", f"{function!r} has no model kind: the replayer's "
-                         "requests are made from a built-in kind's samples")  # fmt: skip
+            raise r.fail(
+                f"{path}.function",
+                f"{function!r} has no model kind: the replayer's "
+                "requests are made from a built-in kind's samples",
+            )
     else:
         app = r.string(data, "app", path, None)
         if app not in apps:
@@ -127,23 +130,39 @@ def disturbance(r: Reader, raw: Any, path: str, duration_s: float) -> Disturbanc
     repeat = r.integer(data, "repeat", path, 1, low=1)
     every = r.number(data, "every_s", path, 0.0)
     if repeat > 1 and not every > length:
-        raise r.fail(f"{path}.every_s", f"must be above duration_s ({length:g}) for a repeated "
-                     f"disturbance, got {every:g}")  # fmt: skip
+        raise r.fail(
+            f"{path}.every_s",
+            f"must be above duration_s ({length:g}) for a repeated disturbance, got {every:g}",
+        )
     if repeat > 1 and kind == "input":
         raise r.fail(f"{path}.repeat", f"an input step is one window, got {repeat}")
     if start < 0:
         raise r.fail(f"{path}.start_s", f"must be >= 0, got {start:g}")
     last = start + (repeat - 1) * every
     if length <= 0 or last + length > duration_s:
-        raise r.fail(f"{path}.duration_s", f"must be positive and end within the replay's "
-                     f"{duration_s:g} s, got {length:g} from {last:g}")  # fmt: skip
+        raise r.fail(
+            f"{path}.duration_s",
+            f"must be positive and end within the replay's "
+            f"{duration_s:g} s, got {length:g} from {last:g}",
+        )
     cores = r.integer(data, "cores", path, 1, low=1)
     factor = r.number(data, "factor", path, 2.0 if kind in ("slow", "input") else 1.0)
     if kind == "slow" and not factor > 1.0:
-        raise r.fail(f"{path}.factor", f"must be above 1 (service times this many times as "
-                     f"long), got {factor:g}")  # fmt: skip
+        raise r.fail(
+            f"{path}.factor",
+            f"must be above 1 (service times this many times as long), got {factor:g}",
+        )
     if kind == "input" and not (factor >= 2.0 and factor == int(factor)):
-        raise r.fail(f"{path}.factor", f"must be a whole number >= 2 (inputs this many times "
-                     f"the usual size), got {factor:g}")  # fmt: skip
-    return Disturbance(kind=kind, start_s=start, duration_s=length, cores=cores, factor=factor,
-                       repeat=repeat, every_s=every)  # fmt: skip
+        raise r.fail(
+            f"{path}.factor",
+            f"must be a whole number >= 2 (inputs this many times the usual size), got {factor:g}",
+        )
+    return Disturbance(
+        kind=kind,
+        start_s=start,
+        duration_s=length,
+        cores=cores,
+        factor=factor,
+        repeat=repeat,
+        every_s=every,
+    )

@@ -77,5 +77,6 @@ def check_gpu(r: Reader, settings: GpuSettings, functions: Mapping[str, Any]) ->
         if name not in functions:
             raise r.fail("adapter.gpu.functions", f"no function named {name!r}")
         if functions[name].upstream.url:
-            raise r.fail("adapter.gpu.functions",
-                         f"{name!r} runs at a fixed endpoint (upstream.url)")  # fmt: skip
+            raise r.fail(
+                "adapter.gpu.functions", f"{name!r} runs at a fixed endpoint (upstream.url)"
+            )

@@ -122,10 +122,13 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> F
     from functions.registry import KINDS
 
     if model == "" and "upstream" not in data:
-        raise r.fail(f"{path}.model", "a function needs a built-in model kind (one of "
-                     f"{', '.join(sorted(KINDS))}), or an upstream another system serves "
-                     "(upstream: {url: ...}, or {protocol: v2, service: ...} for a KServe "
-                     "InferenceService)")  # fmt: skip
+        raise r.fail(
+            f"{path}.model",
+            "a function needs a built-in model kind (one of "
+            f"{', '.join(sorted(KINDS))}), or an upstream another system serves "
+            "(upstream: {url: ...}, or {protocol: v2, service: ...} for a KServe "
+            "InferenceService)",
+        )
     if model and model not in KINDS:
         raise r.fail(f"{path}.model", f"unknown model {model!r}; known: {', '.join(sorted(KINDS))}")
     d = _FUNCTION_DEFAULTS
@@ -302,7 +305,7 @@ def _adapter(r: Reader, raw: Any) -> AdapterConfig:
     )
 
 
-#: the advisor's resource models (adapter.policies.advisor.AdvisorConfig.model)
+#: the advisor's resource models (adapter.policies.advisor_config.AdvisorConfig.model)
 MODELS = ("replay", "batched", "swayam")
 
 
@@ -375,23 +378,36 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
     apps = {name: _app(r, name, spec, functions) for name, spec in app_raw.items()}
     adapter = _adapter(r, data.get("adapter"))
     for name, fn in functions.items():
-        if fn.upstream.protocol == "v2" and fn.upstream.url is None \
-                and adapter.platform != "knative":  # fmt: skip
-            raise r.fail(f"functions.{name}.upstream.protocol",
-                         "v2 needs upstream.url or adapter.platform: knative (the local platform "
-                         "relays V1 only)")  # fmt: skip
+        if (
+            fn.upstream.protocol == "v2"
+            and fn.upstream.url is None
+            and adapter.platform != "knative"
+        ):
+            raise r.fail(
+                f"functions.{name}.upstream.protocol",
+                "v2 needs upstream.url or adapter.platform: knative (the local platform "
+                "relays V1 only)",
+            )
         if not fn.model and fn.upstream.url is None and adapter.platform != "knative":
-            raise r.fail(f"functions.{name}.model",
-                         "a function without a model kind is served by another system: give "
-                         "upstream.url, or adapter.platform: knative (the local platform starts "
-                         "built-in kinds only)")  # fmt: skip
+            raise r.fail(
+                f"functions.{name}.model",
+                "a function without a model kind is served by another system: give "
+                "upstream.url, or adapter.platform: knative (the local platform starts "
+                "built-in kinds only)",
+            )
     check_cores(r, adapter.cores, functions)
     check_gpu(r, adapter.gpu, functions)
     experiment = None
     if data.get("experiment") is not None:
         experiment = experiment_config(r, data["experiment"], functions, apps)
-    return Config(source=source, platform=platform, functions=functions, apps=apps,
-                  adapter=adapter, experiment=experiment)  # fmt: skip
+    return Config(
+        source=source,
+        platform=platform,
+        functions=functions,
+        apps=apps,
+        adapter=adapter,
+        experiment=experiment,
+    )
 
 
 def load_config(path: str | Path) -> Config:

@@ -154,9 +154,9 @@ class AIMDConfig:
 class AdvisorSettings:
     """The autoscaling advisor (Swayam): pins each function's minimum replicas ahead of demand.
 
-    Off by default; ``slackwise serve --advisor`` or ``enabled: true`` turns it on. The numbers map
-    onto :class:`adapter.policies.advisor.AdvisorConfig`; one left ``None`` takes that class's
-    default (the one source of the advisor's defaults; see docs/advisor.md).
+    Off by default; ``slackwise serve --advisor`` or ``enabled: true`` turns it on. The numbers
+    map onto :class:`adapter.policies.advisor_config.AdvisorConfig`; one left ``None`` takes that
+    class's default (the one source of the advisor's defaults; see docs/advisor.md).
     """
 
     enabled: bool = False
@@ -266,10 +266,21 @@ def headroom_of(mode: str) -> float | None:
 #: (a test holds the two lists equal)
 _BASELINES = ("ED-NB", "ED-30", "ED-50", "ED-DYN", "EDF-NB", "EDF-30", "EDF-50", "EDF-DYN")
 STAGE_POLICIES = (
-    "FIFO-NB", *_BASELINES, *(f"{n}-paper" for n in _BASELINES), "GS",
-    "GS-T", "GS-T-split", "GS-TB", "ED-DYN-TB", "EDF-DYN-TB",  # adapter.policies.slack.VARIANTS
-    "GS-Q", "GS-M", "GS-paper", "FIFO-DYN", "GS-NB",
-)  # fmt: skip
+    "FIFO-NB",
+    *_BASELINES,
+    *(f"{n}-paper" for n in _BASELINES),
+    "GS",
+    "GS-T",
+    "GS-T-split",
+    "GS-TB",
+    "ED-DYN-TB",
+    "EDF-DYN-TB",  # adapter.policies.slack.VARIANTS
+    "GS-Q",
+    "GS-M",
+    "GS-paper",
+    "FIFO-DYN",
+    "GS-NB",
+)
 #: an app experiment compares stage policies by default (GrandSLAM Figs. 11-12)
 APP_EXPERIMENT_MODES = ("FIFO-NB", "ED-DYN", "EDF-DYN", "GS")
 

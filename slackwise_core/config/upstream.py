@@ -37,6 +37,8 @@ def check_protocols(r: Reader, functions: Mapping[str, FunctionConfig], platform
     """V2 reaches a function only at a fixed URL or on Knative: the local platform relays V1."""
     for name, fn in functions.items():
         if fn.upstream.protocol == "v2" and fn.upstream.url is None and platform != "knative":
-            raise r.fail(f"functions.{name}.upstream.protocol",
-                         "v2 needs upstream.url or adapter.platform: knative (the local platform "
-                         "relays V1 only)")  # fmt: skip
+            raise r.fail(
+                f"functions.{name}.upstream.protocol",
+                "v2 needs upstream.url or adapter.platform: knative (the local platform "
+                "relays V1 only)",
+            )

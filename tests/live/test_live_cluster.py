@@ -19,9 +19,9 @@ from knative.cluster.client import (
     HookUnavailableError,
     KnativeClient,
     ResourceNotFoundError,
-    connect,
     parse_version,
 )
+from knative.cluster.connection import connect
 from knative.cluster.view import KnativeView
 
 pytestmark = [
