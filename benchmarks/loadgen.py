@@ -24,8 +24,8 @@ import time
 import numpy as np
 
 from functions.samples import sample_instances
-from knative.http1 import Http1Error, Http1Pool, Origin
 from loadtests.open_loop import OpenLoop
+from slackwise_core.http1 import Http1Error, Http1Pool, Origin
 
 
 def _bodies(model: str, count: int) -> list[bytes]:

@@ -7,7 +7,6 @@
     │                                    knative/cluster/errors.py)
     ├── KnLineError (ValueError)         a ``kn service create`` line it cannot translate
     ├── ManifestError (ValueError)       a manifest off the Knative CRD schema
-    ├── Http1Error                       the lean HTTP/1.1 client's failures (knative/http1.py)
     ├── PlatformStopping                 the local platform is shutting down
     ├── BufferFull, WaitTimeout          the local activator's buffer and its wait
     ├── ReplicaStartError (RuntimeError) a local replica that did not start

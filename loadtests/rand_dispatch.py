@@ -17,8 +17,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from knative.http1 import Http1Pool, Origin
 from loadtests.errors import LoadError
+from slackwise_core.http1 import Http1Pool, Origin
 
 __all__ = ["DispatchError", "GaveUp", "RandDispatcher", "Served"]
 

@@ -21,6 +21,7 @@ from adapter.serving.app import create_app
 from knative.local.events import ReplicaCounts
 from slackwise_core.clock import VirtualClock
 from slackwise_core.config import Config, parse_config
+from tests.upstreams import HandlerUpstream
 
 
 class FakeView:
@@ -69,7 +70,7 @@ def client(
     app = create_app(
         cfg or config(),
         view=FakeView(kw.pop("ready", 1)),
-        transport=httpx.MockTransport(handler),  # type: ignore[arg-type]
+        upstream=HandlerUpstream(handler),
     )
     return TestClient(app, **kw)
 
@@ -259,7 +260,7 @@ def on_virtual_time(
     clock = VirtualClock()
 
     async def main() -> None:
-        app = create_app(cfg, view=FakeView(1), transport=httpx.MockTransport(handler), clock=clock)
+        app = create_app(cfg, view=FakeView(1), upstream=HandlerUpstream(handler), clock=clock)
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://a") as c:
@@ -406,7 +407,7 @@ def test_a_client_that_disconnects_leaves_the_queue() -> None:
 
     async def main() -> None:
         cfg = config(function={"max_batch": 4})
-        app = create_app(cfg, view=FakeView(1), transport=httpx.MockTransport(held), clock=clock)
+        app = create_app(cfg, view=FakeView(1), upstream=HandlerUpstream(held), clock=clock)
         async with app.router.lifespan_context(app):
             dispatcher = app.state.adapter.dispatchers["echo"]
             first = asyncio.ensure_future(call(app, 1))

@@ -180,8 +180,8 @@ def test_a_poisoned_member_of_a_gpu_batch_fails_alone() -> None:
     from adapter.serving.pending import Pending
     from adapter.serving.records import RecordWriter
     from adapter.serving.wiring import latency_prior
-    from knative.http1 import Http1Response
     from slackwise_core.clock import VirtualClock
+    from slackwise_core.http1 import Http1Response
     from tests.test_adapter import FakeView, config
 
     class Executable:
@@ -263,8 +263,8 @@ def _route_run(policy: str, waits: dict[str, list[float]], *, until: float = 1.0
     from adapter.serving.pending import Pending
     from adapter.serving.records import RecordWriter
     from adapter.serving.wiring import latency_prior
-    from knative.http1 import Http1Response
     from slackwise_core.clock import VirtualClock
+    from slackwise_core.http1 import Http1Response
     from tests.test_adapter import FakeView
 
     clock = VirtualClock()

@@ -26,6 +26,7 @@ from knative.local.events import ReplicaCounts
 from slackwise_core.clock import VirtualClock
 from slackwise_core.config import AdvisorSettings, Config, ConfigError, parse_config
 from tests.kube.fake_api import FakeKubernetes
+from tests.upstreams import HandlerUpstream
 
 
 class Clock:
@@ -401,7 +402,7 @@ def test_the_adapters_requests_reach_its_advisor_and_name_the_adapter_to_the_rep
         return httpx.Response(200, json={"predictions": preds}, headers={FRONTENDS: "2"})
 
     view = RecordingView(kpa_wants=1)
-    app = create_app(config(), view=view, transport=httpx.MockTransport(replica), advisor=True)
+    app = create_app(config(), view=view, upstream=HandlerUpstream(replica), advisor=True)
     with TestClient(app) as c:
         for _ in range(5):
             r = c.post("/v1/models/embed:predict", json={"instances": ["a sentence"]})

@@ -25,6 +25,7 @@ from knative.local.events import ReplicaCounts
 from slackwise_cli.results import parse_server_timing
 from slackwise_core.clock import MonotonicClock
 from slackwise_core.config import Config, ConfigError, parse_config
+from tests.upstreams import HandlerUpstream
 
 
 class FakeView:
@@ -82,9 +83,7 @@ class Upstream:
 
 
 def client(upstream: Upstream, cfg: Config | None = None, **kw: Any) -> TestClient:
-    app = create_app(
-        cfg or config(), view=FakeView(), transport=httpx.MockTransport(upstream), **kw
-    )
+    app = create_app(cfg or config(), view=FakeView(), upstream=HandlerUpstream(upstream), **kw)
     return TestClient(app)
 
 
@@ -336,7 +335,7 @@ def test_etc_by_input_prices_a_large_request_where_its_size_costs() -> None:
     clock = ServiceClock()
     upstream = SizedUpstream(clock)
     app = create_app(config(etc_by_input=True), view=FakeView(), clock=clock,
-                     transport=httpx.MockTransport(upstream))  # fmt: skip
+                     upstream=HandlerUpstream(upstream))  # fmt: skip
     short, long = "who is it", "who is it " + "x" * 900
     with TestClient(app) as c:
         for i in range(120):

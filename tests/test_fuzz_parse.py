@@ -12,7 +12,6 @@ import asyncio
 import json
 from typing import Any
 
-import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +25,7 @@ from knative.local.guard import Guard
 from slackwise_core.clock import VirtualClock
 from tests.test_adapter import FakeView, config, echo
 from tests.test_server_limits import APP, call
+from tests.upstreams import HandlerUpstream
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -85,7 +85,7 @@ def test_the_adapter_server_answers_anything_below_500_and_never_hangs(
     clock = VirtualClock()
 
     async def main() -> None:
-        app = create_app(config(), view=FakeView(1), transport=httpx.MockTransport(echo),
+        app = create_app(config(), view=FakeView(1), upstream=HandlerUpstream(echo),
                          clock=clock)  # fmt: skip
         stop = asyncio.Event()
         bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()

@@ -13,8 +13,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from knative.http1 import Http1ConnectionError, Http1Pool, Http1Timeout, Origin
 from knative.local.gateway import serve_in_loop
+from slackwise_core.http1 import Http1ConnectionError, Http1Pool, Http1Timeout, Origin
 from tests.socket_probe import tcp_connections
 
 

@@ -17,6 +17,7 @@ from adapter.serving.http_server import serve
 from slackwise_core.clock import VirtualClock
 from tests.test_adapter import FakeView, config, echo
 from tests.test_http_server import run
+from tests.upstreams import HandlerUpstream
 
 PREDICT = b"POST /v1/models/echo:predict HTTP/1.1\r\nHost: x\r\n"
 
@@ -174,7 +175,7 @@ def test_while_draining_new_requests_hear_503_with_retry_after_and_in_flight_fin
         return echo(request)
 
     async def main() -> None:
-        app = create_app(config(), view=FakeView(1), transport=httpx.MockTransport(slow),
+        app = create_app(config(), view=FakeView(1), upstream=HandlerUpstream(slow),
                          clock=clock)  # fmt: skip
         stop = asyncio.Event()
         bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()

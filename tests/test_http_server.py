@@ -24,6 +24,7 @@ from slackwise_core.clock import VirtualClock
 from slackwise_core.config import Config
 from tests.socket_probe import tcp_connections
 from tests.test_adapter import FakeView, config, echo
+from tests.upstreams import HandlerUpstream
 
 Scenario = Callable[[Starlette, int], Awaitable[None]]
 
@@ -33,7 +34,7 @@ def run(scenario: Scenario, cfg: Config | None = None, handler: Any = echo) -> N
 
     async def main() -> None:
         app = create_app(
-            cfg or config(), view=FakeView(1), transport=httpx.MockTransport(handler), clock=clock
+            cfg or config(), view=FakeView(1), upstream=HandlerUpstream(handler), clock=clock
         )
         stop = asyncio.Event()
         bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
@@ -162,9 +163,7 @@ def test_queued_requests_are_answered_when_the_server_stops() -> None:
         return echo(request)
 
     async def main() -> None:
-        app = create_app(
-            config(), view=FakeView(1), transport=httpx.MockTransport(held), clock=clock
-        )
+        app = create_app(config(), view=FakeView(1), upstream=HandlerUpstream(held), clock=clock)
         stop = asyncio.Event()
         bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         server = asyncio.create_task(serve(app, "127.0.0.1", 0, ready=bound.set_result, stop=stop))
@@ -212,7 +211,7 @@ def test_a_chain_walks_its_stages_through_the_server() -> None:
 
     async def main() -> None:
         app = create_app(
-            chain_config(), view=ChainView(), transport=httpx.MockTransport(slow), clock=clock
+            chain_config(), view=ChainView(), upstream=HandlerUpstream(slow), clock=clock
         )
         stop = asyncio.Event()
         bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
@@ -281,7 +280,7 @@ def test_the_port_is_taken_before_the_lifespan_starts_the_platform() -> None:
     seen: dict[str, int] = {}
 
     async def main() -> None:
-        app = create_app(config(), view=FakeView(1), transport=httpx.MockTransport(echo),
+        app = create_app(config(), view=FakeView(1), upstream=HandlerUpstream(echo),
                          clock=clock)  # fmt: skip
         inner = app.router.lifespan_context
 

@@ -30,7 +30,6 @@ from adapter.serving.dispatcher import Dispatcher
 from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.pending import Pending
 from adapter.serving.records import RecordWriter
-from knative.http1 import Http1Response
 from knative.local.events import ReplicaCounts
 from simulator.config import parse_sim_config
 from simulator.engine import Simulation
@@ -38,6 +37,7 @@ from simulator.profiles import resolve_curves
 from simulator.service import ServiceCurve
 from slackwise_core.clock import VirtualClock
 from slackwise_core.config import parse_config
+from slackwise_core.http1 import Http1Response
 
 NODES = 2
 MAX_BATCH = 16

@@ -16,6 +16,7 @@ from starlette.testclient import TestClient
 from adapter.serving.app import create_app
 from adapter.serving.protocols import codec_for
 from slackwise_core.config import ConfigError, parse_config
+from tests.upstreams import serve_handler
 
 
 def test_v1_is_instances_and_predictions() -> None:
@@ -83,17 +84,18 @@ def test_an_adapter_fronts_a_v2_server_at_a_fixed_url() -> None:
         out = {"name": "sum", "shape": [n], "datatype": "FP32", "data": data}
         return httpx.Response(200, json={"outputs": [out]})
 
-    cfg = parse_config({
-        "functions": {"adder": {"model": "digits", "slo_ms": 500, "upstream": {
-            "protocol": "v2", "url": "http://triton.test:8000", "model": "add_two"}}},
-    })  # fmt: skip
-    with TestClient(create_app(cfg, transport=httpx.MockTransport(triton))) as c:
-        r = c.post("/v1/models/adder:predict", json={"instances": [[1, 2], [3, 4]]})
-        assert r.status_code == 200, r.text
-        assert r.json()["predictions"] == [3, 7]
-        assert c.get("/v1/models").json() == {"models": ["adder"]}
-        assert c.get("/v2/health/live").status_code == 200
-    assert seen and all(u == "http://triton.test:8000/v2/models/add_two/infer" for u in seen)
+    with serve_handler(triton) as url:  # a real socket: the lean client's path, as users run it
+        cfg = parse_config({
+            "functions": {"adder": {"model": "digits", "slo_ms": 500, "upstream": {
+                "protocol": "v2", "url": url, "model": "add_two"}}},
+        })  # fmt: skip
+        with TestClient(create_app(cfg)) as c:
+            r = c.post("/v1/models/adder:predict", json={"instances": [[1, 2], [3, 4]]})
+            assert r.status_code == 200, r.text
+            assert r.json()["predictions"] == [3, 7]
+            assert c.get("/v1/models").json() == {"models": ["adder"]}
+            assert c.get("/v2/health/live").status_code == 200
+    assert seen and all(u == f"{url}/v2/models/add_two/infer" for u in seen)
 
 
 def test_v2_on_the_local_platform_is_refused_with_the_reason() -> None:
@@ -121,21 +123,22 @@ def test_a_v2_server_with_no_model_kind_of_ours_is_fronted_v1_and_v2() -> None:
     """Another system's model (Triton, a KServe InferenceService): no built-in kind, no profile;
     the adapter learns its latency online and batches V1 and V2 clients to it alike."""
     seen: list[str] = []
-    cfg = parse_config({
-        "functions": {"adder": {"slo_ms": 500, "upstream": {
-            "protocol": "v2", "url": "http://triton.test:8000", "model": "add_two"}}},
-    })  # fmt: skip
-    assert cfg.functions["adder"].model == ""
-    with TestClient(create_app(cfg, transport=httpx.MockTransport(_triton(seen)))) as c:
-        r = c.post("/v1/models/adder:predict", json={"instances": [[1, 2], [3, 4]]})
-        assert r.status_code == 200 and r.json()["predictions"] == [3, 7], r.text
-        body = {"inputs": [{"name": "x", "shape": [1, 2], "datatype": "FP32", "data": [5, 6]}]}
-        r = c.post("/v2/models/adder/infer", json=body)
-        assert r.status_code == 200 and r.json()["outputs"][0]["data"] == [11], r.text
-        meta = c.get("/v2/models/adder").json()
-        assert meta["inputs"] == [] and meta["platform"] == "slackwise/"
-        status = c.get("/v1/models/adder").json()
-        assert status["name"] == "adder"
+    with serve_handler(_triton(seen)) as url:  # a real socket, as users run it
+        cfg = parse_config({
+            "functions": {"adder": {"slo_ms": 500, "upstream": {
+                "protocol": "v2", "url": url, "model": "add_two"}}},
+        })  # fmt: skip
+        assert cfg.functions["adder"].model == ""
+        with TestClient(create_app(cfg)) as c:
+            r = c.post("/v1/models/adder:predict", json={"instances": [[1, 2], [3, 4]]})
+            assert r.status_code == 200 and r.json()["predictions"] == [3, 7], r.text
+            body = {"inputs": [{"name": "x", "shape": [1, 2], "datatype": "FP32", "data": [5, 6]}]}
+            r = c.post("/v2/models/adder/infer", json=body)
+            assert r.status_code == 200 and r.json()["outputs"][0]["data"] == [11], r.text
+            meta = c.get("/v2/models/adder").json()
+            assert meta["inputs"] == [] and meta["platform"] == "slackwise/"
+            status = c.get("/v1/models/adder").json()
+            assert status["name"] == "adder"
     assert len(seen) >= 2 and all(u.endswith("/v2/models/add_two/infer") for u in seen)
 
 

@@ -31,7 +31,6 @@ import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
@@ -43,6 +42,7 @@ from adapter.serving.platform_view import PlatformView
 from adapter.serving.predict_endpoint import PredictEndpoint, PredictMiddleware
 from adapter.serving.routes import routes
 from adapter.serving.state import AdapterState
+from adapter.serving.upstream import Upstream
 from adapter.serving.wiring import latency_prior, running
 from functions.signature import Signature, signature
 from slackwise_core.clock import Clock, MonotonicClock
@@ -58,13 +58,15 @@ def create_app(
     clock: Clock | None = None,
     records_path: Path | None = None,
     mode: str | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
+    upstream: Upstream | None = None,
     advisor: bool | None = None,
 ) -> Starlette:
     """The adapter for ``config``.
 
-    ``view`` overrides how the platform is reached; ``transport`` replaces the upstream HTTP
-    transport (tests of the adapter's own logic use :class:`httpx.MockTransport`). ``advisor``
+    ``view`` overrides how the platform is reached; ``upstream`` how batches reach every function
+    (the one seam: tests of the adapter's own logic inject a fake
+    :class:`adapter.serving.upstream.Upstream`; by default batches go as users' do, in process to
+    the embedded platform or over the lean HTTP/1.1 client). ``advisor``
     turns the autoscaling advisor on or off whatever ``adapter.advisor.enabled`` says.
     """
     slos: dict[str, float] = {}
@@ -91,7 +93,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with running(
-            state, view=view, transport=transport, records_path=records_path, advisor=advisor
+            state, view=view, upstream=upstream, records_path=records_path, advisor=advisor
         ):
             yield
 

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING
 from adapter.policies.latency import LatencyModel
 from adapter.policies.roma import GpuCandidate, gpu_batch, gpu_choice, round_robin
 from adapter.serving.upstream import SendFailed, Upstream
-from knative.http1 import Http1Response
 from slackwise_core.clock import Clock
 from slackwise_core.config import GpuSettings
+from slackwise_core.http1 import Http1Response
 
 if TYPE_CHECKING:
     from adapter.serving.dispatcher import Dispatcher

@@ -242,6 +242,11 @@ class RoutedView:
         self._fixed = fixed
         self._names = set(names)
 
+    @property
+    def base(self) -> PlatformView:
+        """The platform behind the functions that are not at fixed endpoints."""
+        return self._base
+
     def _for(self, function: str) -> PlatformView:
         return self._fixed if function in self._names else self._base
 

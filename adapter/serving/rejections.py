@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import orjson
 
 from adapter.serving.upstream import SendFailed
-from knative.http1 import Http1Response
 from slackwise_core.clock import Clock
+from slackwise_core.http1 import Http1Response
 
 __all__ = [
     "RETRYABLE",

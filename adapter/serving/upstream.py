@@ -7,9 +7,12 @@
   revision has enough burst capacity.
 - :class:`HttpUpstream`: the function is behind a URL (a remote local platform, a Knative
   Service, a fixed endpoint). Plain ``http://`` origins use the lean pooled client
-  (:mod:`knative.http1`); anything else (TLS, a transport injected by tests) goes through httpx.
+  (:mod:`slackwise_core.http1`); anything else (TLS) goes through httpx.
 
-Both answer with an :class:`knative.http1.Http1Response` and raise :class:`SendTimeout` or
+:class:`Upstream` is the app's one seam for how batches leave (``create_app(upstream=...)``):
+tests of the adapter's own logic inject a fake one, or serve these real ones real sockets.
+
+Both answer with an :class:`slackwise_core.http1.Http1Response` and raise :class:`SendTimeout` or
 :class:`SendFailed` when no answer came back.
 """
 
@@ -21,7 +24,13 @@ from typing import TYPE_CHECKING, Protocol
 import httpx
 
 from adapter.serving.errors import ServingError
-from knative.http1 import Http1ConnectionError, Http1Pool, Http1Response, Http1Timeout, Origin
+from slackwise_core.http1 import (
+    Http1ConnectionError,
+    Http1Pool,
+    Http1Response,
+    Http1Timeout,
+    Origin,
+)
 
 if TYPE_CHECKING:
     from adapter.serving.platform_view import PlatformView
@@ -75,12 +84,10 @@ class HttpUpstream:
         view: PlatformView,
         client: httpx.AsyncClient,
         *,
-        lean: bool = True,
         paths: Mapping[str, str] | None = None,
     ) -> None:
         self._view = view
         self._client = client
-        self._lean = lean
         #: each function's request path (its protocol and model name); V1 with its own name else
         self._paths_of = dict(paths or {})
         self._pools: dict[Origin, Http1Pool] = {}
@@ -89,7 +96,7 @@ class HttpUpstream:
     def _route(self, function: str) -> tuple[Http1Pool, str] | None:
         base = self._view.url(function)
         cached = self._paths.get(base + "\0" + function)
-        if cached is not None or not self._lean:
+        if cached is not None:
             return cached
         try:
             origin, prefix = Origin.parse(base)

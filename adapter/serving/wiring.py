@@ -50,7 +50,7 @@ async def running(
     state: AdapterState,
     *,
     view: PlatformView | None,
-    transport: httpx.AsyncBaseTransport | None,
+    upstream: Upstream | None,
     records_path: Path | None,
     advisor: bool | None,
 ) -> AsyncIterator[None]:
@@ -60,7 +60,6 @@ async def running(
         client = await stack.enter_async_context(
             httpx.AsyncClient(
                 trust_env=False,
-                transport=transport,
                 limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
             )
         )
@@ -78,7 +77,9 @@ async def running(
 
                 platform = await stack.enter_async_context(LocalPlatform(config))
                 state.view = LocalView(platform)
-        upstream = _upstream(config, state, client, transport)
+        _route_fixed(config, state)
+        if upstream is None:
+            upstream = _upstream(config, state, client)
         stack.push_async_callback(upstream.aclose)
         path = records_path or (Path(config.adapter.records) if config.adapter.records else None)
         state.records = RecordWriter(path)
@@ -242,28 +243,28 @@ async def _knative_view(config: Config, stack: contextlib.AsyncExitStack) -> Pla
     return view
 
 
-def _upstream(
-    config: Config,
-    state: AdapterState,
-    client: httpx.AsyncClient,
-    transport: httpx.AsyncBaseTransport | None,
-) -> Upstream:
+def _route_fixed(config: Config, state: AdapterState) -> None:
+    """A function at a fixed URL (``upstream.url``) is asked of no platform: its replicas are
+    the URL's."""
+    fixed = {n: fn.upstream.url for n, fn in config.functions.items() if fn.upstream.url}
+    if fixed:
+        assert state.view is not None
+        state.view = RoutedView(state.view, StaticView(fixed), set(fixed))
+
+
+def _upstream(config: Config, state: AdapterState, client: httpx.AsyncClient) -> Upstream:
     """How batches reach each function: in process to the embedded local platform, over HTTP
     otherwise; a function at a fixed URL (``upstream.url``) or spoken to in V2 over HTTP always,
     at its own path."""
-    base = state.view
-    assert base is not None
-    fixed = {n: fn.upstream.url for n, fn in config.functions.items() if fn.upstream.url}
-    view: PlatformView = base
-    if fixed:
-        view = state.view = RoutedView(base, StaticView(fixed), set(fixed))
+    view = state.view
+    assert view is not None
     paths = {
         name: codec_for(fn.upstream.protocol, fn.model_name).path
         for name, fn in config.functions.items()
     }
-    lean = transport is None
-    http = HttpUpstream(view, client, lean=lean, paths=paths)
-    if not (isinstance(base, LocalView) and lean):
+    http = HttpUpstream(view, client, paths=paths)
+    base = view.base if isinstance(view, RoutedView) else view
+    if not isinstance(base, LocalView):
         return http
     special = {
         n for n, fn in config.functions.items() if fn.upstream.url or fn.upstream.protocol != "v1"

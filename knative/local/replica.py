@@ -26,8 +26,8 @@ import httpx
 
 from functions.limits import TOKEN_ENV
 from knative.errors import PlatformError
-from knative.http1 import Http1Pool, Origin
 from slackwise_core.config import FunctionConfig
+from slackwise_core.http1 import Http1Pool, Origin
 
 logger = logging.getLogger(__name__)
 

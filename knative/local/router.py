@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 from functions.headers import ARRIVED_COLD, FUNCTION_ANSWER, PASSED_ON, PLATFORM_WAIT_MS, REPLICA
 from knative.errors import PlatformError
-from knative.http1 import Http1ConnectionError, Http1Timeout
 from knative.local.activator import BufferFull, WaitTimeout
 from knative.local.fleet import Fleet, FunctionRuntime
 from knative.local.replica import Replica, ReplicaState
 from slackwise_core.clock import Clock
+from slackwise_core.http1 import Http1ConnectionError, Http1Timeout
 
 __all__ = ["Forwarded", "PlatformStopping", "Router"]
 

@@ -1,6 +1,7 @@
 """A lean HTTP/1.1 client for the hot hop: keep-alive connections to one origin, nothing else.
 
-The adapter and the platform send every batch over this: one request at a time per connection,
+The adapter and the platform send every batch over this (and the load generators may): it lives
+on the floor every package stands on. one request at a time per connection,
 pooled per origin, ``Content-Length`` or chunked answers, TCP_NODELAY on every socket. It exists
 because a general client (httpx over httpcore, anyio and h11) spent about 0.7 ms of CPU per call
 here, most of the adapter's per-request cost; this one is an ``asyncio.Protocol`` that writes the
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from knative.errors import PlatformError
+from slackwise_core.errors import CoreError
 
 __all__ = [
     "Http1ConnectionError",
@@ -38,7 +39,7 @@ __all__ = [
 _MAX_HEAD = 64 * 1024
 
 
-class Http1Error(PlatformError):
+class Http1Error(CoreError):
     """The request got no usable answer."""
 
 
