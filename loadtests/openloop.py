@@ -7,7 +7,6 @@ loop keeps the offered rate, which is what an SLO is measured against.
 comes; the tasks never wait for one another, so slow answers cannot delay later sends. What can
 delay them is the event loop itself (CPU saturation of the load generator), so every record keeps
 both its scheduled and its actual send time, and ``summarize`` reports the lag between them.
-``replay`` and ``Outcome`` are the earlier, smaller interface, kept for its callers.
 """
 
 from __future__ import annotations
@@ -60,6 +59,18 @@ class Record:
     def ok(self) -> bool:
         """Whether an answer below 400 came back."""
         return 0 < self.status < 400
+
+    @property
+    def cold(self) -> bool:
+        """Whether the function says the request met a cold start (``x-cold-start``)."""
+        return self.headers.get("x-cold-start") == "1"
+
+    def header_ms(self, name: str) -> float:
+        """A milliseconds header of the answer (``x-compute-ms``...), 0 when absent or bad."""
+        try:
+            return float(self.headers.get(name, 0.0))
+        except ValueError:
+            return 0.0
 
     def to_json(self) -> dict[str, Any]:
         """The record as one JSON object (a line of a records file)."""
@@ -273,28 +284,6 @@ def summarize(records: Sequence[Record], duration_s: float) -> Summary:
     )
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """One request's fate; times in seconds relative to the start of the replay."""
-
-    index: int
-    scheduled_s: float
-    sent_s: float
-    latency_s: float
-    status: int
-    error: str = ""
-    cold: bool = False
-    compute_ms: float = 0.0
-    platform_wait_ms: float = 0.0
-
-
-def _header_ms(headers: Mapping[str, str], name: str) -> float:
-    try:
-        return float(headers.get(name, 0.0))
-    except ValueError:
-        return 0.0
-
-
 def poisson_arrivals(
     rate_rps: float, duration_s: float, *, seed: int, start_s: float = 0.0
 ) -> list[float]:
@@ -304,30 +293,3 @@ def poisson_arrivals(
     rng = np.random.default_rng(seed)
     count = int(rng.poisson(rate_rps * duration_s))
     return sorted(start_s + float(t) for t in rng.uniform(0.0, duration_s, size=count))
-
-
-async def replay(
-    client: httpx.AsyncClient,
-    url: str,
-    arrivals: Sequence[float],
-    body: Callable[[int], bytes],
-    *,
-    timeout_s: float = 60.0,
-    headers: dict[str, str] | None = None,
-) -> list[Outcome]:
-    """POST ``body(i)`` to ``url`` at each arrival time; every request gets an outcome."""
-    records = await run_open_loop(client, url, arrivals, body, timeout_s=timeout_s, headers=headers)
-    return [
-        Outcome(
-            r.index,
-            r.scheduled_s,
-            r.sent_s,
-            r.latency_s,
-            r.status,
-            error=r.error,
-            cold=r.headers.get("x-cold-start") == "1",
-            compute_ms=_header_ms(r.headers, "x-compute-ms"),
-            platform_wait_ms=_header_ms(r.headers, "x-platform-wait-ms"),
-        )
-        for r in records
-    ]

@@ -21,7 +21,7 @@ import numpy as np
 
 from functions.registry import create_model
 from knative.local.platform import LocalPlatform
-from loadtests.openloop import Outcome, poisson_arrivals, replay
+from loadtests.openloop import Record, poisson_arrivals, run_open_loop
 from slackwise_core.config import Config
 
 
@@ -49,7 +49,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 async def _drive(
     platform: LocalPlatform, name: str, bodies: list[bytes], plan: DemoPlan
-) -> list[Outcome]:
+) -> list[Record]:
     arrivals = [0.0] * plan.burst + poisson_arrivals(
         plan.rate_rps, plan.steady_s, seed=plan.seed, start_s=1.0
     )
@@ -59,7 +59,9 @@ async def _drive(
         limits=httpx.Limits(max_connections=500),
         headers=platform.auth_headers(),
     ) as c:
-        return await replay(c, url, arrivals, lambda i: bodies[i % len(bodies)], timeout_s=120.0)
+        return await run_open_loop(
+            c, url, arrivals, lambda i: bodies[i % len(bodies)], timeout_s=120.0
+        )
 
 
 async def _timeline(platform: LocalPlatform, out: TextIO, stop: asyncio.Event) -> None:
@@ -87,7 +89,7 @@ async def _until_zero(platform: LocalPlatform, name: str, limit_s: float) -> boo
     return False
 
 
-def _report(name: str, outcomes: list[Outcome], usage: dict[str, float | int], out: TextIO) -> None:
+def _report(name: str, outcomes: list[Record], usage: dict[str, float | int], out: TextIO) -> None:
     ok = [o for o in outcomes if o.status == 200]
     lat = [o.latency_s * 1000.0 for o in ok]
     burst = [o.latency_s * 1000.0 for o in ok if o.scheduled_s == 0.0]

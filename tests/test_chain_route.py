@@ -291,7 +291,7 @@ def test_a_poisoned_member_of_a_middle_stage_batch_fails_alone() -> None:
         ))  # fmt: skip
     by_name = dict(zip(names, responses, strict=True))
     bad = by_name.pop("poison")
-    assert bad.status_code == 502 and "poison" in bad.json()["error"]
+    assert bad.status_code == 502 and "poison" in bad.json()["error"], bad.text
     for name, r in by_name.items():
         assert r.status_code == 200, r.text
         assert r.json()["predictions"][0]["answer"] == f"answer to who wrote {name}"
