@@ -338,18 +338,27 @@ def test_every_admitted_request_is_answered_exactly_once_whatever_the_upstream_d
         responses = many(c, [{"instances": [n]} for n in range(60)])
         metrics = c.get("/metrics").text
     assert len(responses) == 60
-    assert {r.status_code for r in responses} <= {200, 502}
+    # a 429: refused at the door, predicted late (a loaded machine makes the learnt batch times
+    # long); never admitted, so answered once, by the refusal, with when to come back
+    assert {r.status_code for r in responses} <= {200, 429, 502}
     for n, r in enumerate(responses):
         if r.status_code == 200:
             assert r.json()["predictions"] == [{"echo": n}]
         else:
             assert r.json()["error"]
-    answered = sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in metrics.splitlines()
-        if line.startswith("slackwise_requests_total{")
-    )
-    assert answered == 60
+        if r.status_code == 429:
+            assert int(r.headers["retry-after"]) >= 1
+    assert any(r.status_code == 200 for r in responses)
+
+    def total(name: str) -> float:
+        prefix = f"{name}{{"
+        lines = metrics.splitlines()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(prefix))
+
+    admitted = total("slackwise_requests_total")  # every admitted request's one answer
+    refused = total("slackwise_refused_total")
+    assert admitted == sum(r.status_code != 429 for r in responses)
+    assert admitted + refused == 60
 
 
 def test_deadline_order_serves_the_tightest_deadline_first() -> None:
