@@ -35,7 +35,7 @@ import httpx
 from functions.registry import create_model
 from knative.local.platform import LocalPlatform
 from simulator.roma import cpu_work_s
-from slackwise_core.config import parse_config
+from slackwise_config import parse_config
 
 
 def _config(model: str, threads: int, period_ms: float) -> Any:

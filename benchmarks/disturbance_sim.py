@@ -42,7 +42,7 @@ from simulator.engine import Simulation
 from simulator.pool import map_jobs
 from slackwise_cli.repeats import commit
 from slackwise_cli.results import machine
-from slackwise_core.config.model import Disturbance
+from slackwise_config.model import Disturbance
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = "experiments/sim/autoscale-twitter.yaml"

@@ -5,7 +5,7 @@ Run: ``.venv/bin/python benchmarks/loadgen.py --url http://127.0.0.1:8700/v1/mod
 
 Requests leave at Poisson times whatever the answers do (an open loop: a slow server cannot slow
 the offered load down), over keep-alive connections (one per request in flight), sent from
-callbacks with no task per request (``loadtests/open_loop.py``), so the generator's own CPU
+callbacks with no task per request (``loadtests/flood.py``), so the generator's own CPU
 stays small. Only requests scheduled after the warm-up count.
 Latency is measured from when the request was *scheduled*, so a generator that falls behind
 shows it as latency, not as a lower rate. Prints ``measuring`` on its own line when the warm-up
@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from functions.samples import sample_instances
-from loadtests.open_loop import OpenLoop
+from loadtests.flood import OpenLoop
 from slackwise_core.http1 import Http1Error, Http1Pool, Origin
 
 

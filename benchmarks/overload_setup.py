@@ -25,7 +25,7 @@ from typing import Any, Literal, NoReturn
 import httpx
 import psutil
 
-from slackwise_core.config import load_config
+from slackwise_config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable

@@ -32,7 +32,7 @@ from functions.samples import sample_request
 from knative.local.platform import LocalPlatform
 from slackwise_cli.repeats import commit
 from slackwise_cli.results import machine
-from slackwise_core.config import Config, parse_config
+from slackwise_config import Config, parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -27,7 +27,7 @@ Schema (every key optional unless marked)::
       window: 1000                    # SLA compliance: windows of this many requests ...
       step: 10                        # ... sliding by this many
       advisor: {burst_u: 2.0, history_s: 500, min_scale_in_gap_s: 60, default_setup_s: 5,
-                keep_alive: true, floor_at_current: true}   # slackwise_core.config.AdvisorSettings
+                keep_alive: true, floor_at_current: true}   # advisor_settings.AdvisorSettings
     platform:
       scaling: fixed                  # fixed (nodes per function, warm) | kpa (Knative's KPA)
       autoscaler: {stable-window: 60s, ...}   # config-autoscaler keys, strings (kpa only)
@@ -53,7 +53,7 @@ Schema (every key optional unless marked)::
 
 An app's SLO is ``slo_ms``, or ``slo_factor`` × the sum of its stages' batch-1 median latencies in
 the chosen profile set (PowerChief-style, as GrandSLAM §5 takes its SLAs). Every error is a
-:class:`slackwise_core.config.ConfigError` naming the file, the key and the bad value.
+:class:`slackwise_config.ConfigError` naming the file, the key and the bad value.
 """
 
 from __future__ import annotations
@@ -61,11 +61,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 
+from adapter.policies.advisor_settings import AdvisorSettings
 from adapter.policies.batching_settings import BatchingSettings
+from adapter.policies.latency import LatencyModelKind
 from adapter.policies.slack import POLICIES, stage_policy
 from simulator.config_sections import (
     SearchConfig as SearchConfig,
@@ -80,9 +82,10 @@ from simulator.config_sections import (
     read_trace,
 )
 from simulator.config_workload import SimApp, SimFunction, read_workload
-from slackwise_core.config import AdvisorSettings, ConfigError, Reader
-from slackwise_core.config.loader import advisor_settings
-from slackwise_core.config.model import Disturbance
+from slackwise_config import ConfigError, Reader
+from slackwise_config.loader import advisor_settings
+from slackwise_config.model import Disturbance
+from slackwise_config.typed import check_value
 from slackwise_core.knative_scaling import AutoscalerConfig
 from slackwise_core.scaling_values import ScalingConfigError
 
@@ -114,6 +117,8 @@ SCALERS = (
 #: ClairA2 and costs as many runs)
 DEFAULT_COMPARE = ("clair_a1", "clair_a2", "minimal_a2", "kpa", "advisor", "swayam", "slackwise")
 Service = Literal["lognormal", "deterministic"]
+#: how ClairA1/A2 find each window's count (``autoscaling.clair_needs``)
+ClairNeeds = Literal["simulated", "model"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,7 +135,7 @@ class AutoscalingConfig:
     step: int = 10
     #: how ClairA1/A2 find each window's count: ``simulated`` (the simulator itself,
     #: :mod:`simulator.clairvoyance`) or ``model`` (the analytic percentile model)
-    clair_needs: str = "simulated"
+    clair_needs: ClairNeeds = "simulated"
     #: re-runs over the trace that add a replica where a window still missed the SLA
     clair_rounds: int = 6
     #: then, for ClairA2, at most this many re-runs trimming it to the minimal count
@@ -162,7 +167,7 @@ class SimConfig:
     apps: Mapping[str, SimApp]
     trace: TraceConfig | None = None
     autoscaling: AutoscalingConfig | None = None
-    latency_model: str = "linear"
+    latency_model: LatencyModelKind = "linear"
     etc_by_input: bool = False
     #: every replica slowed or stopped for a window (simulator.disturbance)
     disturbance: Disturbance | None = None
@@ -197,15 +202,10 @@ _TOP = {
 }
 
 
-def _choice(
-    r: Reader, data: Mapping[str, Any], key: str, path: str, default: str, allowed: tuple[str, ...]
-) -> str:
-    value = r.string(data, key, path, default)
-    if value not in allowed:
-        raise r.fail(
-            f"{path}.{key}" if path else key, f"must be one of {', '.join(allowed)}, got {value!r}"
-        )
-    return value
+def _choice(r: Reader, data: Mapping[str, Any], key: str, path: str, kind: Any) -> Any:
+    """``key`` of ``data``, one of the Literal ``kind`` (its first value when absent)."""
+    where = f"{path}.{key}" if path else key
+    return check_value(r, kind, data.get(key, get_args(kind)[0]), where)
 
 
 def parse_policies(raw: Any, where: str = "policies") -> tuple[str, ...]:
@@ -286,7 +286,7 @@ def _autoscaling(r: Reader, raw: Any, apps: Mapping[str, SimApp]) -> Autoscaling
         bootstrap=bootstrap,
         window=r.integer(data, "window", path, 1000, low=1),
         step=r.integer(data, "step", path, 10, low=1),
-        clair_needs=_choice(r, data, "clair_needs", path, "simulated", ("simulated", "model")),
+        clair_needs=_choice(r, data, "clair_needs", path, ClairNeeds),
         clair_rounds=r.integer(data, "clair_rounds", path, 6, low=0),
         clair_trim=r.integer(data, "clair_trim", path, 0, low=0),
         advisor=advisor,
@@ -324,11 +324,11 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
         requests=r.integer(data, "requests", "", 100000, low=1),
         rate_rps=rate,
         warmup_fraction=warmup,
-        service=_choice(r, data, "service", "", "lognormal", ("lognormal", "deterministic")),  # type: ignore[arg-type]
+        service=_choice(r, data, "service", "", Service),
         policies=_policies(r, data.get("policies")),
         max_violation_pct=max_violation,
         search=search,
-        scaling=_choice(r, platform, "scaling", "platform", "fixed", ("fixed", "kpa")),  # type: ignore[arg-type]
+        scaling=_choice(r, platform, "scaling", "platform", Scaling),
         autoscaler=autoscaler,
         aimd=aimd,
         batching=batching,
@@ -336,9 +336,7 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
         apps=apps,
         trace=trace,
         autoscaling=autoscaling,
-        latency_model=_choice(
-            r, adapter, "latency_model", "adapter", "linear", ("linear", "curve")
-        ),
+        latency_model=_choice(r, adapter, "latency_model", "adapter", LatencyModelKind),
         etc_by_input=by_input,
         disturbance=read_disturbance(r, data.get("disturbance"), trace),
         base_dir=base_dir or Path.cwd(),

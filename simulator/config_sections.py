@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapter.policies.batching_settings import SIMULATOR_P95_EVERY, BatchingSettings
-from slackwise_core.config import Reader
-from slackwise_core.config.experiment import disturbance
-from slackwise_core.config.model import Disturbance
+from slackwise_config import Reader
+from slackwise_config.experiment import disturbance
+from slackwise_config.model import Disturbance
+from slackwise_config.typed import settings_from
 
 __all__ = [
     "SearchConfig",
@@ -43,20 +44,10 @@ class TraceConfig:
 def read_batching(r: Reader, adapter: Mapping[str, Any]) -> BatchingSettings:
     """The live adapter's batching settings from the same keys (no path margin: nothing here
     lies outside the batch round trip)."""
-    given: dict[str, float] = {}
-    if adapter.get("max_wait_ms") is not None:
-        given["max_wait_s"] = r.number(adapter, "max_wait_ms", "adapter", 0.0) / 1000.0
-    for key in ("estimate_alpha", "wait_utilization"):
-        if adapter.get(key) is not None:
-            value = r.number(adapter, key, "adapter", 1.0)
-            if not 0 < value <= 1:
-                raise r.fail(f"adapter.{key}", f"must be within (0, 1], got {value:g}")
-            given[key] = value
-    return BatchingSettings(
-        path_margin_ms=0.0,
-        p95_every=SIMULATOR_P95_EVERY,
-        max_wait_s=given.get("max_wait_s"),
-        **{k: given[k] for k in ("estimate_alpha", "wait_utilization") if k in given},
+    keys = ("max_wait_ms", "estimate_alpha", "wait_utilization")
+    given = {k: adapter[k] for k in keys if adapter.get(k) is not None}
+    return settings_from(
+        r, BatchingSettings, given, "adapter", path_margin_ms=0.0, p95_every=SIMULATOR_P95_EVERY
     )
 
 
@@ -98,7 +89,7 @@ def read_classes(r: Reader, data: Mapping[str, Any], key: str, path: str) -> dic
 
 
 def read_disturbance(r: Reader, raw: Any, trace: TraceConfig | None) -> Disturbance | None:
-    """``disturbance``: the live experiment's keys (``slackwise_core.config.experiment``), of
+    """``disturbance``: the live experiment's keys (``slackwise_config.experiment``), of
     the kinds the simulator applies (:mod:`simulator.disturbance`), within the trace's window;
     None when absent."""
     from simulator.disturbance import SIMULATED

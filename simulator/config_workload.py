@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulator.config_sections import read_classes
-from slackwise_core.config import Reader
-from slackwise_core.config.model import DEFAULT_MAX_BATCH
+from slackwise_config import Reader
+from slackwise_config.model import DEFAULT_MAX_BATCH
 from slackwise_core.knative_scaling import AutoscalerConfig, ScalingSpec, require_kpa, resolve_spec
 from slackwise_core.scaling_values import ScalingConfigError
 

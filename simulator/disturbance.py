@@ -11,7 +11,7 @@ to share, and is refused when the config is read. Pure: the times are arguments.
 
 from __future__ import annotations
 
-from slackwise_core.config.model import Disturbance
+from slackwise_config.model import Disturbance
 
 __all__ = ["SIMULATED", "finish_s"]
 

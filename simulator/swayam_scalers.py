@@ -38,10 +38,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from adapter.policies.advisor_driver import URGENT_GAP_S, AdvisorDriver
+from adapter.policies.advisor_settings import AdvisorSettings
 from adapter.policies.function_autoscaler import FunctionAutoscaler
 from adapter.policies.latency import LatencyModel
 from simulator.scalers import FunctionState, KpaScaler
-from slackwise_core.config import AdvisorSettings
 
 __all__ = ["AdvisorScaler", "Clairvoyant", "OwnedScaler", "clair_span", "window_needs"]
 

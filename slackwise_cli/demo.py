@@ -22,7 +22,7 @@ import numpy as np
 from functions.registry import create_model
 from knative.local.platform import LocalPlatform
 from loadtests.openloop import Record, poisson_arrivals, run_open_loop
-from slackwise_core.config import Config
+from slackwise_config import Config
 
 
 @dataclass(frozen=True, kw_only=True)

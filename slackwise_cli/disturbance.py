@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from slackwise_core.config.model import Disturbance
+from slackwise_config.model import Disturbance
 
 __all__ = ["PERIOD_S", "Throttle", "disturb", "window_split"]
 

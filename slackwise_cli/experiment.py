@@ -40,8 +40,8 @@ from slackwise_cli.results import (
     stage_times,
     summarize,
 )
-from slackwise_core.config import ADVISOR_MODE, Config, ExperimentConfig
-from slackwise_core.config.model import headroom_of
+from slackwise_config import ADVISOR_MODE, Config, ExperimentConfig
+from slackwise_config.model import headroom_of
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from slackwise_cli.repeats import commit, order, summarize_repeats
 from slackwise_cli.running import load, run_async
-from slackwise_core.config.model import DISTURBANCES, Config, Disturbance, ExperimentConfig
+from slackwise_config.model import DISTURBANCES, Config, Disturbance, ExperimentConfig
 
 
 def add_arguments(exp: argparse.ArgumentParser) -> None:
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from simulator.roma import is_roma_config
     from slackwise_cli.experiment import run_experiment
     from slackwise_cli.results import ExperimentResult
-    from slackwise_core.config import parse_modes
+    from slackwise_config import parse_modes
 
     if is_roma_config(args.config):  # ROMA's systems, live (slackwise_cli.roma_live)
         from slackwise_cli.roma_live import run_cli

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from slackwise_cli.running import load, run_async
-from slackwise_core.config import Config, FunctionConfig
+from slackwise_config import Config, FunctionConfig
 from slackwise_core.errors import CoreError
 from slackwise_core.scaling_values import KPA_CLASS
 

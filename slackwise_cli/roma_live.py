@@ -49,7 +49,7 @@ import httpx
 from adapter.policies.roma import CoreController, NodeCores, RuleController, load_floor, supervise
 from simulator.roma import RomaConfig, arrivals, summary_row
 from slackwise_cli.roma_load import Load, median_s
-from slackwise_core.config import Config, parse_config
+from slackwise_config import Config, parse_config
 
 if TYPE_CHECKING:
     from adapter.serving.state import AdapterState
@@ -356,7 +356,7 @@ def run_cli(path: str, out_json: str | None, modes: str | None) -> int:
 
     from functions.server_process import ServerStartError
     from simulator.roma import format_roma, load_roma_config
-    from slackwise_core.config import ConfigError
+    from slackwise_config import ConfigError
 
     try:
         config = load_roma_config(path)

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from slackwise_core.config import Config, ConfigError, load_config
+from slackwise_config import Config, ConfigError, load_config
 
 T = TypeVar("T")
 

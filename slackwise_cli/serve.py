@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from slackwise_cli.running import load, run_async
 
 if TYPE_CHECKING:
-    from slackwise_core.config import Config
+    from slackwise_config import Config
 
 
 def add_arguments(serve: argparse.ArgumentParser) -> None:

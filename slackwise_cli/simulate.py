@@ -21,7 +21,7 @@ from functions.profile_format import ProfileFormatError
 from simulator.config import SimConfig, TraceConfig, load_sim_config
 from simulator.profiles import ProfileSetError
 from simulator.runner import summarise, sweep
-from slackwise_core.config import ConfigError
+from slackwise_config import ConfigError
 
 __all__ = ["add_arguments", "format_table", "run", "updated"]
 

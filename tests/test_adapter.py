@@ -19,8 +19,8 @@ from starlette.testclient import TestClient
 
 from adapter.serving.app import create_app
 from knative.local.events import ReplicaCounts
+from slackwise_config import Config, parse_config
 from slackwise_core.clock import VirtualClock
-from slackwise_core.config import Config, parse_config
 from tests.upstreams import HandlerUpstream
 
 

@@ -14,8 +14,8 @@ from adapter.serving.app import create_app
 from adapter.serving.cores import CoreControl, controlled
 from adapter.serving.platform_view import LocalView, PinUnsupported
 from knative.local.events import ReplicaCounts
+from slackwise_config import ConfigError, CoreSettings, parse_config
 from slackwise_core.clock import Clock, MonotonicClock, VirtualClock
-from slackwise_core.config import ConfigError, CoreSettings, parse_config
 
 
 def _raw(cores: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:

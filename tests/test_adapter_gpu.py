@@ -15,7 +15,7 @@ from adapter.serving.app import create_app
 from adapter.serving.platform_view import LocalView
 from functions.registry import create_model
 from functions.server_process import ServerProcess
-from slackwise_core.config import ConfigError, GpuSettings, parse_config
+from slackwise_config import ConfigError, GpuSettings, parse_config
 
 
 def _raw(gpu: dict[str, Any] | None = None) -> dict[str, Any]:

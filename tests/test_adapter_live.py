@@ -13,7 +13,7 @@ from adapter.serving.app import create_app
 from adapter.serving.platform_view import LocalView
 from adapter.serving.records import read_records
 from knative.local.platform import LocalPlatform
-from slackwise_core.config import parse_config
+from slackwise_config import parse_config
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from adapter.serving.predict_endpoint import PredictEndpoint, Target
 from functions.registry import KINDS, model_class
 from functions.samples import sample_instances
 from functions.v2 import tensor_shape
-from slackwise_core.config import parse_config
+from slackwise_config import parse_config
 from tests.test_adapter import client, config
 
 SEEN: list[int] = []

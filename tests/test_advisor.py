@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter.policies.advisor import Advisor
-from adapter.policies.advisor_config import AdvisorConfig, AdvisorConfigError, AdvisorDecision
+from adapter.policies.advisor_config import AdvisorConfig, AdvisorDecision
 from adapter.policies.percentile import ServiceModel, min_replicas, response_time_percentile
+from adapter.policies.settings_error import SettingsError
 
 #: one request per batch, 20 ms each: 50 requests/s per replica at most
 SERVICE = ServiceModel(a_ms=20.0, distribution="deterministic")
@@ -226,7 +227,7 @@ def test_idle_function_needs_nothing() -> None:
 )
 def test_bad_config_names_field_and_value(field: str, value: float) -> None:
     kwargs: dict[str, float] = {"slo_ms": 100.0, field: value}
-    with pytest.raises(AdvisorConfigError, match=field) as info:
+    with pytest.raises(SettingsError, match=field) as info:
         AdvisorConfig(**kwargs)  # type: ignore[arg-type]
     assert repr(value) in str(info.value)
 

@@ -22,7 +22,7 @@ from functions.headers import PLATFORM_WAIT_MS
 from knative.local.events import ReplicaCounts
 from simulator.scalers import FunctionState, KpaScaler
 from simulator.swayam_scalers import AdvisorScaler, OwnedScaler
-from slackwise_core.config import Config, parse_config
+from slackwise_config import Config, parse_config
 
 
 class Clock:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.policies.aimd import AIMD, AIMDDecision
+from adapter.policies.aimd import AIMD, AIMDDecision, AIMDSettings
 from adapter.policies.modes import MLPROXY, PRESETS, SLACKWISE, preset
 
 
@@ -21,8 +21,10 @@ def aimd_with(**settings: Any) -> AIMD:
         "miss_threshold": 0.05,
         "timeout_ratio_threshold": None,
         "cold_aware": True,
+        "timeouts_per_batch": False,
     }
-    return AIMD(**{**rules, **settings})
+    limits = {k: settings.pop(k) for k in ("initial", "maximum", "minimum") if k in settings}
+    return AIMD(AIMDSettings(**{**rules, **settings}), **limits)
 
 
 def feed(
@@ -233,22 +235,24 @@ def test_limit_stays_within_bounds(
 
 
 def test_presets_describe_the_two_modes() -> None:
-    assert SLACKWISE.order == "deadline" and SLACKWISE.deadline_aware and SLACKWISE.cold_aware
-    assert MLPROXY.order == "arrival" and not MLPROXY.deadline_aware and not MLPROXY.cold_aware
-    assert (MLPROXY.aimd_period_s, MLPROXY.aimd_add, MLPROXY.aimd_mult) == (30.0, 1.0, 0.8)
-    assert MLPROXY.p95_fraction == 0.8 and MLPROXY.miss_threshold is None
+    assert SLACKWISE.order == "deadline" and SLACKWISE.deadline_aware and SLACKWISE.aimd.cold_aware
+    assert MLPROXY.order == "arrival" and not MLPROXY.deadline_aware
+    assert MLPROXY.aimd == AIMDSettings()  # the defaults are the paper's Algorithm 2
+    assert (MLPROXY.aimd.period_s, MLPROXY.aimd.add, MLPROXY.aimd.mult) == (30.0, 1.0, 0.8)
+    assert MLPROXY.aimd.p95_fraction == 0.8 and MLPROXY.aimd.miss_threshold is None
+    assert not MLPROXY.aimd.cold_aware
     assert preset("mlproxy") is MLPROXY and set(PRESETS) == {"slackwise", "mlproxy"}
     with pytest.raises(ValueError, match="mode must be one of"):
         preset("fifo")
     with pytest.raises(dataclasses.FrozenInstanceError):
-        SLACKWISE.cold_aware = False  # type: ignore[misc]
+        SLACKWISE.aimd.cold_aware = False  # type: ignore[misc]
 
 
 def test_the_mlproxy_mode_is_algorithm_2_as_published() -> None:
     """MLProxy's Algorithm 2: Max_BS starts at 1, grows by 1 each 30 s without a violation, and
     its timeout input is the ratio of *batches* dispatched on their timeout."""
     aimd = MLPROXY.aimd_for(64)
-    assert aimd.limit == 1 and MLPROXY.aimd_timeouts_per_batch
+    assert aimd.limit == 1 and MLPROXY.aimd.timeouts_per_batch
     aimd.update(0.0)  # the clock starts
     for k in range(3):  # calm periods: +1 each
         t = 30.0 * k
@@ -267,7 +271,7 @@ def test_the_mlproxy_mode_is_algorithm_2_as_published() -> None:
     decision = aimd.update(t + 30.0)
     assert decision is not None and decision.action == "increase" and aimd.limit == 5
     assert decision.stats.timeout_ratio == 0.5
-    by_request = SLACKWISE.aimd(initial=4, maximum=64)  # the request-weighted ratio
+    by_request = AIMD(SLACKWISE.aimd, initial=4, maximum=64)  # the request-weighted ratio
     by_request.update(0.0)
     by_request.dispatched(1.0, bound=False, timeout=True)
     by_request.dispatched(2.0, bound=False, timeout=False)
@@ -279,10 +283,10 @@ def test_the_mlproxy_mode_is_algorithm_2_as_published() -> None:
 
 
 def test_preset_builds_its_aimd() -> None:
-    aimd = MLPROXY.aimd(initial=4, maximum=32)
+    aimd = AIMD(MLPROXY.aimd, initial=4, maximum=32)
     decision = period(aimd, 0.0, latency_ms=1000.0, missed=15, cold=15)
     assert decision.action == "decrease"  # the baseline counts cold starts
-    cold_aware = SLACKWISE.aimd(initial=4, maximum=32)
+    cold_aware = AIMD(SLACKWISE.aimd, initial=4, maximum=32)
     assert period(cold_aware, 0.0, latency_ms=1000.0, missed=15, cold=15).action == "hold-cold"
 
 
@@ -364,11 +368,11 @@ def test_the_backlog_rule_decides_the_same_however_often_it_is_asked() -> None:
 
 
 def test_the_backlog_rule_is_slackwise_modes_not_mlproxys() -> None:
-    assert SLACKWISE.aimd_backlog_mult == 2.0 and MLPROXY.aimd_backlog_mult is None
+    assert SLACKWISE.aimd.backlog_mult == 2.0 and MLPROXY.aimd.backlog_mult is None
     with pytest.raises(ValueError, match="backlog_mult"):
         aimd_with(initial=4, maximum=64, backlog_mult=1.0)
     with pytest.raises(ValueError, match="backlog_period_s"):
-        aimd_with(initial=4, maximum=64, period_s=1.0, backlog_period_s=2.0)
+        aimd_with(initial=4, maximum=64, backlog_period_s=0.0)
 
 
 def test_behind_a_backlog_misses_from_queueing_do_not_hold_the_limit_small() -> None:

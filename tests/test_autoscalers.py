@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from adapter.policies.advisor_settings import AdvisorSettings
 from adapter.policies.slack import stage_policy
 from simulator.compliance import compliance_pct, compliant_windows
 from simulator.config import parse_sim_config
@@ -18,7 +19,7 @@ from simulator.scalers import FunctionState, KpaScaler
 from simulator.service import ServiceCurve
 from simulator.swayam_scalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
 from slackwise_cli.main import main
-from slackwise_core.config import AdvisorSettings, ConfigError
+from slackwise_config import ConfigError
 
 IDLE = FunctionState(ready=0, starting=0, inflight=0, queued=0)
 

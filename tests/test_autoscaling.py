@@ -15,6 +15,7 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
+from adapter.policies.advisor_settings import AdvisorSettings
 from adapter.policies.latency import LatencyModel
 from adapter.serving.advisor_loop import Autoscaling
 from adapter.serving.platform_view import PinUnsupported
@@ -23,8 +24,8 @@ from functions.headers import FRONTEND_ID, FRONTEND_WINDOW_S, FRONTENDS, PLATFOR
 from knative.cluster.client import MIN_SCALE, KnativeClient
 from knative.cluster.view import KnativeView
 from knative.local.events import ReplicaCounts
+from slackwise_config import Config, ConfigError, parse_config
 from slackwise_core.clock import VirtualClock
-from slackwise_core.config import AdvisorSettings, Config, ConfigError, parse_config
 from tests.kube.fake_api import FakeKubernetes
 from tests.upstreams import HandlerUpstream
 

@@ -31,8 +31,8 @@ class Linear:
 
 
 def waiting_at_most(max_wait_s: float | None) -> BatchingSettings:
-    """The default batching settings with ``max_wait_s``."""
-    return BatchingSettings(max_wait_s=max_wait_s)
+    """The default batching settings with ``max_wait_s`` (given in seconds)."""
+    return BatchingSettings(max_wait_ms=None if max_wait_s is None else max_wait_s * 1000.0)
 
 
 def item(deadline: float, arrival: float = 0.0, size: int = 1) -> QueuedRequest:
@@ -317,7 +317,9 @@ def test_decision_invariants(
     )
     if decision.take == 0 and queue and max_wait_s is not None:
         assert decision.wake_at is not None
-        assert decision.wake_at <= min(p.arrival for p in queue) + max_wait_s
+        assert (
+            decision.wake_at <= min(p.arrival for p in queue) + max_wait_s * 1000.0 / 1000.0
+        )  # the settings hold ms
     check_invariants(
         now, queue, model, limit, decision, deadline_aware=deadline_aware, late_limit=late_limit
     )

@@ -15,7 +15,7 @@ from adapter.serving.platform_view import LocalView
 from functions.pipelines import IMG_QUERY_IMAGES, PIPELINES
 from knative.local.platform import LocalPlatform
 from slackwise_cli.results import parse_server_timing
-from slackwise_core.config import parse_config
+from slackwise_config import parse_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.models]
 

@@ -23,8 +23,8 @@ from starlette.testclient import TestClient
 from adapter.serving.app import create_app
 from knative.local.events import ReplicaCounts
 from slackwise_cli.results import parse_server_timing
+from slackwise_config import Config, ConfigError, parse_config
 from slackwise_core.clock import MonotonicClock
-from slackwise_core.config import Config, ConfigError, parse_config
 from tests.upstreams import HandlerUpstream
 
 

@@ -26,7 +26,7 @@ from knative.cluster.client import (
 from knative.cluster.crd_schema import knative_dir
 from knative.cluster.view import KnativeView
 from knative.local.events import ReplicaCounts
-from slackwise_core.config import load_config
+from slackwise_config import load_config
 from tests.kube.fake_api import FakeKubernetes
 
 NS = "ml"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from slackwise_core.config import ConfigError, HpaSettings, load_config, parse_config
+from slackwise_config import ConfigError, HpaSettings, load_config, parse_config
 
 
 def base(**fn: Any) -> dict[str, Any]:
@@ -128,15 +128,6 @@ def test_the_readme_config_reference_is_valid() -> None:
     assert config.experiment is not None and config.experiment.trace == "twitter"
 
 
-def test_the_config_knows_every_stage_policy_the_adapter_defines() -> None:
-    """slackwise_core.config checks ``stage_policy`` without importing the adapter; the two
-    lists agree."""
-    from adapter.policies.slack import POLICIES, VARIANTS
-    from slackwise_core.config import STAGE_POLICIES
-
-    assert (*POLICIES, *VARIANTS) == STAGE_POLICIES
-
-
 def test_aimd_overrides_leave_the_rest_to_the_mode() -> None:
     from adapter.policies.modes import MLPROXY, SLACKWISE
 
@@ -146,10 +137,10 @@ def test_aimd_overrides_leave_the_rest_to_the_mode() -> None:
             "adapter": {"aimd": {"initial": 2, "period_s": 5}},
         }
     )
-    assert config.adapter.aimd.overrides() == {"initial": 2, "period_s": 5.0}
-    tuned = SLACKWISE.with_aimd(config.adapter.aimd.overrides())
-    assert (tuned.aimd_initial, tuned.aimd_period_s) == (2, 5.0)
-    assert tuned.miss_threshold == SLACKWISE.miss_threshold
+    assert config.adapter.aimd == {"initial": 2, "period_s": 5.0}
+    tuned = SLACKWISE.with_aimd(config.adapter.aimd)
+    assert (tuned.aimd.initial, tuned.aimd.period_s) == (2, 5.0)
+    assert tuned.aimd.miss_threshold == SLACKWISE.aimd.miss_threshold
     assert MLPROXY.with_aimd({"period_s": 5.0}) is MLPROXY
 
 

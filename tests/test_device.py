@@ -10,7 +10,7 @@ import pytest
 
 from functions.device import DeviceUnavailable, parse_device
 from functions.registry import create_model
-from slackwise_core.config import ConfigError, parse_config
+from slackwise_config import ConfigError, parse_config
 
 
 def _cuda() -> bool:

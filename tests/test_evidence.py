@@ -169,9 +169,9 @@ def test_the_latency_models_recent_view_sees_a_step_the_window_still_hides() -> 
 
 
 def test_once_service_times_step_the_advisor_replays_the_service_times_of_now() -> None:
+    from adapter.policies.advisor_settings import AdvisorSettings
     from adapter.policies.function_autoscaler import function_autoscaler
     from adapter.policies.latency import LatencyModel
-    from slackwise_core.config import AdvisorSettings
 
     model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
     auto = function_autoscaler(
@@ -212,9 +212,9 @@ def test_the_recent_view_forgets_a_stall_once_it_is_over() -> None:
 
 
 def test_a_step_in_service_time_is_seen_as_drift_before_anything_misses() -> None:
+    from adapter.policies.advisor_settings import AdvisorSettings
     from adapter.policies.function_autoscaler import function_autoscaler
     from adapter.policies.latency import LatencyModel
-    from slackwise_core.config import AdvisorSettings
 
     def build(evidence: bool) -> tuple[Any, LatencyModel]:
         model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
@@ -268,9 +268,9 @@ def test_drift_needs_a_few_batches_at_sizes_the_window_knows() -> None:
 
 
 def test_a_burst_beyond_the_forecast_is_counted_in_full_once_the_evidence_disagrees() -> None:
+    from adapter.policies.advisor_settings import AdvisorSettings
     from adapter.policies.function_autoscaler import function_autoscaler
     from adapter.policies.latency import LatencyModel
-    from slackwise_core.config import AdvisorSettings
 
     def run(evidence: bool) -> list[int]:
         model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
@@ -311,9 +311,9 @@ def test_a_burst_beyond_the_forecast_is_counted_in_full_once_the_evidence_disagr
 
 def test_a_noisy_second_is_not_a_burst() -> None:
     from adapter.policies.advisor_config import BURST_RATIO
+    from adapter.policies.advisor_settings import AdvisorSettings
     from adapter.policies.function_autoscaler import function_autoscaler
     from adapter.policies.latency import LatencyModel
-    from slackwise_core.config import AdvisorSettings
 
     auto = function_autoscaler(
         "f", AdvisorSettings(enabled=True, default_setup_s=1.0, keep_alive=False,

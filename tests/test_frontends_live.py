@@ -20,7 +20,7 @@ import pytest
 
 from knative.local.guard import ENV_VAR as TOKEN_ENV
 from knative.local.platform import LocalPlatform
-from slackwise_core.config import load_config
+from slackwise_config import load_config
 
 pytestmark = pytest.mark.slow
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from adapter.policies.advisor_settings import AdvisorSettings
 from adapter.policies.function_autoscaler import FunctionAutoscaler, function_autoscaler
 from adapter.policies.headroom import Headroom, HeadroomConfig, parse_headroom
 from adapter.policies.latency import LatencyModel
@@ -16,7 +17,7 @@ from adapter.serving.advisor_loop import Autoscaling
 from knative.local.events import ReplicaCounts
 from simulator.scalers import FunctionState
 from simulator.swayam_scalers import OwnedScaler
-from slackwise_core.config import AdvisorSettings, ConfigError, parse_config
+from slackwise_config import ConfigError, parse_config
 
 SLO_MS = 300.0
 RATE = 30  # requests per second
@@ -223,7 +224,7 @@ def test_the_live_loop_and_the_simulator_decide_the_same() -> None:
 
 def test_an_experiment_mode_names_the_headroom_it_runs_with() -> None:
     from slackwise_cli.experiment import adapter_flags
-    from slackwise_core.config import parse_modes
+    from slackwise_config import parse_modes
 
     assert parse_modes("slackwise,slackwise-headroom-0,slackwise-headroom-2.5") == (
         "slackwise", "slackwise-headroom-0", "slackwise-headroom-2.5",

@@ -20,8 +20,8 @@ from starlette.applications import Starlette
 
 from adapter.serving.app import create_app
 from adapter.serving.http_server import serve
+from slackwise_config import Config
 from slackwise_core.clock import VirtualClock
-from slackwise_core.config import Config
 from tests.socket_probe import tcp_connections
 from tests.test_adapter import FakeView, config, echo
 from tests.upstreams import HandlerUpstream

@@ -31,7 +31,7 @@ from loadtests.replay import main
 from slackwise_cli.disturbance import disturb
 from slackwise_cli.experiment import _replay_command
 from slackwise_cli.experiment_command import parse_disturbance
-from slackwise_core.config.model import Disturbance, ExperimentConfig
+from slackwise_config.model import Disturbance, ExperimentConfig
 
 
 def test_embeds_larger_inputs_are_its_own_sentences_joined_and_valid() -> None:

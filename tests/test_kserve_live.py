@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 
 from adapter.serving.app import create_app
 from functions.server_process import free_port
-from slackwise_core.config import parse_config
+from slackwise_config import parse_config
 
 KSERVE = "kserve==0.21.0"
 SERVER = Path(__file__).with_name("kserve_v2_server.py")

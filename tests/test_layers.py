@@ -15,6 +15,7 @@ PACKAGES = (
     "slackwise_cli",
     "adapter",
     "slackwise_core",
+    "slackwise_config",
     "functions",
     "knative",
     "traces",

@@ -28,7 +28,7 @@ from knative.cluster.images import function_image
 from knative.cluster.kn_commands import kn_create_args
 from knative.cluster.kn_rules import KnLineError, check_kn_args, check_kn_line
 from simulator.roma import is_roma_config
-from slackwise_core.config import Config, ConfigError, load_config, parse_config
+from slackwise_config import Config, ConfigError, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "experiments"

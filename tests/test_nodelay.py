@@ -20,7 +20,7 @@ from adapter.serving.http_server import serve
 from adapter.serving.platform_view import LocalView
 from functions.serve import listening_socket
 from knative.local.platform import LocalPlatform
-from slackwise_core.config import parse_config
+from slackwise_config import parse_config
 from tests.socket_probe import TcpConnection, tcp_connections
 
 DIGITS = load_digits()

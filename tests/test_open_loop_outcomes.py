@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from loadtests.open_loop import OpenLoop
+from loadtests.flood import OpenLoop
 
 _ANSWERS = (
     (429, b'{"error":"f: would finish about 40 ms after its deadline behind 9 queued requests"}'),

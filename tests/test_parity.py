@@ -35,8 +35,8 @@ from simulator.config import parse_sim_config
 from simulator.engine import Simulation
 from simulator.profiles import resolve_curves
 from simulator.service import ServiceCurve
+from slackwise_config import parse_config
 from slackwise_core.clock import VirtualClock
-from slackwise_core.config import parse_config
 from slackwise_core.http1 import Http1Response
 
 NODES = 2
@@ -171,7 +171,7 @@ def live(
                 max_queue=10 * REQUESTS,
                 epoch=0.0,
                 settings=BatchingSettings(
-                    max_wait_s=None if max_wait_ms is None else max_wait_ms / 1000.0,
+                    max_wait_ms=max_wait_ms,
                     path_margin_ms=0.0,
                     p95_every=p95_every,
                 ),

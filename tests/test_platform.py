@@ -19,7 +19,7 @@ from sklearn.datasets import load_digits
 
 from knative.local.fleet import Fleet, FunctionRuntime
 from knative.local.platform import LocalPlatform
-from slackwise_core.config import Config, FunctionConfig, parse_config
+from slackwise_config import Config, FunctionConfig, parse_config
 
 pytestmark = pytest.mark.slow
 

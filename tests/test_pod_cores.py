@@ -14,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 from knative.cluster.client import AccessDeniedError, KnativeClient
 from knative.cluster.manifests import function_service, rbac_objects
 from knative.cluster.pod_cores import PodCores, ResizeUnavailableError, millicores
-from slackwise_core.config import parse_config
+from slackwise_config import parse_config
 from tests.kube.fake_api import FakeKubernetes
 from tests.kube.fake_pods import cpu_cores, qos_class
 

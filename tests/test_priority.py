@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from knative.local.priority import can_restore, niceness, restore, starting
-from slackwise_core.config import ConfigError, parse_config
+from slackwise_config import ConfigError, parse_config
 
 #: a child that makes three threads after it starts, as a model's thread pools are made during
 #: the load, and then waits

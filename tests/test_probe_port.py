@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from adapter.serving.probe_port import ProbePort, answer_for
-from slackwise_core.config import ConfigError, parse_config
+from slackwise_config import ConfigError, parse_config
 
 SNAPSHOT: dict[str, tuple[int, dict[str, Any]]] = {
     "/healthz": (200, {"ok": True}),

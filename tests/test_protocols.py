@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 
 from adapter.serving.app import create_app
 from adapter.serving.protocols import codec_for
-from slackwise_core.config import ConfigError, parse_config
+from slackwise_config import ConfigError, parse_config
 from tests.upstreams import serve_handler
 
 

@@ -13,7 +13,7 @@ from slackwise_cli.disturbance import window_split
 from slackwise_cli.experiment_command import parse_disturbance
 from slackwise_cli.repeats import order, summarize_repeats
 from slackwise_cli.results import ExperimentResult, ModeSummary
-from slackwise_core.config.model import Disturbance
+from slackwise_config.model import Disturbance
 
 
 def summary(violations: float, replica_s: float) -> ModeSummary:

@@ -23,7 +23,7 @@ from adapter.policies.roma import (
 )
 from simulator.roma import SYSTEMS, parse_roma_config, run_roma
 from slackwise_cli.main import main
-from slackwise_core.config import ConfigError
+from slackwise_config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 

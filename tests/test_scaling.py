@@ -311,7 +311,7 @@ def test_the_hpa_class_has_its_own_rules(extra: dict[str, str], says: str) -> No
 
 def test_what_emulates_the_kpa_refuses_the_hpa_class_by_name() -> None:
     from knative.local.platform import LocalPlatform
-    from slackwise_core.config import parse_config
+    from slackwise_config import parse_config
     from slackwise_core.knative_scaling import require_kpa
 
     config = parse_config({"functions": {"digits": {"model": "digits", "annotations": HPA}}})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from knative.cluster.shares import MAX_SCALE, MIN_SCALE, SCALE_SHARE, scale_annotations, share_of
 from knative.local.fleet import FunctionRuntime
-from slackwise_core.config import parse_config
+from slackwise_config import parse_config
 
 DEFAULTS = {MIN_SCALE: "0", MAX_SCALE: "8"}
 

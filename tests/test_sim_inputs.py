@@ -14,7 +14,7 @@ from simulator.engine import Simulation
 from simulator.inputs import InputSizes
 from simulator.request import SimRequest
 from simulator.service import ServiceCurve
-from slackwise_core.config import ConfigError
+from slackwise_config import ConfigError
 
 
 def _curve(name: str, a_ms: float = 8.0, b_ms: float = 2.0) -> ServiceCurve:

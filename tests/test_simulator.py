@@ -15,7 +15,7 @@ from simulator.engine import Simulation
 from simulator.runner import curves_for
 from simulator.service import ServiceCurve
 from slackwise_cli.main import main
-from slackwise_core.config import ConfigError
+from slackwise_config import ConfigError
 
 TINY = Path(__file__).resolve().parents[1] / "experiments" / "sim" / "tiny.yaml"
 
@@ -157,7 +157,7 @@ def test_instances_at_load_is_the_fewest_that_hold_the_sla() -> None:
     # batches leave when a slot is free (as in the GrandSLAM configs): capacity decides
     tiny = load_sim_config(TINY)
     config = with_overrides(
-        tiny, batching=dataclasses.replace(tiny.batching, max_wait_s=0.0), rate_rps=300.0
+        tiny, batching=dataclasses.replace(tiny.batching, max_wait_ms=0.0), rate_rps=300.0
     )
     curves = curves_for(config)
     need = instances_at_load(config, "GS", curves, seed=config.seed)
@@ -246,7 +246,7 @@ def test_per_type_fleet_at_load_holds_and_no_node_of_any_function_can_go() -> No
 
     tiny = load_sim_config(TINY)
     config = with_overrides(
-        tiny, batching=dataclasses.replace(tiny.batching, max_wait_s=0.0), rate_rps=300.0
+        tiny, batching=dataclasses.replace(tiny.batching, max_wait_ms=0.0), rate_rps=300.0
     )
     curves = curves_for(config)
     fleet = fleet_at_load(config, "GS", curves, seed=config.seed)

@@ -34,16 +34,25 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 __all__ = [
+    "LATE",
     "DoorRefusal",
     "Drain",
+    "Late",
     "Lateness",
     "at_the_door",
     "door_finish",
     "expected_finish",
     "holds_until",
 ]
+
+#: what happens to a request that cannot make its deadline (``functions.X.late``): served
+#: anyway, answered 503 once its deadline passed before dispatch, or (Swayam §3.3) refused at
+#: the door when the evidence says it would finish late
+Late = Literal["serve", "prune", "predict"]
+LATE: tuple[Late, ...] = get_args(Late)
 
 #: the shortest Retry-After a refusal suggests (the header's unit)
 MIN_RETRY_S = 1.0

@@ -4,18 +4,22 @@ value."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from adapter.policies.percentile import ServiceModel
+from adapter.policies.settings_error import SettingsError, boolean, integer, number, one_of, within
 
 __all__ = [
     "BURST_RATIO",
+    "BURST_U",
     "DEFAULT_PERCENTILE",
+    "DEFAULT_SETUP_S",
+    "HISTORY_S",
+    "MAX_REPLICAS",
+    "MIN_SCALE_IN_GAP_S",
     "RESOURCE_MODELS",
     "AdvisorConfig",
-    "AdvisorConfigError",
     "AdvisorDecision",
     "Reason",
     "ResourceModel",
@@ -28,31 +32,22 @@ Reason = Literal["scale-out", "scale-in", "hold", "steady"]
 
 #: which resource model sizes the fleet (AdvisorConfig.model)
 ResourceModel = Literal["replay", "batched", "swayam"]
-RESOURCE_MODELS: tuple[ResourceModel, ...] = ("replay", "batched", "swayam")
-
-
-class AdvisorConfigError(ValueError):
-    """An advisor setting out of range; the message names the field and the value."""
+RESOURCE_MODELS: tuple[ResourceModel, ...] = get_args(ResourceModel)
 
 
 #: how far above the current window's rate the recent span's must be to count as a burst
 BURST_RATIO = 1.5
 
 
-def _positive(name: str, value: float, *, allow_zero: bool = False) -> None:
-    ok = math.isfinite(value) and (value >= 0.0 if allow_zero else value > 0.0)
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise AdvisorConfigError(f"{name} must be a finite number {bound}, got {value!r}")
-
-
-def _integer(name: str, value: int, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise AdvisorConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
 #: the percentile an SLO bounds when its app does not say (``apps.X.percentile``)
 DEFAULT_PERCENTILE = 95.0
+#: the advisor's defaults that a deployment may change (adapter.policies.advisor_settings)
+HISTORY_S = 500.0
+BURST_U = 2.0
+MIN_SCALE_IN_GAP_S = 60.0
+DEFAULT_SETUP_S = 5.0
+#: the largest count the advisor pins when the function sets no max-scale
+MAX_REPLICAS = 100
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -71,17 +66,17 @@ class AdvisorConfig:
 
     slo_ms: float
     percentile: float = DEFAULT_PERCENTILE
-    history_s: float = 500.0
+    history_s: float = HISTORY_S
     bucket_s: float = 1.0
     current_window_s: float = 10.0
-    burst_u: float = 2.0
+    burst_u: float = BURST_U
     frontends: int = 1
-    min_scale_in_gap_s: float = 60.0
+    min_scale_in_gap_s: float = MIN_SCALE_IN_GAP_S
     scale_in_step: int = 0
-    default_setup_s: float = 5.0
+    default_setup_s: float = DEFAULT_SETUP_S
     setup_samples: int = 20
     setup_percentile: float = 95.0
-    max_replicas: int = 100
+    max_replicas: int = MAX_REPLICAS
     floor_at_current: bool = True
     collect_ms: float = 0.0
     overhead_ms: float = 0.0
@@ -93,37 +88,28 @@ class AdvisorConfig:
     model: ResourceModel = "replay"
 
     def __post_init__(self) -> None:
-        _positive("slo_ms", self.slo_ms)
-        for name in ("percentile", "setup_percentile"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and 0.0 < value < 100.0):
-                raise AdvisorConfigError(f"{name} must be within (0, 100) percent, got {value!r}")
-        _positive("bucket_s", self.bucket_s)
-        _positive("history_s", self.history_s)
+        number("slo_ms", self.slo_ms)
+        within("percentile", self.percentile, 0.0, 100.0)
+        within("setup_percentile", self.setup_percentile, 0.0, 100.0)
+        number("bucket_s", self.bucket_s)
+        number("history_s", self.history_s)
         if self.history_s < 2.0 * self.bucket_s:
-            raise AdvisorConfigError(
-                f"history_s must be at least two buckets ({2 * self.bucket_s:g}), "
-                f"got {self.history_s!r}"
+            raise SettingsError(
+                "history_s",
+                f"must be at least two buckets ({2 * self.bucket_s:g}), got {self.history_s!r}",
             )
-        _positive("current_window_s", self.current_window_s)
-        if not (math.isfinite(self.burst_u) and self.burst_u >= 1.0):
-            raise AdvisorConfigError(f"burst_u must be a finite number >= 1, got {self.burst_u!r}")
-        _integer("frontends", self.frontends, 1)
-        _positive("min_scale_in_gap_s", self.min_scale_in_gap_s, allow_zero=True)
-        _integer("scale_in_step", self.scale_in_step, 0)
-        _positive("default_setup_s", self.default_setup_s, allow_zero=True)
-        _integer("setup_samples", self.setup_samples, 1)
-        _integer("max_replicas", self.max_replicas, 1)
-        if not isinstance(self.floor_at_current, bool):
-            raise AdvisorConfigError(
-                f"floor_at_current must be true or false, got {self.floor_at_current!r}"
-            )
-        if self.model not in RESOURCE_MODELS:
-            raise AdvisorConfigError(
-                f"model must be one of {', '.join(RESOURCE_MODELS)}, got {self.model!r}"
-            )
-        _positive("collect_ms", self.collect_ms, allow_zero=True)
-        _positive("overhead_ms", self.overhead_ms, allow_zero=True)
+        number("current_window_s", self.current_window_s)
+        number("burst_u", self.burst_u, low=1.0, allow_low=True)
+        integer("frontends", self.frontends, 1)
+        number("min_scale_in_gap_s", self.min_scale_in_gap_s, allow_low=True)
+        integer("scale_in_step", self.scale_in_step, 0)
+        number("default_setup_s", self.default_setup_s, allow_low=True)
+        integer("setup_samples", self.setup_samples, 1)
+        integer("max_replicas", self.max_replicas, 1)
+        boolean("floor_at_current", self.floor_at_current)
+        one_of("model", self.model, RESOURCE_MODELS)
+        number("collect_ms", self.collect_ms, allow_low=True)
+        number("overhead_ms", self.overhead_ms, allow_low=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,11 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from adapter.policies.function_autoscaler import (
-    AdvisorSettingsLike,
-    FunctionAutoscaler,
-    function_autoscaler,
-)
+from adapter.policies.advisor_settings import AdvisorSettings
+from adapter.policies.function_autoscaler import FunctionAutoscaler, function_autoscaler
 from adapter.policies.latency import LatencyModel
 
 __all__ = ["URGENT_GAP_S", "AdvisorDriver", "Step"]
@@ -60,7 +57,7 @@ class AdvisorDriver:
 
     def __init__(
         self,
-        settings: AdvisorSettingsLike,
+        settings: AdvisorSettings,
         *,
         owns: bool,
         lease_s: float | None = None,

@@ -53,7 +53,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["AIMD", "AIMDDecision", "Action", "WindowStats"]
+from adapter.policies.settings_error import SettingsError, boolean, integer, number, within
+
+__all__ = ["AIMD", "AIMDDecision", "AIMDSettings", "Action", "WindowStats"]
 
 Action = Literal["increase", "increase-backlog", "decrease", "hold-cold", "hold-idle"]
 
@@ -84,6 +86,50 @@ class AIMDDecision:
     violations: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AIMDSettings:
+    """How one mode tunes its functions' max batch size (``adapter.aimd`` sets any field over
+    the mode's own, :mod:`adapter.policies.modes`). The defaults are MLProxy's Algorithm 2 as
+    published: start at 1, +1 every 30 s, x0.8 on a P95 above 80 % of the SLO or on more than
+    ``timeout_ratio_threshold`` of the batches leaving on their timeout (the paper leaves it to
+    the user), cold starts judged like any sample, no miss test, no growth behind a backlog."""
+
+    #: the starting and smallest limit (each within the function's maximum batch)
+    initial: int = 1
+    minimum: int = 1
+    add: float = 1.0
+    mult: float = 0.8
+    period_s: float = 30.0
+    #: a deadline-miss ratio above it is a violation (None: no such test)
+    miss_threshold: float | None = None
+    p95_fraction: float = 0.8
+    timeout_ratio_threshold: float | None = 0.9
+    cold_aware: bool = False
+    cold_dominated: float = 0.5
+    #: the growth of a limit that holds a backlog back, judged every ``backlog_period_s``
+    backlog_mult: float | None = None
+    backlog_period_s: float = 1.0
+    #: the timeout ratio over batches (Algorithm 2) rather than requests
+    timeouts_per_batch: bool = True
+
+    def __post_init__(self) -> None:
+        integer("initial", self.initial, 1)
+        integer("minimum", self.minimum, 1)
+        number("add", self.add)
+        within("mult", self.mult, 0.0, 1.0)
+        number("period_s", self.period_s)
+        number("p95_fraction", self.p95_fraction)
+        for key in ("miss_threshold", "timeout_ratio_threshold", "cold_dominated"):
+            ratio = getattr(self, key)
+            if ratio is not None:
+                within(key, ratio, 0.0, 1.0, closed="[]")
+        if self.backlog_mult is not None:
+            number("backlog_mult", self.backlog_mult, low=1.0)
+        number("backlog_period_s", self.backlog_period_s)
+        boolean("cold_aware", self.cold_aware)
+        boolean("timeouts_per_batch", self.timeouts_per_batch)
+
+
 def _p95(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
@@ -94,63 +140,41 @@ class AIMD:
 
     def __init__(
         self,
+        settings: AIMDSettings,
         *,
-        initial: float,
         maximum: int,
-        minimum: int = 1,
-        add: float = 1.0,
-        mult: float = 0.8,
-        period_s: float = 30.0,
-        miss_threshold: float | None,
-        p95_fraction: float = 0.8,
-        timeout_ratio_threshold: float | None,
-        cold_aware: bool,
-        cold_dominated: float = 0.5,
-        backlog_mult: float | None = None,
-        backlog_period_s: float = 1.0,
-        timeouts_per_batch: bool = False,
+        initial: float | None = None,
+        minimum: int | None = None,
     ) -> None:
+        """The limit of a function whose batches hold at most ``maximum``; it starts at
+        ``initial`` and never falls below ``minimum`` (the settings' own, within ``maximum``,
+        unless given)."""
+        integer("maximum", maximum, 1)
+        minimum = min(settings.minimum, maximum) if minimum is None else minimum
+        initial = min(settings.initial, maximum) if initial is None else initial
         if minimum < 1:
-            raise ValueError(f"minimum must be >= 1, got {minimum!r}")
+            raise SettingsError("minimum", f"must be >= 1, got {minimum!r}")
         if maximum < minimum:
-            raise ValueError(f"maximum must be >= minimum ({minimum}), got {maximum!r}")
+            raise SettingsError("maximum", f"must be >= minimum ({minimum}), got {maximum!r}")
         if not minimum <= initial <= maximum:
-            raise ValueError(f"initial must be within [{minimum}, {maximum}], got {initial!r}")
-        if not (math.isfinite(add) and add > 0):
-            raise ValueError(f"add must be > 0, got {add!r}")
-        if not 0 < mult < 1:
-            raise ValueError(f"mult must be in (0, 1), got {mult!r}")
-        if backlog_mult is not None and not (math.isfinite(backlog_mult) and backlog_mult > 1):
-            raise ValueError(f"backlog_mult must be > 1, got {backlog_mult!r}")
-        if not (math.isfinite(backlog_period_s) and 0 < backlog_period_s <= period_s):
-            raise ValueError(
-                f"backlog_period_s must be in (0, period_s={period_s}], got {backlog_period_s!r}"
+            raise SettingsError(
+                "initial", f"must be within [{minimum}, {maximum}], got {initial!r}"
             )
-        if not (math.isfinite(period_s) and period_s > 0):
-            raise ValueError(f"period_s must be > 0, got {period_s!r}")
-        if not (math.isfinite(p95_fraction) and p95_fraction > 0):
-            raise ValueError(f"p95_fraction must be > 0, got {p95_fraction!r}")
-        for name, ratio in (
-            ("miss_threshold", miss_threshold),
-            ("timeout_ratio_threshold", timeout_ratio_threshold),
-            ("cold_dominated", cold_dominated),
-        ):
-            if ratio is not None and not 0 <= ratio <= 1:
-                raise ValueError(f"{name} must be within [0, 1], got {ratio!r}")
+        self.settings = settings
         self._value = float(initial)
         self._minimum = minimum
         self._maximum = maximum
-        self._add = add
-        self._mult = mult
-        self._period_s = period_s
-        self._miss_threshold = miss_threshold
-        self._p95_fraction = p95_fraction
-        self._timeout_threshold = timeout_ratio_threshold
-        self._cold_aware = cold_aware
-        self._cold_dominated = cold_dominated
-        self._backlog_mult = backlog_mult
-        self._backlog_period_s = backlog_period_s
-        self._timeouts_per_batch = timeouts_per_batch
+        self._add = settings.add
+        self._mult = settings.mult
+        self._period_s = settings.period_s
+        self._miss_threshold = settings.miss_threshold
+        self._p95_fraction = settings.p95_fraction
+        self._timeout_threshold = settings.timeout_ratio_threshold
+        self._cold_aware = settings.cold_aware
+        self._cold_dominated = settings.cold_dominated
+        self._backlog_mult = settings.backlog_mult
+        self._backlog_period_s = min(settings.backlog_period_s, settings.period_s)
+        self._timeouts_per_batch = settings.timeouts_per_batch
         self._start: float | None = None
         #: the next point of the finer grid where a backlog-bound window is judged
         self._next_look = math.inf

@@ -2,7 +2,7 @@
 built once from the config (``adapter.serving.wiring``, and the simulator's stations from theirs)
 and taken whole by the controller, so every default is written here and only here.
 
-* ``max_wait_s``: the longest the oldest member may wait for company (None: until its dispatch
+* ``max_wait_ms``: the longest the oldest member may wait for company (None: until its dispatch
   timeout, MLProxy's design; 0: work-conserving), :func:`adapter.policies.batching.decide` rule 7.
 * ``wait_utilization``: waiting for company pays only while one replica's slots could not keep
   up with batches of the size at hand at this busy fraction (rule 6).
@@ -21,14 +21,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_BATCHING", "SIMULATOR_P95_EVERY", "BatchingSettings"]
+from adapter.policies.settings_error import integer, number, within
+
+__all__ = ["DEFAULT_BATCHING", "LIVE_KEYS", "SIMULATOR_P95_EVERY", "BatchingSettings"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class BatchingSettings:
     """See the module docstring."""
 
-    max_wait_s: float | None = None
+    max_wait_ms: float | None = None
     wait_utilization: float = 0.7
     path_margin_ms: float = 1.0
     estimate_alpha: float = 0.05
@@ -36,19 +38,22 @@ class BatchingSettings:
     p95_max_age_s: float = 0.25
 
     def __post_init__(self) -> None:
-        if self.max_wait_s is not None and not self.max_wait_s >= 0:
-            raise ValueError(f"max_wait_s must be >= 0 or None, got {self.max_wait_s!r}")
-        if not 0.0 < self.wait_utilization <= 1.0:
-            raise ValueError(f"wait_utilization must be in (0, 1], got {self.wait_utilization!r}")
-        if not self.path_margin_ms >= 0:
-            raise ValueError(f"path_margin_ms must be >= 0, got {self.path_margin_ms!r}")
-        if not 0.0 < self.estimate_alpha <= 1.0:
-            raise ValueError(f"estimate_alpha must be in (0, 1], got {self.estimate_alpha!r}")
-        if self.p95_every < 0 or not self.p95_max_age_s > 0:
-            raise ValueError(
-                f"p95_every must be >= 0 and p95_max_age_s > 0, got "
-                f"{self.p95_every!r}, {self.p95_max_age_s!r}"
-            )
+        if self.max_wait_ms is not None:
+            number("max_wait_ms", self.max_wait_ms, allow_low=True)
+        within("wait_utilization", self.wait_utilization, 0.0, 1.0, closed="(]")
+        number("path_margin_ms", self.path_margin_ms, allow_low=True)
+        within("estimate_alpha", self.estimate_alpha, 0.0, 1.0, closed="(]")
+        integer("p95_every", self.p95_every, 0)
+        number("p95_max_age_s", self.p95_max_age_s)
+
+    @property
+    def max_wait_s(self) -> float | None:
+        """``max_wait_ms`` in seconds, the unit of the clocks that read it."""
+        return None if self.max_wait_ms is None else self.max_wait_ms / 1000.0
+
+
+#: the keys of ``adapter`` a deployment's YAML sets these from (the rest are the simulator's)
+LIVE_KEYS = ("max_wait_ms", "wait_utilization", "path_margin_ms")
 
 
 #: the defaults, for callers that take a single value from them

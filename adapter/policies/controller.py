@@ -28,9 +28,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
-from adapter.policies.admission import DoorRefusal, Drain, Lateness, at_the_door
+from adapter.policies.admission import DoorRefusal, Drain, Late, Lateness, at_the_door
 from adapter.policies.aimd import AIMD, AIMDDecision
 from adapter.policies.batching import BatchDecision, LatencyEstimator
 from adapter.policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
@@ -54,8 +54,6 @@ __all__ = ["Controller", "DoorRefusal", "Late", "Step"]
 T = TypeVar("T", bound=Queued)
 #: how often, at most, the batching for throughput re-reads its efficient batch (seconds)
 CAP_PERIOD_S = 1.0
-#: what happens to a request that cannot make its deadline (``functions.X.late``)
-Late = Literal["serve", "prune", "predict"]
 
 
 @dataclass(frozen=True, slots=True)

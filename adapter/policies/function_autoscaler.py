@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal
 
 from adapter.policies.advisor import Advisor
-from adapter.policies.advisor_config import AdvisorConfig, AdvisorDecision
+from adapter.policies.advisor_config import MAX_REPLICAS, AdvisorDecision
+from adapter.policies.advisor_settings import AdvisorSettings
 from adapter.policies.evidence import Evidence
 from adapter.policies.headroom import Headroom, HeadroomConfig, parse_headroom
 from adapter.policies.keepalive import KeepAlive, KeepAliveConfig
@@ -20,7 +21,6 @@ from adapter.policies.replay import ObservedService
 __all__ = [
     "DRIFT_RATIO",
     "DRIFT_S",
-    "AdvisorSettingsLike",
     "FunctionAutoscaler",
     "function_autoscaler",
 ]
@@ -28,46 +28,6 @@ __all__ = [
 #: a step in service time: the last seconds' batches this many times the window's median
 DRIFT_RATIO = 1.5
 DRIFT_S = 1.0
-#: the settings that map onto :class:`AdvisorConfig`; None takes the advisor's own default
-_SETTINGS = (
-    "history_s",
-    "burst_u",
-    "min_scale_in_gap_s",
-    "default_setup_s",
-    "floor_at_current",
-    "model",
-)
-
-
-class AdvisorSettingsLike(Protocol):
-    """What the autoscaler reads of a deployment's advisor settings (``adapter.advisor``)."""
-
-    @property
-    def history_s(self) -> float | None: ...
-
-    @property
-    def burst_u(self) -> float | None: ...
-
-    @property
-    def min_scale_in_gap_s(self) -> float | None: ...
-
-    @property
-    def default_setup_s(self) -> float | None: ...
-
-    @property
-    def floor_at_current(self) -> bool | None: ...
-
-    @property
-    def keep_alive(self) -> bool: ...
-
-    @property
-    def model(self) -> str | None: ...
-
-    @property
-    def evidence(self) -> bool: ...
-
-    @property
-    def headroom(self) -> float | str: ...
 
 
 @dataclass
@@ -271,7 +231,7 @@ class FunctionAutoscaler:
 
 def function_autoscaler(
     name: str,
-    settings: AdvisorSettingsLike,
+    settings: AdvisorSettings,
     *,
     slo_ms: float,
     percentile: float,
@@ -283,9 +243,8 @@ def function_autoscaler(
 ) -> FunctionAutoscaler:
     """One function's advisor and keep-alive built from the adapter's advisor settings (for
     :class:`adapter.policies.advisor_driver.AdvisorDriver`, live and simulated alike)."""
-    chosen = {k: getattr(settings, k) for k in _SETTINGS if getattr(settings, k) is not None}
-    config = AdvisorConfig(
-        slo_ms=slo_ms, percentile=percentile, max_replicas=max_scale or 100, **chosen
+    config = settings.config_for(
+        slo_ms=slo_ms, percentile=percentile, max_replicas=max_scale or MAX_REPLICAS
     )
     service = ServiceModel.from_latency_model(
         model, now, batch_limit=max(1, limit()), container_concurrency=container_concurrency
@@ -303,7 +262,7 @@ def function_autoscaler(
     )
 
 
-def _headroom(value: float | str) -> Headroom | None:
+def _headroom(value: float | Literal["auto"]) -> Headroom | None:
     """``advisor.headroom`` as the policy: none at 0 (the lean count), else its scale."""
     scale = parse_headroom(value)
     return None if scale == 0.0 else Headroom(HeadroomConfig(scale=scale))

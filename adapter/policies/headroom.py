@@ -40,6 +40,8 @@ import statistics
 from collections import deque
 from dataclasses import dataclass
 
+from adapter.policies.settings_error import SettingsError
+
 __all__ = ["Headroom", "HeadroomConfig", "parse_headroom"]
 
 #: a swing smaller than this is noise
@@ -56,13 +58,13 @@ MOST = 3.0
 
 def parse_headroom(value: object) -> float:
     """``advisor.headroom``'s value as the scale: ``auto`` is 1, a number ``>= 0`` itself;
-    raises ``ValueError`` naming the value otherwise."""
+    raises :class:`SettingsError` naming the value otherwise."""
     if value == "auto" or value is None:
         return AUTO
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"headroom must be auto or a number >= 0, got {value!r}")
+        raise SettingsError("headroom", f"must be auto or a number >= 0, got {value!r}")
     if not (math.isfinite(value) and value >= 0.0):
-        raise ValueError(f"headroom must be auto or a number >= 0, got {value!r}")
+        raise SettingsError("headroom", f"must be auto or a number >= 0, got {value!r}")
     return float(value)
 
 

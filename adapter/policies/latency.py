@@ -42,9 +42,14 @@ import bisect
 import math
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TypedDict, Unpack
+from typing import Literal, TypedDict, Unpack, get_args
 
-__all__ = ["LatencyModel", "LatencyModels", "LatencySettings"]
+__all__ = ["LATENCY_MODELS", "LatencyModel", "LatencyModelKind", "LatencyModels", "LatencySettings"]
+
+#: how a function's batch latency is estimated (``adapter.latency_model``): ``linear``, GrandSLAM's
+#: Eq. 2 fit, or ``curve``, the measured latency of each batch size where it was measured
+LatencyModelKind = Literal["linear", "curve"]
+LATENCY_MODELS: tuple[LatencyModelKind, ...] = get_args(LatencyModelKind)
 
 
 def _check_finite(name: str, value: float, *, minimum: float = 0.0) -> None:

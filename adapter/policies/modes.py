@@ -18,137 +18,101 @@ The paper leaves ``TO_thresh`` to the user. MLProxy's preset uses 0.9 (nearly ev
 on a timeout, so the limit is larger than the arrival rate can fill); slackwise's shrinks the
 limit once half the batches leave on a timeout, and on more than 1 % of misses.
 
-These presets are the one source of AIMD defaults: a config's ``adapter.aimd`` keys override
-them (:meth:`ModePreset.with_aimd`), live and in the simulator alike.
+AIMD's settings are one type, :class:`adapter.policies.aimd.AIMDSettings`, whose defaults are
+MLProxy's Algorithm 2; slackwise's preset names what it changes. A config's ``adapter.aimd``
+keys are that type's fields and override the mode's (:meth:`ModePreset.with_aimd`), live and in
+the simulator alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from adapter.policies.aimd import AIMD
+from adapter.policies.admission import Late
+from adapter.policies.aimd import AIMD, AIMDSettings
+from adapter.policies.settings_error import SettingsError
 
-__all__ = ["MLPROXY", "PRESETS", "SLACKWISE", "ModePreset", "preset"]
+__all__ = [
+    "MLPROXY",
+    "MODES",
+    "PRESETS",
+    "SLACKWISE",
+    "ModeName",
+    "ModePreset",
+    "aimd_settings",
+    "preset",
+]
 
 QueueOrder = Literal["deadline", "arrival"]
 #: what AIMD judges: the requests' response times (MLProxy), or the batches' own service times
 AIMDSignal = Literal["response", "service"]
 
 
+#: the modes a deployment can run (``adapter.mode``)
+ModeName = Literal["slackwise", "mlproxy"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModePreset:
     """One serving mode: queue order, batching rule and AIMD settings."""
 
-    name: str
+    name: ModeName
     order: QueueOrder
     deadline_aware: bool
-    #: AIMD's starting and smallest batch limit (within the function's maximum)
-    aimd_initial: int = 4
-    aimd_minimum: int = 1
-    aimd_period_s: float = 30.0
-    aimd_add: float = 1.0
-    aimd_mult: float = 0.8
-    miss_threshold: float | None = None
-    p95_fraction: float = 0.8
-    timeout_ratio_threshold: float | None = 0.9
-    cold_aware: bool = False
-    cold_dominated: float = 0.5
+    aimd: AIMDSettings = field(default_factory=AIMDSettings)
     aimd_signal: AIMDSignal = "response"
-    #: the limit's growth when batches are bound by it while a backlog waits, judged every
-    #: ``aimd_backlog_period_s`` (None: MLProxy's additive steps only; adapter.policies.aimd)
-    aimd_backlog_mult: float | None = None
-    aimd_backlog_period_s: float = 1.0
-    #: the timeout ratio over batches (MLProxy's Algorithm 2) rather than requests
-    aimd_timeouts_per_batch: bool = False
     #: wait for company only when it pays (adapter.policies.batching rule 6); MLProxy waits until
-    #: its
-    #: dispatch timeout whatever the rate
+    #: its dispatch timeout whatever the rate
     wait_pays: bool = False
     #: a request the evidence says would finish late, when the function does not say
     #: (``functions.X.late``): refused at the door (slackwise) or served anyway (MLProxy's)
-    late: str = "serve"
+    late: Late = "serve"
 
-    def with_aimd(self, overrides: Mapping[str, float]) -> ModePreset:
-        """This mode with a config's AIMD overrides (``initial``, ``mult``, ``period_s``...: the
-        keys of ``adapter.aimd``); MLProxy's baseline keeps its published settings."""
-        if self.name == MLPROXY_NAME:
+    def with_aimd(self, overrides: Mapping[str, Any]) -> ModePreset:
+        """This mode with a config's AIMD overrides (any field of :class:`AIMDSettings`, the
+        keys of ``adapter.aimd``); MLProxy's baseline keeps its published settings. A key that
+        is not a field, or a value out of range, is a :class:`SettingsError` naming it."""
+        if self.name == "mlproxy" or not overrides:
             return self
-        unknown = sorted(set(overrides) - set(_AIMD_FIELDS))
-        if unknown:
-            raise ValueError(
-                f"unknown AIMD setting {unknown[0]!r}; known: {', '.join(_AIMD_FIELDS)}"
-            )
-        changes: dict[str, Any] = {_AIMD_FIELDS[k]: v for k, v in overrides.items()}
-        return replace(self, **changes)
+        return replace(self, aimd=aimd_settings(self.aimd, overrides))
 
     def aimd_for(self, max_batch: int) -> AIMD:
         """A fresh :class:`AIMD` for a function whose batches hold at most ``max_batch``."""
-        return self.aimd(
-            initial=min(self.aimd_initial, max_batch),
-            minimum=min(self.aimd_minimum, max_batch),
-            maximum=max_batch,
-        )
-
-    def aimd(self, *, initial: float, maximum: int, minimum: int = 1) -> AIMD:
-        """A fresh :class:`AIMD` with this mode's settings."""
-        return AIMD(
-            initial=initial,
-            minimum=minimum,
-            maximum=maximum,
-            add=self.aimd_add,
-            mult=self.aimd_mult,
-            period_s=self.aimd_period_s,
-            miss_threshold=self.miss_threshold,
-            p95_fraction=self.p95_fraction,
-            timeout_ratio_threshold=self.timeout_ratio_threshold,
-            cold_aware=self.cold_aware,
-            cold_dominated=self.cold_dominated,
-            backlog_mult=self.aimd_backlog_mult,
-            backlog_period_s=min(self.aimd_backlog_period_s, self.aimd_period_s),
-            timeouts_per_batch=self.aimd_timeouts_per_batch,
-        )
+        return AIMD(self.aimd, maximum=max_batch)
 
 
-MLPROXY_NAME = "mlproxy"
-#: ``adapter.aimd`` keys → preset fields
-_AIMD_FIELDS: Mapping[str, str] = MappingProxyType(
-    {
-        "initial": "aimd_initial",
-        "minimum": "aimd_minimum",
-        "add": "aimd_add",
-        "mult": "aimd_mult",
-        "period_s": "aimd_period_s",
-        "miss_threshold": "miss_threshold",
-        "p95_fraction": "p95_fraction",
-        "timeout_ratio_threshold": "timeout_ratio_threshold",
-        "backlog_mult": "aimd_backlog_mult",
-    }
-)
+def aimd_settings(base: AIMDSettings, overrides: Mapping[str, Any]) -> AIMDSettings:
+    """``base`` with ``overrides`` (field names) replaced, checked as the type checks itself."""
+    known = [f.name for f in fields(AIMDSettings)]
+    unknown = sorted(set(overrides) - set(known))
+    if unknown:
+        raise SettingsError(unknown[0], f"is not an AIMD setting; known: {', '.join(known)}")
+    return replace(base, **overrides)
+
 
 SLACKWISE = ModePreset(
     name="slackwise",
     order="deadline",
     deadline_aware=True,
-    miss_threshold=0.01,
-    timeout_ratio_threshold=0.5,
-    cold_aware=True,
+    aimd=AIMDSettings(
+        initial=4,
+        miss_threshold=0.01,
+        timeout_ratio_threshold=0.5,
+        cold_aware=True,
+        backlog_mult=2.0,
+        timeouts_per_batch=False,
+    ),
     aimd_signal="service",
-    aimd_backlog_mult=2.0,
     wait_pays=True,
     late="predict",
 )
-#: MLProxy as its paper has it: Algorithm 2 starts at Max_BS 1, its timeout ratio is over batches
-MLPROXY = ModePreset(
-    name=MLPROXY_NAME,
-    order="arrival",
-    deadline_aware=False,
-    aimd_initial=1,
-    aimd_timeouts_per_batch=True,
-)
+#: MLProxy as its paper has it: :class:`AIMDSettings`' defaults are its Algorithm 2
+MLPROXY = ModePreset(name="mlproxy", order="arrival", deadline_aware=False)
 PRESETS: Mapping[str, ModePreset] = MappingProxyType({p.name: p for p in (SLACKWISE, MLPROXY)})
+MODES: tuple[ModeName, ...] = get_args(ModeName)
 
 
 def preset(name: str) -> ModePreset:
@@ -156,4 +120,4 @@ def preset(name: str) -> ModePreset:
     try:
         return PRESETS[name]
     except KeyError:
-        raise ValueError(f"mode must be one of {sorted(PRESETS)}, got {name!r}") from None
+        raise SettingsError("mode", f"must be one of {', '.join(MODES)}, got {name!r}") from None

@@ -52,13 +52,14 @@ Everything here is pure: times are seconds on the caller's clock, latencies mill
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Literal
 
 __all__ = [
     "PAPER_SUFFIX",
     "POLICIES",
+    "STAGE_POLICIES",
     "VARIANTS",
     "Batching",
     "Division",
@@ -232,42 +233,16 @@ class StagePolicy:
 def _family(
     prefix: str, division: Division, order: Literal["deadline", "arrival"], *, paper: bool = False
 ) -> list[StagePolicy]:
+    """One baseline family (ED or EDF): no batching, static batches of 30 and 50, dynamic."""
     tail = PAPER_SUFFIX if paper else ""
+    base = StagePolicy(
+        name="", order=order, division=division, forward=False, batching="none", paper=paper
+    )
     return [
-        StagePolicy(
-            name=f"{prefix}-NB{tail}",
-            order=order,
-            division=division,
-            forward=False,
-            batching="none",
-            paper=paper,
-        ),
-        StagePolicy(
-            name=f"{prefix}-30{tail}",
-            order=order,
-            division=division,
-            forward=False,
-            batching="static",
-            static_batch=30,
-            paper=paper,
-        ),
-        StagePolicy(
-            name=f"{prefix}-50{tail}",
-            order=order,
-            division=division,
-            forward=False,
-            batching="static",
-            static_batch=50,
-            paper=paper,
-        ),
-        StagePolicy(
-            name=f"{prefix}-DYN{tail}",
-            order=order,
-            division=division,
-            forward=False,
-            batching="dynamic",
-            paper=paper,
-        ),
+        replace(base, name=f"{prefix}-NB{tail}"),
+        replace(base, name=f"{prefix}-30{tail}", batching="static", static_batch=30),
+        replace(base, name=f"{prefix}-50{tail}", batching="static", static_batch=50),
+        replace(base, name=f"{prefix}-DYN{tail}", batching="dynamic"),
     ]
 
 
@@ -278,86 +253,34 @@ PAPER_SUFFIX = "-paper"
 GS = StagePolicy(
     name="GS", order="deadline", division="proportional", forward=True, batching="dynamic"
 )
-#: beyond the paper: GS with each stage priced by its ETC including queueing (Eq. 1), so a stage
-#: that has fallen behind gets the budget to batch its way out
-GS_Q = StagePolicy(
-    name="GS-Q",
-    order="deadline",
-    division="proportional",
-    forward=True,
-    batching="dynamic",
-    queue_aware=True,
-)
-#: beyond the paper: each stage its latency, the spare time by where batching pays
-#: (:func:`marginal_budgets`)
-GS_M = StagePolicy(
-    name="GS-M", order="deadline", division="marginal", forward=True, batching="dynamic"
-)
 FIFO_NB = StagePolicy(
     name="FIFO-NB", order="arrival", division="end_to_end", forward=False, batching="none"
 )
+_ED_DYN, _EDF_DYN = (
+    _family("ED", "equal", "deadline")[3],
+    _family("EDF", "end_to_end", "deadline")[3],
+)
+#: beyond the paper: GS with each stage priced by its ETC including queueing (Eq. 1), so a stage
+#: that has fallen behind gets the budget to batch its way out
+GS_Q = replace(GS, name="GS-Q", queue_aware=True)
+#: beyond the paper: each stage its latency, the spare time by where batching pays
+#: (:func:`marginal_budgets`)
+GS_M = replace(GS, name="GS-M", division="marginal")
 #: the ablation of the paper's Fig. 9: batching without reordering (arrival order, dynamic
 #: batches under the end-to-end deadline), and GS's slack split without batching
-FIFO_DYN = StagePolicy(
-    name="FIFO-DYN", order="arrival", division="end_to_end", forward=False, batching="dynamic"
-)
-GS_NB = StagePolicy(
-    name="GS-NB", order="deadline", division="proportional", forward=True, batching="none"
-)
+FIFO_DYN = replace(FIFO_NB, name="FIFO-DYN", batching="dynamic")
+GS_NB = replace(GS, name="GS-NB", batching="none")
 #: beyond the paper: Eq. 4 with every stage raised to the budget its function needs to carry its
 #: share of the highest rate the fleet carries (:mod:`adapter.policies.throughput_split`)
-GS_T = StagePolicy(
-    name="GS-T",
-    order="deadline",
-    division="proportional",
-    forward=True,
-    batching="dynamic",
-    throughput_aware=True,
-    sustain=True,
-)
+GS_T = replace(GS, name="GS-T", throughput_aware=True, sustain=True)
 #: GS-T's two parts apart (the ablation): its split with GS's batching, and the batching for
 #: throughput with each stage policy's own deadlines
-GS_T_SPLIT = StagePolicy(
-    name="GS-T-split",
-    order="deadline",
-    division="proportional",
-    forward=True,
-    batching="dynamic",
-    throughput_aware=True,
-)
-GS_TB = StagePolicy(
-    name="GS-TB",
-    order="deadline",
-    division="proportional",
-    forward=True,
-    batching="dynamic",
-    sustain=True,
-)
-ED_DYN_TB = StagePolicy(
-    name="ED-DYN-TB",
-    order="deadline",
-    division="equal",
-    forward=False,
-    batching="dynamic",
-    sustain=True,
-)
-EDF_DYN_TB = StagePolicy(
-    name="EDF-DYN-TB",
-    order="deadline",
-    division="end_to_end",
-    forward=False,
-    batching="dynamic",
-    sustain=True,
-)
+GS_T_SPLIT = replace(GS, name="GS-T-split", throughput_aware=True)
+GS_TB = replace(GS, name="GS-TB", sustain=True)
+ED_DYN_TB = replace(_ED_DYN, name="ED-DYN-TB", sustain=True)
+EDF_DYN_TB = replace(_EDF_DYN, name="EDF-DYN-TB", sustain=True)
 #: GS without this project's additions to batching: what they buy GS
-GS_PAPER = StagePolicy(
-    name=f"GS{PAPER_SUFFIX}",
-    order="deadline",
-    division="proportional",
-    forward=True,
-    batching="dynamic",
-    paper=True,
-)
+GS_PAPER = replace(GS, name=f"GS{PAPER_SUFFIX}", paper=True)
 #: every policy by name, in the order of the paper's figures
 POLICIES: Mapping[str, StagePolicy] = MappingProxyType(
     {
@@ -392,6 +315,10 @@ VARIANTS: Mapping[str, StagePolicy] = MappingProxyType(
         )
     }
 )
+
+
+#: every stage policy's name (``adapter.stage_policy``, an app experiment's modes)
+STAGE_POLICIES: tuple[str, ...] = (*POLICIES, *VARIANTS)
 
 
 def stage_policy(name: str) -> StagePolicy:

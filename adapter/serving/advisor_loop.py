@@ -30,13 +30,14 @@ from collections.abc import Callable, Mapping
 
 from adapter.policies.advisor_config import DEFAULT_PERCENTILE
 from adapter.policies.advisor_driver import AdvisorDriver
+from adapter.policies.advisor_settings import AdvisorSettings
 from adapter.policies.function_autoscaler import FunctionAutoscaler
 from adapter.policies.latency import LatencyModel
 from adapter.serving.background import cancel_and_wait
 from adapter.serving.platform_view import PinUnsupported, PlatformView
 from functions.headers import COLD_START, FRONTENDS, MODEL_LOAD_MS, PLATFORM_WAIT_MS
+from slackwise_config import FunctionConfig
 from slackwise_core.clock import Clock
-from slackwise_core.config import AdvisorSettings, FunctionConfig
 
 __all__ = ["Autoscaling"]
 

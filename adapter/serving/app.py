@@ -45,8 +45,8 @@ from adapter.serving.state import AdapterState
 from adapter.serving.upstream import Upstream
 from adapter.serving.wiring import latency_prior, running
 from functions.signature import Signature, signature
+from slackwise_config import Config
 from slackwise_core.clock import Clock, MonotonicClock
-from slackwise_core.config import Config
 
 __all__ = ["create_app", "latency_prior"]
 

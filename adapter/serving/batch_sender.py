@@ -18,8 +18,8 @@ from adapter.serving.protocols import codec_for
 from adapter.serving.rejections import Rejection, halves, read_rejection, send_with_retries
 from adapter.serving.upstream import SendFailed, SendTimeout, Upstream
 from functions.headers import COLD_START, COMPUTE_MS, FRONTEND_ID, FRONTEND_WINDOW_S
+from slackwise_config import FunctionConfig
 from slackwise_core.clock import Clock
-from slackwise_core.config import FunctionConfig
 from slackwise_core.http1 import Http1Response
 
 __all__ = ["BatchSender"]

@@ -35,8 +35,8 @@ from adapter.serving.pending import Answer, Pending
 from adapter.serving.records import RecordWriter
 from functions.edges import Edge, EdgeError, edge_for
 from functions.headers import ARRIVED_COLD
+from slackwise_config import AppConfig, FunctionConfig
 from slackwise_core.clock import Clock, deadline_for
-from slackwise_core.config import AppConfig, FunctionConfig
 
 __all__ = ["Chain", "ChainResult", "share_split"]
 

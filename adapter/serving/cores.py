@@ -1,5 +1,5 @@
 """ROMA's CPU half in the adapter: every CPU function's cores set each period by its CT
-controller, under the node's supervisor (``adapter.cores``, :mod:`slackwise_core.config.cores`).
+controller, under the node's supervisor (``adapter.cores``, :mod:`slackwise_config.cores`).
 
 The adapter is where the response times are: each function's dispatcher reports every request it
 answers (:meth:`CoreControl.answered`, the time from its arrival at that function to its answer,
@@ -31,8 +31,8 @@ from collections.abc import Callable, Mapping
 from adapter.policies.roma import CoreController, NodeCores, load_floor, response_signal
 from adapter.serving.background import cancel_and_wait
 from adapter.serving.platform_view import PinUnsupported, PlatformView
+from slackwise_config import CoreSettings, FunctionConfig
 from slackwise_core.clock import Clock
-from slackwise_core.config import CoreSettings, FunctionConfig
 
 __all__ = ["CoreControl", "controlled"]
 

@@ -25,7 +25,7 @@ import logging
 from adapter.policies.aimd import AIMD, AIMDDecision
 from adapter.policies.batching import BatchDecision
 from adapter.policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
-from adapter.policies.controller import Controller, Late
+from adapter.policies.controller import Controller
 from adapter.policies.estimates import BatchSizeTracker
 from adapter.policies.latency import LatencyModel
 from adapter.policies.modes import ModePreset
@@ -50,8 +50,8 @@ from adapter.serving.pending import Pending
 from adapter.serving.platform_view import PlatformView
 from adapter.serving.records import RecordWriter
 from adapter.serving.upstream import Upstream
+from slackwise_config import FunctionConfig
 from slackwise_core.clock import Clock
-from slackwise_core.config import FunctionConfig
 
 logger = logging.getLogger(__name__)
 
@@ -59,11 +59,6 @@ logger = logging.getLogger(__name__)
 _MIN_GOSSIP_WINDOW_S = 2.0
 #: how often to look again at the replica count while every slot is busy
 _CAPACITY_POLL_S = 0.02
-
-
-def _late(chosen: str | None) -> Late:
-    """What a function does with a request that will be late (``late``: the mode's default)."""
-    return "predict" if chosen == "predict" else "prune" if chosen == "prune" else "serve"
 
 
 class Dispatcher:
@@ -104,7 +99,7 @@ class Dispatcher:
             container_concurrency=function.container_concurrency,
             now=clock.now(),
             stage_policy=stage_policy,
-            late=_late(function.late or preset.late),
+            late=function.late or preset.late,
             settings=settings,
         )
         #: what is refused before it joins the queue (stopping, full, predicted late)

@@ -1,4 +1,4 @@
-"""ROMA's GPU side in the adapter (``adapter.gpu``, :mod:`slackwise_core.config.gpu`): one GPU
+"""ROMA's GPU side in the adapter (``adapter.gpu``, :mod:`slackwise_config.gpu`): one GPU
 executable shared by several functions, given to the most deficient of them whenever it is free.
 
 The GPU executable is a process holding those functions' models (``python -m functions.serve
@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING
 from adapter.policies.latency import LatencyModel
 from adapter.policies.roma import GpuCandidate, gpu_batch, gpu_choice, round_robin
 from adapter.serving.upstream import SendFailed, Upstream
+from slackwise_config import GpuSettings
 from slackwise_core.clock import Clock
-from slackwise_core.config import GpuSettings
 from slackwise_core.http1 import Http1Response
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.platform_view import PlatformView
 from adapter.serving.probe_port import ProbePort
 from adapter.serving.records import RecordWriter
+from slackwise_config import Config
 from slackwise_core.clock import Clock
-from slackwise_core.config import Config
 
 __all__ = ["AdapterState"]
 

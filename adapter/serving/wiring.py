@@ -9,11 +9,9 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 
-from adapter.policies.batching_settings import BatchingSettings
 from adapter.policies.input_cost import InputCost
 from adapter.policies.latency import LatencyModel
 from adapter.serving import routes
@@ -35,7 +33,7 @@ from adapter.serving.protocols import codec_for
 from adapter.serving.records import RecordWriter
 from adapter.serving.state import AdapterState
 from adapter.serving.upstream import HttpUpstream, PlatformUpstream, RoutedUpstream, Upstream
-from slackwise_core.config import AdapterConfig, Config
+from slackwise_config import Config
 
 __all__ = ["latency_prior", "running"]
 
@@ -146,9 +144,9 @@ def _dispatchers(state: AdapterState, upstream: Upstream) -> None:
     function in a chain of several stages takes the stage policy."""
     config = state.config
     assert state.view is not None and state.records is not None
-    tuned = state.preset.with_aimd(config.adapter.aimd.overrides())
+    tuned = state.preset.with_aimd(config.adapter.aimd)
     chained = {fn for app in config.apps.values() if len(app.stages) > 1 for fn in app.stages}
-    batching = batching_settings(config.adapter)
+    batching = config.adapter.batching
     for name, fn in config.functions.items():
         state.dispatchers[name] = Dispatcher(
             function=fn,
@@ -170,16 +168,6 @@ def _dispatchers(state: AdapterState, upstream: Upstream) -> None:
         )
         if config.adapter.etc_by_input:
             state.dispatchers[name].controller.input_cost = InputCost()
-
-
-def batching_settings(adapter: AdapterConfig) -> BatchingSettings:
-    """The batching settings the config gives (the rest: the policy's defaults)."""
-    given: dict[str, Any] = {
-        "max_wait_s": None if adapter.max_wait_ms is None else adapter.max_wait_ms / 1000.0,
-        "wait_utilization": adapter.wait_utilization,
-        "path_margin_ms": adapter.path_margin_ms,
-    }
-    return BatchingSettings(**{k: v for k, v in given.items() if v is not None})
 
 
 def latency_prior(

@@ -16,7 +16,7 @@ from knative.cluster.crd_schema import ManifestError
 from knative.cluster.hpa import adapter_hpa
 from knative.cluster.images import RUN_AS_USER, VERSION, container_security
 from knative.cluster.rbac_manifests import ADAPTER_NAME, PART_OF, _metadata
-from slackwise_core.config import HpaSettings
+from slackwise_config import HpaSettings
 
 __all__ = [
     "ADAPTER_IMAGE",

@@ -19,7 +19,7 @@ from knative.cluster.client import (
 from knative.cluster.connection import connect
 from knative.cluster.errors import KnativeError
 from knative.errors import PlatformError
-from slackwise_core.config import ConfigError
+from slackwise_config import ConfigError
 
 Obj = dict[str, Any]
 
@@ -78,7 +78,7 @@ def _guarded(command: Command) -> Command:
 
 def _services(args: argparse.Namespace, namespace: str) -> list[Obj]:
     from knative.cluster.manifests import function_service
-    from slackwise_core.config import load_config
+    from slackwise_config import load_config
 
     config = load_config(args.config)
     return [function_service(fn, namespace) for fn in config.functions.values()]

@@ -1,7 +1,7 @@
 """The adapter's HorizontalPodAutoscaler (``autoscaling/v2``, on CPU) and its structural check.
 
 Written into ``20-adapter.yaml`` beside the Deployment it scales, from ``adapter.hpa``
-(:mod:`slackwise_core.config.hpa`): between ``min_replicas`` and ``max_replicas`` adapters, at
+(:mod:`slackwise_config.hpa`): between ``min_replicas`` and ``max_replicas`` adapters, at
 ``target_cpu_percent`` of their CPU request on average. It scales up at once (no stabilization
 window; each 15 s doubles the adapters or adds four, whichever is more, as Kubernetes does by
 default) so a flash crowd gets adapters while it lasts, and down after 300 s of less load
@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard
 
 from knative.cluster.crd_schema import ManifestError
-from slackwise_core.config.hpa import HpaSettings
+from slackwise_config.hpa import HpaSettings
 
 __all__ = ["HPA_API_VERSION", "adapter_hpa", "cpu_cores", "validate_hpa"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from slackwise_core.config import FunctionConfig
+from slackwise_config import FunctionConfig
 
 __all__ = ["RUN_AS_USER", "VERSION", "Images", "container_security", "function_image"]
 

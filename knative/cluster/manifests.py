@@ -49,7 +49,7 @@ from knative.cluster.images import Images, container_security, function_image
 from knative.cluster.kn_commands import kn_create_line
 from knative.cluster.network_policy import function_network_policy
 from knative.cluster.rbac_manifests import ADAPTER_NAME, PART_OF, _metadata, rbac_objects
-from slackwise_core.config import Config, FunctionConfig
+from slackwise_config import Config, FunctionConfig
 from slackwise_core.knative_scaling import AutoscalerConfig
 
 FUNCTION_PORT = 8080

@@ -11,7 +11,7 @@ from pathlib import Path
 from knative.cluster.crd_schema import ManifestError, knative_dir
 from knative.cluster.images import VERSION, Images
 from knative.cluster.manifests import KUSTOMIZATION, Bundle, build, kustomization, render
-from slackwise_core.config import ConfigError, load_config
+from slackwise_config import ConfigError, load_config
 
 __all__ = ["add_arguments", "main", "run", "write"]
 

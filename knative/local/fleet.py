@@ -19,8 +19,8 @@ from knative.local.events import EventLog, Ledger
 from knative.local.priority import niceness, restore, starting
 from knative.local.replica import Replica, ReplicaStartError, ReplicaState
 from knative.meter import ConcurrencyMeter
+from slackwise_config import FunctionConfig, PlatformConfig
 from slackwise_core.clock import Clock
-from slackwise_core.config import FunctionConfig, PlatformConfig
 
 __all__ = ["Fleet", "FunctionRuntime"]
 

@@ -29,8 +29,8 @@ from knative.local.fleet import Fleet, FunctionRuntime
 from knative.local.guard import new_token
 from knative.local.replica import ReplicaState
 from knative.local.router import Forwarded, PlatformStopping, Router
+from slackwise_config import Config
 from slackwise_core.clock import Clock, MonotonicClock
-from slackwise_core.config import Config
 from slackwise_core.knative_scaling import require_kpa
 
 __all__ = ["Forwarded", "LocalPlatform", "PlatformStopping", "UnknownFunction"]

@@ -26,7 +26,7 @@ import httpx
 
 from functions.limits import TOKEN_ENV
 from knative.errors import PlatformError
-from slackwise_core.config import FunctionConfig
+from slackwise_config import FunctionConfig
 from slackwise_core.http1 import Http1Pool, Origin
 
 logger = logging.getLogger(__name__)

@@ -1,21 +1,23 @@
 """A ROMA experiment's config (the top-level ``roma:`` key), simulated or live.
 
-Checked key by key: a bad key or value is a :class:`~slackwise_core.config.ConfigError` naming it.
+Checked key by key: a bad key or value is a :class:`~slackwise_config.ConfigError` naming it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from adapter.policies.settings_error import integer, number, within
 from functions.device import parse_device
-from slackwise_core.config import ConfigError
-from slackwise_core.config.gpu import GPU_MAX_BATCH
-from slackwise_core.config.reader import Reader
+from slackwise_config import ConfigError
+from slackwise_config.gpu import GPU_MAX_BATCH
+from slackwise_config.reader import Reader
+from slackwise_config.typed import named, read_fields
 
 __all__ = ["RomaApp", "RomaConfig", "is_roma_config", "load_roma_config", "parse_roma_config"]
 
@@ -60,6 +62,20 @@ class RomaConfig:
     gpu_device: str = "cuda"
     base_dir: Path = field(default_factory=Path.cwd)
 
+    def __post_init__(self) -> None:
+        for key in ("workers", "max_batch", "threads"):
+            integer(key, getattr(self, key), 1)
+        integer("gpus", self.gpus, 0)
+        integer("seed", self.seed, 0)
+        for key in ("cores", "gpu_cores", "gain", "zero", "u_min"):
+            number(key, getattr(self, key), allow_low=True)
+        for key in ("alpha", "beta", "gamma"):
+            within(key, getattr(self, key), 0.0, 1.0, closed="[]")
+        within("ff_utilization", self.ff_utilization, 0.0, 1.0, closed="(]")
+        for key in ("step_s", "duration_s", "step_ms"):
+            number(key, getattr(self, key))
+        within("cpu_period_ms", self.cpu_period_ms, 1.0, 1000.0, closed="[]")
+
 
 def is_roma_config(path: str | Path) -> bool:
     """Whether the YAML file at ``path`` is a ROMA experiment (a top-level ``roma:`` key)."""
@@ -79,45 +95,8 @@ def load_roma_config(path: str | Path) -> RomaConfig:
     return parse_roma_config(data, str(path), path.parent)
 
 
-#: the keys of the ``roma:`` section
-_KEYS = {
-    "apps",
-    "workers",
-    "cores",
-    "gpus",
-    "gpu_cores",
-    "step_s",
-    "duration_s",
-    "alpha",
-    "beta",
-    "gamma",
-    "gain",
-    "zero",
-    "u_min",
-    "ff_utilization",
-    "max_batch",
-    "step_ms",
-    "seed",
-    "live",
-    "threads",
-    "cpu_period_ms",
-    "gpu_device",
-}
-#: the keys read as numbers with :class:`RomaConfig`'s defaults
-_NUMBERS = (
-    "cores",
-    "gpu_cores",
-    "step_s",
-    "duration_s",
-    "alpha",
-    "beta",
-    "gamma",
-    "gain",
-    "zero",
-    "u_min",
-    "ff_utilization",
-    "step_ms",
-)
+#: the fields of :class:`RomaConfig` the ``roma:`` section does not set by name
+_NOT_KEYS = {"source", "base_dir"}
 
 
 def parse_roma_config(data: Any, source: str, base_dir: Path | None = None) -> RomaConfig:
@@ -125,33 +104,14 @@ def parse_roma_config(data: Any, source: str, base_dir: Path | None = None) -> R
     top = r.mapping(data, "")
     r.only(top, "", {"roma"})
     d = r.mapping(top.get("roma"), "roma")
-    r.only(d, "roma", _KEYS)
-    base = RomaConfig(source=source, apps={})
-    apps = _apps(r, d)
-    number = _numbers(r, d, base)
-    live = d.get("live", False)
-    if not isinstance(live, bool):
-        raise r.fail("roma.live", f"must be true or false, got {live!r}")
+    r.only(d, "roma", {f.name for f in fields(RomaConfig)} - _NOT_KEYS)
+    plain = read_fields(r, RomaConfig, {k: v for k, v in d.items() if k != "apps"}, "roma")
     try:
-        gpu_device = parse_device(r.string(d, "gpu_device", "roma", base.gpu_device))
+        plain["gpu_device"] = parse_device(plain.get("gpu_device", "cuda"))
     except ValueError as exc:
         raise r.fail("roma.gpu_device", str(exc)) from None
-    return RomaConfig(
-        source=source,
-        apps=apps,
-        **number,
-        live=live,
-        gpu_device=gpu_device,
-        workers=r.integer(d, "workers", "roma", base.workers, low=1),
-        gpus=r.integer(d, "gpus", "roma", base.gpus),
-        max_batch=r.integer(d, "max_batch", "roma", base.max_batch, low=1),
-        seed=r.integer(d, "seed", "roma", base.seed),
-        threads=r.integer(d, "threads", "roma", base.threads, low=1),
-        cpu_period_ms=r.number(
-            d, "cpu_period_ms", "roma", base.cpu_period_ms, low=1.0, high=1000.0
-        ),
-        base_dir=base_dir or Path.cwd(),
-    )
+    with named(r, "roma"):
+        return RomaConfig(source=source, apps=_apps(r, d), base_dir=base_dir or Path.cwd(), **plain)
 
 
 def _apps(r: Reader, d: Mapping[str, Any]) -> dict[str, RomaApp]:
@@ -180,20 +140,3 @@ def _apps(r: Reader, d: Mapping[str, Any]) -> dict[str, RomaApp]:
             name, r.string(a, "profile", where, name), sla, tuple(float(x) for x in load)
         )
     return apps
-
-
-def _numbers(r: Reader, d: Mapping[str, Any], base: RomaConfig) -> dict[str, float]:
-    """The numeric settings (:data:`_NUMBERS`), the fractions within [0, 1] and the steps and
-    the duration positive."""
-    for key in ("alpha", "beta", "gamma", "ff_utilization"):
-        value = r.number(d, key, "roma", getattr(base, key))
-        if value > 1:
-            raise r.fail(f"roma.{key}", f"must be within [0, 1], got {value:g}")
-    number = {k: r.number(d, k, "roma", getattr(base, k)) for k in _NUMBERS}
-    if number["ff_utilization"] <= 0:
-        raise r.fail(
-            "roma.ff_utilization", f"must be within (0, 1], got {number['ff_utilization']:g}"
-        )
-    if number["step_ms"] <= 0 or number["duration_s"] <= 0 or number["step_s"] <= 0:
-        raise r.fail("roma", "step_ms, step_s and duration_s must be > 0")
-    return number

@@ -10,7 +10,7 @@ from simulator.pool import map_jobs
 from simulator.profiles import resolve_curves
 from simulator.roma.config import RomaConfig
 from simulator.roma.system import SYSTEMS, simulate_system
-from slackwise_core.config import ConfigError
+from slackwise_config import ConfigError
 
 __all__ = ["cpu_work_s", "format_roma", "run_roma"]
 

@@ -1,4 +1,6 @@
-"""A lean open-loop HTTP/1.1 load generator: Poisson sends from callbacks, answers parsed in C.
+"""The flood: the open loop for overload benchmarks, lean HTTP/1.1 with Poisson sends from
+callbacks and answers parsed in C, counting outcomes (the experiments' open loop, which keeps a
+record of every request with its headers, is :mod:`loadtests.openloop`).
 
 At the rates the overload benchmark asks for (tens of thousands of requests a second from one
 Python process on the same two cores as the server under test) the generator's own cost decides

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from slackwise_core.config.model import NAME_PATTERN, FunctionConfig, UpstreamConfig
-from slackwise_core.config.reader import Reader, choice, flag, optional_string
+from slackwise_config.model import NAME_PATTERN, FunctionConfig, UpstreamConfig
+from slackwise_config.reader import Reader, choice, flag, optional_string
 
 __all__ = ["UPSTREAM_PROTOCOLS", "check_protocols", "upstream_config"]
 

@@ -20,46 +20,46 @@ Example::
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from slackwise_core.config.cores import check_cores, core_settings
-from slackwise_core.config.device import device_setting
-from slackwise_core.config.experiment import experiment_config, parse_modes, policy_name
-from slackwise_core.config.gpu import check_gpu, gpu_settings
-from slackwise_core.config.hpa import hpa_settings
-from slackwise_core.config.model import (
-    CAPACITY,
-    LATE,
-    MODES,
+from adapter.policies.admission import Late
+from adapter.policies.advisor_settings import AdvisorSettings
+from adapter.policies.aimd import AIMDSettings
+from adapter.policies.batching_settings import LIVE_KEYS, BatchingSettings
+from adapter.policies.latency import LatencyModelKind
+from adapter.policies.modes import ModeName, aimd_settings
+from adapter.policies.slack import STAGE_POLICIES
+from slackwise_config.cores import check_cores, core_settings
+from slackwise_config.device import device_setting
+from slackwise_config.experiment import experiment_config, parse_modes, policy_name
+from slackwise_config.gpu import check_gpu, gpu_settings
+from slackwise_config.hpa import hpa_settings
+from slackwise_config.model import (
     NAME_PATTERN,
-    PLATFORMS,
-    STAGE_POLICIES,
     VARIANTS,
     AdapterConfig,
-    AdvisorSettings,
-    AIMDConfig,
     AppConfig,
     Config,
     FunctionConfig,
+    Platform,
     PlatformConfig,
     Resources,
 )
-from slackwise_core.config.reader import (
+from slackwise_config.reader import (
     ConfigError,
     Reader,
-    choice,
     field_defaults,
     flag,
-    fraction,
     optional_string,
 )
-from slackwise_core.config.upstream import upstream_config
+from slackwise_config.typed import check_value, overrides_from, settings_from
+from slackwise_config.upstream import upstream_config
 from slackwise_core.knative_scaling import AutoscalerConfig, resolve_spec
 from slackwise_core.scaling_values import ScalingConfigError
 
@@ -156,9 +156,7 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> F
         slo_ms = r.number(data, "slo_ms", path, 0.0)
         if slo_ms <= 0:
             raise r.fail(f"{path}.slo_ms", f"must be positive, got {slo_ms:g}")
-    late = data.get("late")
-    if late is not None and late not in LATE:
-        raise r.fail(f"{path}.late", f"must be one of {', '.join(LATE)}, got {late!r}")
+    late = None if data.get("late") is None else check_value(r, Late, data["late"], f"{path}.late")
     return FunctionConfig(
         upstream=upstream_config(r, data.get("upstream"), f"{path}.upstream"),
         name=name,
@@ -212,48 +210,20 @@ def _app(r: Reader, name: str, raw: Any, functions: Mapping[str, FunctionConfig]
     return AppConfig(name=name, stages=tuple(stages), slo_ms=slo, percentile=percentile)
 
 
-def _aimd(r: Reader, raw: Any) -> AIMDConfig:
-    """Only the keys given: the rest stay None and take the mode's own values."""
-    path = "adapter.aimd"
-    data = r.mapping(raw, path)
-    r.only(data, path, {f.name for f in fields(AIMDConfig)})
-
-    def number(key: str, low: float = 0.0) -> float | None:
-        return r.number(data, key, path, 0.0, low=low) if key in data else None
-
-    def integer(key: str) -> int | None:
-        return r.integer(data, key, path, 1, low=1) if key in data else None
-
-    mult = number("mult")
-    if mult is not None and not 0 < mult < 1:
-        raise r.fail(f"{path}.mult", f"must be within (0, 1), got {mult:g}")
-    fraction = number("p95_fraction")
-    if fraction is not None and not 0 < fraction <= 1:
-        raise r.fail(f"{path}.p95_fraction", f"must be within (0, 1], got {fraction:g}")
-    backlog = number("backlog_mult")
-    if backlog is not None and not backlog > 1:
-        raise r.fail(f"{path}.backlog_mult", f"must be above 1, got {backlog:g}")
-    return AIMDConfig(
-        backlog_mult=backlog,
-        initial=integer("initial"),
-        minimum=integer("minimum"),
-        add=number("add", low=0.001),
-        mult=mult,
-        period_s=number("period_s", low=0.1),
-        miss_threshold=number("miss_threshold"),
-        p95_fraction=fraction,
-        timeout_ratio_threshold=number("timeout_ratio_threshold"),
+def _aimd(r: Reader, raw: Any) -> Mapping[str, Any]:
+    """Only the keys given (fields of :class:`AIMDSettings`, each checked as the type checks
+    it); the rest are the mode's own (:meth:`ModePreset.with_aimd`)."""
+    return overrides_from(
+        r, AIMDSettings, raw, "adapter.aimd", partial(aimd_settings, AIMDSettings())
     )
 
 
 def _adapter(r: Reader, raw: Any) -> AdapterConfig:
     path = "adapter"
     data = r.mapping(raw, path)
-    r.only(data, path, {f.name for f in fields(AdapterConfig)})
+    r.only(data, path, {f.name for f in fields(AdapterConfig)} - {"batching"} | set(LIVE_KEYS))
     d = AdapterConfig()
-    mode = r.string(data, "mode", path, d.mode)
-    if mode not in MODES:
-        raise r.fail(f"{path}.mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
+    mode: ModeName = check_value(r, ModeName, data.get("mode", d.mode), f"{path}.mode")
     port = r.integer(data, "port", path, d.port)
     if port > 65535:
         raise r.fail(f"{path}.port", f"must be a TCP port (0 picks a free one), got {port}")
@@ -279,23 +249,22 @@ def _adapter(r: Reader, raw: Any) -> AdapterConfig:
         max_body_bytes=r.integer(data, "max_body_bytes", path, d.max_body_bytes, low=1),
         records=records,
         platform_url=platform_url,
-        platform=choice(r, data, "platform", path, PLATFORMS, d.platform),
+        platform=check_value(r, Platform, data.get("platform", d.platform), f"{path}.platform"),
         namespace=optional_string(r, data, "namespace", path),
         serving_version=optional_string(r, data, "serving_version", path),
         kubeconfig=optional_string(r, data, "kubeconfig", path),
         kube_context=optional_string(r, data, "kube_context", path),
         ingress=optional_string(r, data, "ingress", path),
-        max_wait_ms=None
-        if data.get("max_wait_ms") is None
-        else r.number(data, "max_wait_ms", path, 0.0),
-        wait_utilization=None
-        if data.get("wait_utilization") is None
-        else fraction(r, data, "wait_utilization", path, 1.0),
-        path_margin_ms=None
-        if data.get("path_margin_ms") is None
-        else r.number(data, "path_margin_ms", path, 0.0),
+        batching=settings_from(
+            r,
+            BatchingSettings,
+            {k: data[k] for k in LIVE_KEYS if data.get(k) is not None},
+            path,
+        ),
         stage_policy=_stage_policy(r, data, path, d.stage_policy),
-        latency_model=choice(r, data, "latency_model", path, ("linear", "curve"), d.latency_model),
+        latency_model=check_value(
+            r, LatencyModelKind, data.get("latency_model", d.latency_model), f"{path}.latency_model"
+        ),
         etc_by_input=flag(r, data, "etc_by_input", path, d.etc_by_input),
         aimd=_aimd(r, data.get("aimd")),
         advisor=advisor_settings(r, data.get("advisor")),
@@ -305,50 +274,11 @@ def _adapter(r: Reader, raw: Any) -> AdapterConfig:
     )
 
 
-#: the advisor's resource models (adapter.policies.advisor_config.AdvisorConfig.model)
-MODELS = ("replay", "batched", "swayam")
-
-
 def advisor_settings(
     r: Reader, raw: Any, path: str = "adapter.advisor", *, enabled: bool = False
 ) -> AdvisorSettings:
-    """The advisor's settings under ``path`` (the simulator reads its own with this too); a
-    number left out stays None and takes the advisor's own default."""
-    data = r.mapping(raw, path)
-    d = AdvisorSettings(enabled=enabled)
-    r.only(data, path, {f.name for f in fields(AdvisorSettings)})
-
-    def number(key: str, low: float = 0.0) -> float | None:
-        return r.number(data, key, path, 0.0, low=low) if key in data else None
-
-    def optional_flag(key: str) -> bool | None:
-        return flag(r, data, key, path, True) if key in data else None
-
-    headroom = data.get("headroom", d.headroom)
-    if headroom != "auto" and (
-        isinstance(headroom, bool)
-        or not isinstance(headroom, (int, float))
-        or not 0 <= headroom < math.inf
-    ):
-        raise r.fail(f"{path}.headroom", f"must be auto or a number >= 0, got {headroom!r}")
-    burst_u = number("burst_u")
-    if burst_u is not None and burst_u < 1:
-        raise r.fail(f"{path}.burst_u", f"must be >= 1 (a headroom factor), got {burst_u:g}")
-    return AdvisorSettings(
-        enabled=flag(r, data, "enabled", path, d.enabled),
-        capacity=choice(r, data, "capacity", path, CAPACITY, d.capacity),
-        lease_s=r.number(data, "lease_s", path, d.lease_s, low=0.1),
-        tick_s=r.number(data, "tick_s", path, d.tick_s, low=0.001),
-        burst_u=burst_u,
-        history_s=number("history_s", low=1.0),
-        min_scale_in_gap_s=number("min_scale_in_gap_s"),
-        default_setup_s=number("default_setup_s", low=0.0),
-        keep_alive=flag(r, data, "keep_alive", path, d.keep_alive),
-        floor_at_current=optional_flag("floor_at_current"),
-        model=None if "model" not in data else choice(r, data, "model", path, MODELS, "replay"),
-        evidence=flag(r, data, "evidence", path, d.evidence),
-        headroom=headroom if headroom == "auto" else float(headroom),
-    )
+    """The advisor's settings under ``path`` (the simulator reads its own with this too)."""
+    return settings_from(r, AdvisorSettings, raw, path, enabled=enabled)
 
 
 def _stage_policy(r: Reader, data: Mapping[str, Any], path: str, default: str) -> str:

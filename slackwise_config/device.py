@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from slackwise_core.config.reader import Reader
+from slackwise_config.reader import Reader
 
 __all__ = ["device_setting"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from slackwise_core.config.reader import Reader
+from slackwise_config.reader import Reader
 
 __all__ = ["HpaSettings", "hpa_settings"]
 

@@ -25,13 +25,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
-from slackwise_core.config.reader import Reader, flag, fraction, name_list
+from slackwise_config.reader import Reader, flag, fraction, name_list
 
 __all__ = ["CoreSettings", "check_cores", "core_settings"]
 
 
 class _Function(Protocol):
-    """What the check reads of a function (:class:`slackwise_core.config.model.FunctionConfig`)."""
+    """What the check reads of a function (:class:`slackwise_config.model.FunctionConfig`)."""
 
     @property
     def device(self) -> str: ...

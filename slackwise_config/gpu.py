@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from slackwise_core.config.reader import Reader, choice, fraction, name_list
+from slackwise_config.reader import Reader, choice, fraction, name_list
 
 __all__ = ["GPU_POLICIES", "GpuSettings", "check_gpu", "gpu_settings"]
 

@@ -1,23 +1,18 @@
 """The one YAML file that describes a deployment, as a typed model
-(:mod:`slackwise_core.config.model`) loaded and checked by :mod:`slackwise_core.config.loader`;
+(:mod:`slackwise_config.model`) loaded and checked by :mod:`slackwise_config.loader`;
 errors name the file, the key and the value."""
 
-from slackwise_core.config.cores import CoreSettings
-from slackwise_core.config.gpu import GpuSettings
-from slackwise_core.config.hpa import HpaSettings
-from slackwise_core.config.loader import load_config, parse_config, parse_modes
-from slackwise_core.config.model import (
+from slackwise_config.cores import CoreSettings
+from slackwise_config.gpu import GpuSettings
+from slackwise_config.hpa import HpaSettings
+from slackwise_config.loader import load_config, parse_config, parse_modes
+from slackwise_config.model import (
     ADVISOR_MODE,
     APP_EXPERIMENT_MODES,
     EXPERIMENT_MODES,
-    LATE,
-    MODES,
     PLATFORMS,
-    STAGE_POLICIES,
     VARIANTS,
     AdapterConfig,
-    AdvisorSettings,
-    AIMDConfig,
     AppConfig,
     Config,
     ExperimentConfig,
@@ -26,20 +21,15 @@ from slackwise_core.config.model import (
     Resources,
     UpstreamConfig,
 )
-from slackwise_core.config.reader import ConfigError, Reader
+from slackwise_config.reader import ConfigError, Reader
 
 __all__ = [
     "ADVISOR_MODE",
     "APP_EXPERIMENT_MODES",
     "EXPERIMENT_MODES",
-    "LATE",
-    "MODES",
     "PLATFORMS",
-    "STAGE_POLICIES",
     "VARIANTS",
-    "AIMDConfig",
     "AdapterConfig",
-    "AdvisorSettings",
     "AppConfig",
     "Config",
     "ConfigError",

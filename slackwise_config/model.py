@@ -1,6 +1,6 @@
 """The deployment's typed model: platform, functions, apps, the adapter and an experiment.
 
-Frozen data, built by :mod:`slackwise_core.config.loader`; live runs and the simulator read it.
+Frozen data, built by :mod:`slackwise_config.loader`; live runs and the simulator read it.
 """
 
 from __future__ import annotations
@@ -8,14 +8,24 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
-from slackwise_core.config.cores import CoreSettings
-from slackwise_core.config.gpu import GpuSettings
-from slackwise_core.config.hpa import HpaSettings
+from adapter.policies.admission import Late
+from adapter.policies.advisor_config import DEFAULT_PERCENTILE
+from adapter.policies.advisor_settings import AdvisorSettings
+from adapter.policies.batching_settings import BatchingSettings
+from adapter.policies.latency import LatencyModelKind
+from adapter.policies.modes import ModeName
+from slackwise_config.cores import CoreSettings
+from slackwise_config.gpu import GpuSettings
+from slackwise_config.hpa import HpaSettings
 from slackwise_core.knative_scaling import AutoscalerConfig, ScalingSpec
 
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 VARIANTS = ("cpu", "gpu")
+#: where the functions run: this machine's platform (``slackwise up``) or a Knative cluster
+Platform = Literal["local", "knative"]
+PLATFORMS: tuple[Platform, ...] = get_args(Platform)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,7 +83,7 @@ class FunctionConfig:
     image: str | None = None
     slo_ms: float | None = None
     #: serve | prune | predict; None: the serving mode's own (slackwise: predict, mlproxy: serve)
-    late: str | None = None
+    late: Late | None = None
     upstream: UpstreamConfig = field(default_factory=UpstreamConfig)
     scaling: ScalingSpec
 
@@ -95,7 +105,7 @@ class AppConfig:
     name: str
     stages: tuple[str, ...]
     slo_ms: float
-    percentile: float = 95.0
+    percentile: float = DEFAULT_PERCENTILE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,75 +129,6 @@ class PlatformConfig:
     autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
 
 
-MODES = ("slackwise", "mlproxy")
-#: what happens to a request that cannot make its deadline: served anyway, answered with 503
-#: once its deadline has passed before dispatch, or (Swayam §3.3) refused at admission when the
-#: queue ahead of it predicts it will finish late
-LATE = ("serve", "prune", "predict")
-
-
-@dataclass(frozen=True, kw_only=True)
-class AIMDConfig:
-    """Overrides of the mode's AIMD on the maximum batch size (MLProxy Algorithm 2), per function.
-
-    A field left ``None`` takes the mode's own value (:mod:`adapter.policies.modes` is the one
-    source of AIMD defaults); MLProxy's baseline always keeps its published settings.
-    """
-
-    initial: int | None = None
-    minimum: int | None = None
-    add: float | None = None
-    mult: float | None = None
-    period_s: float | None = None
-    miss_threshold: float | None = None
-    p95_fraction: float | None = None
-    timeout_ratio_threshold: float | None = None
-    #: the growth of a limit that holds a backlog back, per second (slackwise's mode: 2)
-    backlog_mult: float | None = None
-
-    def overrides(self) -> dict[str, float]:
-        """The fields that are set, by name."""
-        return {k: v for k, v in vars(self).items() if v is not None}
-
-
-@dataclass(frozen=True, kw_only=True)
-class AdvisorSettings:
-    """The autoscaling advisor (Swayam): pins each function's minimum replicas ahead of demand.
-
-    Off by default; ``slackwise serve --advisor`` or ``enabled: true`` turns it on. The numbers
-    map onto :class:`adapter.policies.advisor_config.AdvisorConfig`; one left ``None`` takes that
-    class's default (the one source of the advisor's defaults; see docs/advisor.md).
-    """
-
-    enabled: bool = False
-    #: ``own``: the advisor's decision is the replica count (the platform's autoscaler only
-    #: measures); ``floor``: it pins the minimum and the platform's autoscaler decides above it
-    capacity: str = "own"
-    #: an owned count lapses this long after this adapter last wrote it (it re-writes every
-    #: third of it), so an adapter that dies stops counting
-    lease_s: float = 30.0
-    #: seconds between decisions
-    tick_s: float = 1.0
-    burst_u: float | None = None
-    history_s: float | None = None
-    min_scale_in_gap_s: float | None = None
-    #: the setup time assumed until cold starts have been measured
-    default_setup_s: float | None = None
-    #: keep one replica warm across idle gaps the histogram says are short (hybrid keep-alive)
-    keep_alive: bool = True
-    #: never forecast below the recent rate (a 500 s regression lags a step in load)
-    floor_at_current: bool | None = None
-    #: the resource model: replay (the controller's batching replayed on what it observed),
-    #: batched (the analytic model of how the adapter serves) or swayam (the paper's RAND model)
-    model: str | None = None
-    #: the count answers to measured outcomes (adapter.policies.evidence); false is an ablation
-    evidence: bool = True
-    #: spare capacity from the measured volatility (adapter.policies.headroom): 0 (the default)
-    #: holds none, ``auto`` half the largest swing seen in the last five minutes, another number
-    #: scales it (auto is not the default until it is measured to pay: docs/advisor.md)
-    headroom: float | str = 0.0
-
-
 @dataclass(frozen=True, kw_only=True)
 class AdapterConfig:
     """The adapter in front of the functions."""
@@ -197,13 +138,13 @@ class AdapterConfig:
     #: health and function status on a port of their own, served by a thread that never waits
     #: for the loop (adapter.serving.probe_port); None: off, 0: a free port
     probe_port: int | None = None
-    mode: str = "slackwise"
+    mode: ModeName = "slackwise"
     max_queue: int = 10000
     max_body_bytes: int = 16 * 1024 * 1024
     records: str | None = None
     platform_url: str | None = None
     #: where the functions run: the local platform, or Knative Services in ``namespace``
-    platform: str = "local"
+    platform: Platform = "local"
     namespace: str | None = None
     #: Knative Serving's version on the cluster (e.g. ``1.23``): the adapter needs >= 1.21 to
     #: set a revision's scale, and reading it from the cluster is a cluster-scoped read the
@@ -214,31 +155,28 @@ class AdapterConfig:
     kubeconfig: str | None = None
     kube_context: str | None = None
     ingress: str | None = None
-    max_wait_ms: float | None = None
-    #: slackwise mode waits for company only while the slots could not keep up with smaller
-    #: batches at this busy fraction (adapter.policies.batching rule 6); None: the policy's
-    #: default (adapter.policies.batching_settings, the one place it is written)
-    wait_utilization: float | None = None
-    #: the part of the path margin nobody in the adapter can time (the client's legs), in ms;
-    #: None: the policy's default
-    path_margin_ms: float | None = None
+    #: ``max_wait_ms``, ``wait_utilization`` and ``path_margin_ms``, keys of ``adapter`` itself
+    #: (adapter.policies.batching_settings, the one place their defaults are written)
+    batching: BatchingSettings = field(default_factory=BatchingSettings)
     #: how chains split their SLO over stages and batch (GS, ED-*, EDF-*, FIFO-NB:
     #: adapter.policies.slack)
     stage_policy: str = "GS"
     #: how a batch's time is estimated: ``linear`` (GrandSLAM Eq. 2, a + b·n) or ``curve`` (the
     #: measured median per batch size, monotone; adapter.policies.latency)
-    latency_model: str = "linear"
+    latency_model: LatencyModelKind = "linear"
     #: price a request's stages for its input's size (GrandSLAM's ETC per input size), learnt
     #: per function from its batches (adapter.policies.input_cost); off: every request as the mix
     etc_by_input: bool = False
-    aimd: AIMDConfig = field(default_factory=AIMDConfig)
+    #: the ``adapter.aimd`` keys given, over the mode's own :class:`AIMDSettings`
+    #: (:meth:`adapter.policies.modes.ModePreset.with_aimd`; checked when loaded)
+    aimd: Mapping[str, Any] = field(default_factory=dict)
     advisor: AdvisorSettings = field(default_factory=AdvisorSettings)
-    #: ROMA's CT controllers over the CPU functions' cores (slackwise_core.config.cores)
+    #: ROMA's CT controllers over the CPU functions' cores (slackwise_config.cores)
     cores: CoreSettings = field(default_factory=CoreSettings)
-    #: ROMA's GPU executable in front of the CPU replicas (slackwise_core.config.gpu)
+    #: ROMA's GPU executable in front of the CPU replicas (slackwise_config.gpu)
     gpu: GpuSettings = field(default_factory=GpuSettings)
     #: on a cluster, the HorizontalPodAutoscaler over the adapter's Deployment
-    #: (slackwise_core.config.hpa)
+    #: (slackwise_config.hpa)
     hpa: HpaSettings = field(default_factory=HpaSettings)
 
 
@@ -262,25 +200,6 @@ def headroom_of(mode: str) -> float | None:
     return value if 0.0 <= value < float("inf") else None
 
 
-#: how chains split their SLO over stages and batch; :mod:`adapter.policies.slack` defines each
-#: (a test holds the two lists equal)
-_BASELINES = ("ED-NB", "ED-30", "ED-50", "ED-DYN", "EDF-NB", "EDF-30", "EDF-50", "EDF-DYN")
-STAGE_POLICIES = (
-    "FIFO-NB",
-    *_BASELINES,
-    *(f"{n}-paper" for n in _BASELINES),
-    "GS",
-    "GS-T",
-    "GS-T-split",
-    "GS-TB",
-    "ED-DYN-TB",
-    "EDF-DYN-TB",  # adapter.policies.slack.VARIANTS
-    "GS-Q",
-    "GS-M",
-    "GS-paper",
-    "FIFO-DYN",
-    "GS-NB",
-)
 #: an app experiment compares stage policies by default (GrandSLAM Figs. 11-12)
 APP_EXPERIMENT_MODES = ("FIFO-NB", "ED-DYN", "EDF-DYN", "GS")
 
@@ -379,6 +298,4 @@ class Config:
         return min(chains) if chains else None
 
 
-PLATFORMS = ("local", "knative")
 #: who decides a function's replica count when the advisor is on (AdvisorSettings.capacity)
-CAPACITY = ("own", "floor")

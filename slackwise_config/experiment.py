@@ -7,19 +7,19 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from slackwise_core.config.model import (
+from adapter.policies.slack import STAGE_POLICIES
+from slackwise_config.model import (
     ADVISOR_MODE,
     APP_EXPERIMENT_MODES,
     DISTURBANCES,
     EXPERIMENT_MODES,
-    STAGE_POLICIES,
     AppConfig,
     Disturbance,
     ExperimentConfig,
     FunctionConfig,
     headroom_of,
 )
-from slackwise_core.config.reader import Reader, choice
+from slackwise_config.reader import Reader, choice
 
 __all__ = ["disturbance", "experiment_config", "parse_modes", "policy_name"]
 
