@@ -26,6 +26,9 @@ class Linear:
     def p95_ms(self, n: int, now: float) -> float:
         return (self.a_ms + self.b_ms * n) * self.spread
 
+    def p99_ms(self, n: int, now: float) -> float:
+        return (self.a_ms + self.b_ms * n) * self.spread
+
     def estimate_ms(self, n: int) -> float:
         return self.a_ms + self.b_ms * n
 
@@ -52,7 +55,7 @@ def test_largest_prefix_that_meets_every_deadline() -> None:
 
 
 def test_behind_a_door_the_prefix_is_judged_by_the_tail() -> None:
-    """Expected 10 + 10·n ms, a P95 1.3 times that: three requests would end at 40 ms by the
+    """Expected 10 + 10·n ms, a P99 1.3 times that: three requests would end at 40 ms by the
     mean, just in time for the head (45 ms), and at 52 ms by the tail. Behind the door
     (``tail_membership``) the batch is cut at what the tail brings in (two: 39 ms)."""
     queue = [item(0.045), item(1.0), item(1.0), item(1.0)]

@@ -327,6 +327,18 @@ class LatencyModel:
             return max(self._floor_ms, window.p95())  # floored like the estimates
         return self.estimate_ms(n) * self.spread(now)
 
+    def p99_ms(self, n: int, now: float) -> float:
+        """P99 round trip of a batch of ``n``: observed, or ``estimate ×`` the 99th percentile of
+        observed over fitted (what a door that promises 99 % judges a batch's head by)."""
+        if n < 1:
+            raise ValueError(f"batch size must be >= 1, got {n!r}")
+        window = self._by_size.get(n)
+        if window is not None and window.prune(now) >= self._min_samples:
+            return max(self._floor_ms, window.quantile(0.99))
+        if self._ratios.prune(now) < self._min_samples:
+            return self.estimate_ms(n) * self._prior_spread
+        return self.estimate_ms(n) * max(1.0, self._ratios.quantile(0.99))
+
     def mean_ms(self, n: int, now: float) -> float:
         """The mean round trip of a batch of ``n``: observed where the window holds enough of
         them, else the estimate. What a function's throughput is made of (a median prices a
