@@ -115,7 +115,8 @@ def test_the_lateness_margin_rises_on_late_finishes_is_capped_and_falls_back() -
     for _ in range(1000):
         lateness.finished(1.0, 0.9, slo, given_up=False)
     assert lateness.margin_s(1.0) == pytest.approx(0.5 * slo)  # capped
-    assert lateness.margin_s(61.0) == pytest.approx(0.25 * slo)  # and it fades: a 60 s half-life
+    assert lateness.margin_s(6.0) == pytest.approx(0.5 * slo)  # no fade until 5 s are calm
+    assert lateness.margin_s(16.0) == pytest.approx(0.25 * slo)  # then a 10 s half-life
     # where a margin of m leaves exp(-m / 10 ms) x 5 % late, it settles where 1 % are late
     rng = random.Random(7)
     lateness = Lateness(step=0.02, share=0.99, cap=0.5, half_life_s=math.inf)

@@ -145,7 +145,8 @@ class Lateness:
         step: float = 0.02,
         share: float = 0.998,
         cap: float = 0.5,
-        half_life_s: float = 60.0,
+        half_life_s: float = 10.0,
+        calm_s: float = 5.0,
     ) -> None:
         if not 0.0 < share < 1.0:
             raise ValueError(f"share must be in (0, 1), got {share!r}")
@@ -153,40 +154,52 @@ class Lateness:
         self.share = share
         self.cap = cap
         self.half_life_s = half_life_s
+        self.calm_s = calm_s
+        self._last_late = -math.inf
         self._margin = 0.0
         self._at = -math.inf
         #: admitted requests seen finish, and how many of them late (for the status)
         self.finished_count = 0
         self.late_count = 0
 
-    def finished(self, now: float, due: float, slo_s: float, *, given_up: bool = False) -> None:
+    def finished(
+        self, now: float, due: float, slo_s: float, *, given_up: bool = False, weight: float = 1.0
+    ) -> None:
         """An admitted request with an SLO of ``slo_s``, due at ``due``, finished at ``now``
         (or was ``given_up``). One with no SLO left when it came (a chain's stage entered past
-        its deadline) says nothing of the door, and is not counted."""
+        its deadline) says nothing of the door, and is not counted. ``weight``: its share of
+        one sample, ``1 / n`` for each of the ``n`` members of one batch (or of the requests
+        given up at one step): a batch that overran its head makes its members late together,
+        one event and not ``n``, and counted ``n`` times it threw the margin to its cap at the
+        start of every flood (live, 40 late in one second from one or two batches)."""
         if not slo_s > 0.0:
             return
         self.finished_count += 1
-        step = self.step * slo_s
+        step = self.step * slo_s * weight
         margin = self.margin_s(now)
         if given_up or now > due:
             self.late_count += 1
+            self._last_late = now
             self._margin = min(self.cap * slo_s, margin + step * self.share)
         else:
             self._margin = max(0.0, margin - step * (1.0 - self.share))
 
     def margin_s(self, now: float) -> float:
-        """The margin at ``now``: it also halves every ``half_life_s`` (a minute) by itself, so
-        a burst of late finishes (a replica starting on a shared core, a model's first slow
-        batches) is forgotten within minutes at any rate, where the per-sample steps alone would
-        take thousands of admitted requests, hours for a function that sees a few a second
-        (and a door that refused everything would never see another). Not faster: the fade is
-        a pull towards zero that the late finishes must make up, so it moves where the margin
-        settles. With a 10 s half-life, on the door's virtual flood
-        (``benchmarks/door_flood.py``) the margin settled where 1.2-1.8 % of the admitted
-        finished late, not the 0.2 % its steps aim at."""
+        """The margin at ``now``. It also halves every ``half_life_s`` (10 s) by itself once no
+        admitted request has finished late for ``calm_s`` (5 s), so a burst of late finishes (a
+        flood's first seconds, a replica starting on a shared core) is forgotten in seconds at
+        any rate, where the per-sample steps alone would take thousands of admitted requests,
+        hours for a function that sees a few a second (and a door that refused everything would
+        never see another). Only when calm: a fade that ran all the time was a pull towards zero
+        the late finishes had to make up, so it moved where the margin settles (with a 10 s
+        half-life, on the door's virtual flood, ``benchmarks/door_flood.py``, where 1.2-1.8 % of
+        the admitted finished late, not the 0.2 % its steps aim at), and with a one-minute one
+        a flood's first seconds held the margin at its cap, and the door's goodput at half,
+        for the minute after (live, embed at 10x its capacity)."""
         if now > self._at:
-            if self._margin > 0.0 and self._at > -math.inf:
-                self._margin *= 0.5 ** ((now - self._at) / self.half_life_s)
+            calm_from = max(self._at, self._last_late + self.calm_s)
+            if self._margin > 0.0 and self._at > -math.inf and now > calm_from:
+                self._margin *= 0.5 ** ((now - calm_from) / self.half_life_s)
             self._at = now
         return self._margin
 

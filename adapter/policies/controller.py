@@ -306,7 +306,9 @@ class Controller(Generic[T]):
             if self.late == "predict":  # given up: late by at least its own batch's time
                 for item in late:
                     due = _due(item)
-                    self.lateness.finished(now, due, due - item.arrival, given_up=True)
+                    self.lateness.finished(
+                        now, due, due - item.arrival, given_up=True, weight=1.0 / len(late)
+                    )
             self._next_due = min((_due(p) for p in queue.items), default=math.inf)
             if not queue:
                 return Step(late=late)
@@ -380,7 +382,9 @@ class Controller(Generic[T]):
         if self.late == "predict" and not cold:  # the door's evidence (a cold start is waited)
             for item in batch:
                 if item.deadline == item.due:  # whole: not a chain's stage before its last
-                    self.lateness.finished(now, item.due, item.due - item.arrival)
+                    self.lateness.finished(
+                        now, item.due, item.due - item.arrival, weight=1.0 / len(batch)
+                    )
         aimd = self.aimd
         if aimd is None:
             return
