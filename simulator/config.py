@@ -63,8 +63,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import yaml
-
 from adapter.policies.advisor_settings import AdvisorSettings
 from adapter.policies.batching_settings import BatchingSettings
 from adapter.policies.latency import LatencyModelKind
@@ -85,6 +83,7 @@ from simulator.config_workload import SimApp, SimFunction, read_workload
 from slackwise_config import ConfigError, Reader
 from slackwise_config.loader import advisor_settings
 from slackwise_config.model import Disturbance
+from slackwise_config.reader import read_yaml
 from slackwise_config.typed import check_value
 from slackwise_core.knative_scaling import AutoscalerConfig
 from slackwise_core.scaling_values import ScalingConfigError
@@ -389,13 +388,4 @@ def _max_violation(r: Reader, data: Mapping[str, Any]) -> float:
 
 def load_sim_config(path: str | Path) -> SimConfig:
     """Read and check a simulator config file; every error is a ConfigError naming the file."""
-    source = str(path)
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
-    return parse_sim_config(raw, source, Path(path).resolve().parent)
+    return parse_sim_config(read_yaml(path), str(path), Path(path).resolve().parent)

@@ -14,6 +14,7 @@ from typing import Any
 from simulator.config_sections import read_classes
 from slackwise_config import Reader
 from slackwise_config.model import DEFAULT_MAX_BATCH
+from slackwise_config.reader import stage_list
 from slackwise_core.knative_scaling import AutoscalerConfig, ScalingSpec, require_kpa, resolve_spec
 from slackwise_core.scaling_values import ScalingConfigError
 
@@ -102,12 +103,7 @@ def _app(r: Reader, name: str, raw: Any, functions: Mapping[str, SimFunction]) -
     path = f"apps.{name}"
     data = r.mapping(raw, path)
     r.only(data, path, {"stages", "weight", "slo_ms", "slo_factor", "inputs"})
-    stages = data.get("stages")
-    if not isinstance(stages, list) or not stages:
-        raise r.fail(f"{path}.stages", f"must be a non-empty list of functions, got {stages!r}")
-    for i, stage in enumerate(stages):
-        if stage not in functions:
-            raise r.fail(f"{path}.stages[{i}]", f"no function named {stage!r}")
+    stages = stage_list(r, data, path, functions)
     weight = r.number(data, "weight", path, 1.0)
     if weight <= 0:
         raise r.fail(f"{path}.weight", f"must be positive, got {weight:g}")

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from slackwise_cli.plots import ccdf_axes
+
 __all__ = ["Series", "add_arguments", "from_locust", "from_records", "run"]
 
 
@@ -145,16 +147,7 @@ def draw(runs: list[Series], slo_ms: float, out: Path) -> list[Path]:
     with_latency = [s for s in runs if s.latencies]
     if with_latency:
         fig, ax = plt.subplots(figsize=(7, 5))
-        for s in with_latency:
-            lat = np.asarray(s.latencies)
-            ccdf = 1.0 - np.arange(1, lat.size + 1) / lat.size
-            ax.step(lat, np.maximum(ccdf, 1.0 / (10 * lat.size)), where="post", label=s.label)
-        ax.axvline(slo_ms, color="black", linestyle="--", linewidth=1, label="SLO")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("latency (ms)")
-        ax.set_ylabel("fraction of requests slower (CCDF)")
-        ax.legend()
+        ccdf_axes(ax, {s.label: s.latencies for s in with_latency}, slo_ms)
         fig.tight_layout()
         paths.append(out / "ccdf.png")
         fig.savefig(paths[1], dpi=110)

@@ -89,17 +89,14 @@ def plot_experiment(
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 5))
-    for mode, run in runs.items():
-        lat = np.sort([r["latency"] * 1000.0 for r in run.records if r["status"] == 200])
-        if lat.size:
-            ccdf = 1.0 - np.arange(1, lat.size + 1) / lat.size
-            ax.step(lat, np.maximum(ccdf, 1.0 / (10 * lat.size)), where="post", label=mode)
-    ax.axvline(slo, color="black", linestyle="--", linewidth=1, label="SLO")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("latency (ms)")
-    ax.set_ylabel("fraction of requests slower (CCDF)")
-    ax.legend()
+    ccdf_axes(
+        ax,
+        {
+            mode: [r["latency"] * 1000.0 for r in run.records if r["status"] == 200]
+            for mode, run in runs.items()
+        },
+        slo,
+    )
     fig.tight_layout()
     ccdf_path = out_dir / "ccdf.png"
     fig.savefig(ccdf_path, dpi=110)
@@ -114,6 +111,22 @@ def plot_experiment(
         title = f"{result.function}: mean latency per stage (SLO {slo:g} ms)"
         paths.append(plot_stage_latency(breakdown, out_dir / "stages.png", title, slo_ms=slo))
     return paths
+
+
+def ccdf_axes(ax: Any, latencies_ms: Mapping[str, Sequence[float]], slo_ms: float) -> None:
+    """Each labelled run's latency CCDF on log-log axes (the fraction of requests slower than
+    each latency, floored a decade under one request), and the SLO as a dashed line."""
+    for label, values in latencies_ms.items():
+        lat = np.sort(np.asarray(values, dtype=float))
+        if lat.size:
+            ccdf = 1.0 - np.arange(1, lat.size + 1) / lat.size
+            ax.step(lat, np.maximum(ccdf, 1.0 / (10 * lat.size)), where="post", label=label)
+    ax.axvline(slo_ms, color="black", linestyle="--", linewidth=1, label="SLO")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("latency (ms)")
+    ax.set_ylabel("fraction of requests slower (CCDF)")
+    ax.legend()
 
 
 def _service_ms(t: StageTime) -> float:

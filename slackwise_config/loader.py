@@ -26,8 +26,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from adapter.policies.admission import Late
 from adapter.policies.advisor_settings import AdvisorSettings
 from adapter.policies.aimd import AIMDSettings
@@ -52,11 +50,12 @@ from slackwise_config.model import (
     Resources,
 )
 from slackwise_config.reader import (
-    ConfigError,
     Reader,
     field_defaults,
     flag,
     optional_string,
+    read_yaml,
+    stage_list,
 )
 from slackwise_config.typed import check_value, overrides_from, settings_from
 from slackwise_config.upstream import upstream_config
@@ -186,12 +185,7 @@ def _app(r: Reader, name: str, raw: Any, functions: Mapping[str, FunctionConfig]
         raise r.fail(path, "app names must be DNS labels (a-z, 0-9, '-'; at most 63)")
     data = r.mapping(raw, path)
     r.only(data, path, {"stages", "slo_ms", "percentile"})
-    stages = data.get("stages")
-    if not isinstance(stages, list) or not stages:
-        raise r.fail(f"{path}.stages", f"must be a non-empty list of functions, got {stages!r}")
-    for i, stage in enumerate(stages):
-        if stage not in functions:
-            raise r.fail(f"{path}.stages[{i}]", f"no function named {stage!r}")
+    stages = stage_list(r, data, path, functions)
     kinds = [functions[stage].model for stage in stages]
     from functions.edges import NoEdge, check_chain
 
@@ -342,13 +336,4 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
 
 def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config file."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
-    return parse_config(raw, source)
+    return parse_config(read_yaml(path), str(path))

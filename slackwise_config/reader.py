@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from slackwise_core.errors import CoreError
@@ -17,6 +18,8 @@ __all__ = [
     "fraction",
     "name_list",
     "optional_string",
+    "read_yaml",
+    "stage_list",
 ]
 
 
@@ -141,6 +144,34 @@ def name_list(r: Reader, data: Mapping[str, Any], key: str, path: str) -> tuple[
     if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
         raise r.fail(f"{path}.{key}", f"must be a list of function names, got {listed!r}")
     return tuple(listed)
+
+
+def stage_list(
+    r: Reader, data: Mapping[str, Any], path: str, functions: Mapping[str, Any]
+) -> list[str]:
+    """An app's ``stages``: a non-empty list, each one of ``functions``."""
+    stages = data.get("stages")
+    if not isinstance(stages, list) or not stages:
+        raise r.fail(f"{path}.stages", f"must be a non-empty list of functions, got {stages!r}")
+    for i, stage in enumerate(stages):
+        if stage not in functions:
+            raise r.fail(f"{path}.stages[{i}]", f"no function named {stage!r}")
+    return stages
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The YAML document in the file at ``path``; a :class:`ConfigError` naming the file when
+    it cannot be read or parsed."""
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
 
 
 def field_defaults(cls: type) -> dict[str, Any]:

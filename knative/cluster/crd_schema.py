@@ -263,7 +263,8 @@ def _root_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     return root
 
 
-def _get(data: Any, *keys: str) -> Any:
+def nested(data: Any, *keys: str) -> Any:
+    """``data[k1][k2]...``, None where a level is missing or not a mapping."""
     for key in keys:
         if not isinstance(data, Mapping):
             return None
@@ -278,10 +279,10 @@ def _webhook_errors(manifest: Mapping[str, Any], autoscaler: AutoscalerConfig) -
         errors.append(f"apiVersion: must be {API_VERSION}, got {manifest.get('apiVersion')!r}")
     if manifest.get("kind") != KIND:
         errors.append(f"kind: must be {KIND}, got {manifest.get('kind')!r}")
-    name = _get(manifest, "metadata", "name")
+    name = nested(manifest, "metadata", "name")
     if not isinstance(name, str) or not _DNS_LABEL.match(name):
         errors.append(f"metadata.name: must be a DNS label (a-z, 0-9, '-'), got {name!r}")
-    top = _get(manifest, "metadata", "annotations") or {}
+    top = nested(manifest, "metadata", "annotations") or {}
     if isinstance(top, Mapping):
         for key in top:
             if isinstance(key, str) and key.startswith(GROUP + "/"):
@@ -289,7 +290,7 @@ def _webhook_errors(manifest: Mapping[str, Any], autoscaler: AutoscalerConfig) -
                     f"metadata.annotations.{key}: autoscaling annotations belong under "
                     f"spec.template.metadata.annotations, got {top[key]!r}"
                 )
-    pod = _get(manifest, "spec", "template", "spec")
+    pod = nested(manifest, "spec", "template", "spec")
     if not isinstance(pod, Mapping):
         return errors
     base = "spec.template.spec"
@@ -306,7 +307,7 @@ def _webhook_errors(manifest: Mapping[str, Any], autoscaler: AutoscalerConfig) -
             f"{base}.timeoutSeconds: must be within [1, {TIMEOUT_MAX_S}] "
             f"(max-revision-timeout-seconds), got {timeout!r}"
         )
-    annotations = _get(manifest, "spec", "template", "metadata", "annotations") or {}
+    annotations = nested(manifest, "spec", "template", "metadata", "annotations") or {}
     where = "spec.template.metadata.annotations"
     if isinstance(annotations, Mapping):
         bad = [k for k, v in annotations.items() if not isinstance(v, str)]
@@ -370,7 +371,7 @@ def validate_service(
     errors.extend(_webhook_errors(manifest, autoscaler or AutoscalerConfig()))
     if errors:
         raise ManifestError("\n".join(f"{function}: {line}" for line in errors))
-    pod = _get(manifest, "spec", "template", "spec") or {}
+    pod = nested(manifest, "spec", "template", "spec") or {}
     flags = feature_flags(directory)
     warnings = []
     for fieldname, flag in FEATURE_GATED.items():

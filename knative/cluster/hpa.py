@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard
 
-from knative.cluster.crd_schema import ManifestError
+from knative.cluster.crd_schema import ManifestError, nested
 from slackwise_config.hpa import HpaSettings
 
 __all__ = ["HPA_API_VERSION", "adapter_hpa", "cpu_cores", "validate_hpa"]
@@ -109,18 +109,9 @@ def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _get(data: Any, *keys: str) -> Any:
-    """``data[k1][k2]...``, None where a level is missing or not a mapping."""
-    for key in keys:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(key)
-    return data
-
-
 def _target(hpa: Mapping[str, Any], objects: Sequence[Mapping[str, Any]]) -> list[str]:
     """The scale target: named in full, and a Deployment of ``objects`` in the same namespace."""
-    ref = _get(hpa, "spec", "scaleTargetRef")
+    ref = nested(hpa, "spec", "scaleTargetRef")
     if not isinstance(ref, Mapping):
         return [f"spec.scaleTargetRef: required, got {ref!r}"]
     errors = [
@@ -130,12 +121,12 @@ def _target(hpa: Mapping[str, Any], objects: Sequence[Mapping[str, Any]]) -> lis
     ]
     if errors:
         return errors
-    namespace = _get(hpa, "metadata", "namespace")
+    namespace = nested(hpa, "metadata", "namespace")
     for obj in objects:
         if (
             (obj.get("apiVersion"), obj.get("kind")) == (ref["apiVersion"], ref["kind"])
-            and _get(obj, "metadata", "name") == ref["name"]
-            and _get(obj, "metadata", "namespace") == namespace
+            and nested(obj, "metadata", "name") == ref["name"]
+            and nested(obj, "metadata", "namespace") == namespace
         ):
             return _target_pods(hpa, obj)
     return [
@@ -148,19 +139,19 @@ def _target_pods(hpa: Mapping[str, Any], target: Mapping[str, Any]) -> list[str]
     """Every container of the target requests CPU (else no utilization), a target the pods can
     reach under their limit, and no ``spec.replicas`` to fight the HPA on every apply."""
     errors: list[str] = []
-    name = f"target {target.get('kind')}/{_get(target, 'metadata', 'name')}"
-    replicas = _get(target, "spec", "replicas")
-    if replicas is not None and replicas != _get(hpa, "spec", "minReplicas"):
+    name = f"target {target.get('kind')}/{nested(target, 'metadata', 'name')}"
+    replicas = nested(target, "spec", "replicas")
+    if replicas is not None and replicas != nested(hpa, "spec", "minReplicas"):
         errors.append(
             f"{name}: spec.replicas {replicas!r} would set the HPA's count back on every "
             "kubectl apply; leave it out (or equal to minReplicas)"
         )
-    containers = _get(target, "spec", "template", "spec", "containers")
+    containers = nested(target, "spec", "template", "spec", "containers")
     if not isinstance(containers, list) or not containers:
         return [*errors, f"{name}: spec.template.spec.containers: no pods to scale"]
     requests, limits = [], []
     for i, container in enumerate(containers):
-        asked = _get(container, "resources", "requests", "cpu")
+        asked = nested(container, "resources", "requests", "cpu")
         request = cpu_cores(asked)
         if not request:
             errors.append(
@@ -168,14 +159,14 @@ def _target_pods(hpa: Mapping[str, Any], target: Mapping[str, Any]) -> list[str]
                 f"for a CPU Utilization target (measured against the request), got {asked!r}"
             )
         requests.append(request or 0.0)
-        limits.append(cpu_cores(_get(container, "resources", "limits", "cpu")))
+        limits.append(cpu_cores(nested(container, "resources", "limits", "cpu")))
     if errors or None in limits:  # no limit: no ceiling on the utilization the pods reach
         return errors
     # the HPA's utilization: the pod's CPU use over the sum of its containers' requests
     reachable = sum(x or 0.0 for x in limits) / sum(requests) * 100
-    metrics = _get(hpa, "spec", "metrics")
+    metrics = nested(hpa, "spec", "metrics")
     for i, metric in enumerate(metrics if isinstance(metrics, list) else ()):
-        value = _get(metric, "resource", "target", "averageUtilization")
+        value = nested(metric, "resource", "target", "averageUtilization")
         if _is_int(value) and value > reachable:
             errors.append(
                 f"spec.metrics[{i}].resource.target.averageUtilization: {value} is more than "
@@ -195,12 +186,15 @@ def _metric_errors(metrics: Any) -> list[str]:
             got = metric.get("type") if isinstance(metric, Mapping) else metric
             errors.append(f"{where}.type: must be Resource (the pods' CPU), got {got!r}")
             continue
-        name, kind = _get(metric, "resource", "name"), _get(metric, "resource", "target", "type")
+        name, kind = (
+            nested(metric, "resource", "name"),
+            nested(metric, "resource", "target", "type"),
+        )
         if name != "cpu":
             errors.append(f"{where}.resource.name: must be cpu, got {name!r}")
         if kind != "Utilization":
             errors.append(f"{where}.resource.target.type: must be Utilization, got {kind!r}")
-        value = _get(metric, "resource", "target", "averageUtilization")
+        value = nested(metric, "resource", "target", "averageUtilization")
         if not _is_int(value) or value < 1:
             errors.append(
                 f"{where}.resource.target.averageUtilization: must be an integer percentage "
@@ -235,7 +229,7 @@ def _behavior_errors(behavior: Any) -> list[str]:
                 f"got {rules.get('selectPolicy')!r}"
             )
         for j, policy in enumerate(rules.get("policies") or ()):
-            kind, value, period = (_get(policy, k) for k in ("type", "value", "periodSeconds"))
+            kind, value, period = (nested(policy, k) for k in ("type", "value", "periodSeconds"))
             if kind not in ("Pods", "Percent"):
                 errors.append(f"{where}.policies[{j}].type: must be Pods or Percent, got {kind!r}")
             if not _is_int(value) or value < 1:
@@ -275,5 +269,5 @@ def validate_hpa(hpa: Mapping[str, Any], objects: Sequence[Mapping[str, Any]]) -
     errors.extend(_behavior_errors(spec.get("behavior")))
     errors.extend(_target(hpa, objects))
     if errors:
-        name = _get(hpa, "metadata", "name")
+        name = nested(hpa, "metadata", "name")
         raise ManifestError("\n".join(f"{HPA_KIND}/{name}: {line}" for line in errors))

@@ -312,8 +312,5 @@ class LocalPlatform:
         content_type: str,
         headers: Mapping[str, str] | None = None,
     ) -> Forwarded:
-        """Send one predict request to a replica of ``name``, buffering while none is free.
-
-        ``headers`` are passed on to the replica as they are (the gateway passes the frontend
-        gossip headers, :data:`functions.headers.FRONTEND_ID` and its window)."""
+        """One predict request to a replica of ``name`` (:meth:`Router.forward`)."""
         return await self._router.forward(name, body, content_type, headers)

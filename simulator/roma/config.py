@@ -14,9 +14,8 @@ import yaml
 
 from adapter.policies.settings_error import integer, number, within
 from functions.device import parse_device
-from slackwise_config import ConfigError
 from slackwise_config.gpu import GPU_MAX_BATCH
-from slackwise_config.reader import Reader
+from slackwise_config.reader import Reader, read_yaml
 from slackwise_config.typed import named, read_fields
 
 __all__ = ["RomaApp", "RomaConfig", "is_roma_config", "load_roma_config", "parse_roma_config"]
@@ -88,11 +87,7 @@ def is_roma_config(path: str | Path) -> bool:
 
 def load_roma_config(path: str | Path) -> RomaConfig:
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    return parse_roma_config(data, str(path), path.parent)
+    return parse_roma_config(read_yaml(path), str(path), path.parent)
 
 
 #: the fields of :class:`RomaConfig` the ``roma:`` section does not set by name
