@@ -191,6 +191,14 @@ class Fleet:
             if not self.stopping:
                 self.tick(fn, self.clock.now())
             return
+        except Exception:
+            if not self.stopping:
+                raise
+            # the platform is going away: a readiness probe whose client or socket was torn
+            # down under it (httpx and anyio raise what they raise then) is not a failed start
+            await replica.terminate(1.0)
+            self.close(fn, replica, self.clock.now())
+            return
         now = self.clock.now()
         if replica.stopping:  # scaled down while it was starting
             await replica.terminate(1.0)
