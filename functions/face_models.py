@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from functions import images
 from functions.inputs import b64_field, rgb_image
-from functions.model import InvalidInput
+from functions.model import InvalidInput, Model
 
 #: dlib's detector upsamples the image this many times before looking for faces
 UPSAMPLE = 0
@@ -27,6 +27,8 @@ UPSAMPLE = 0
 MIN_SCORE = 0.3
 SHAPE_PREDICTOR = "shape_predictor_5_face_landmarks.dat"
 RECOGNITION_MODEL = "dlib_face_recognition_resnet_model_v1.dat"
+#: what an image in which no face is found answers besides a None for every other output
+NO_FACE = {"error": "no face found"}
 _BOX_KEYS = ("left", "top", "right", "bottom")
 
 
@@ -114,3 +116,37 @@ def face_rect(face_detector: Any, rectangle: Any, face: Face) -> Any | None:
     if not found:
         return None
     return max((r for r, _ in found), key=lambda r: r.area())
+
+
+class ShapedFaceModel(Model):
+    """A face function that fits a dlib shape predictor to each face (its given box, else the
+    largest the detector finds) and answers what :meth:`describe` reads from the shape; an image
+    in which no face is found answers every output ``None`` and ``error: "no face found"``,
+    without failing the rest of its batch."""
+
+    #: the shape predictor's ``.dat`` file in face-recognition-models
+    shape_predictor: str = SHAPE_PREDICTOR
+
+    def load(self) -> None:
+        import dlib
+
+        self._detector = detector()
+        self._shapes = dlib.shape_predictor(str(model_file(self.shape_predictor)))
+        self._rectangle = dlib.rectangle
+
+    def validate(self, instance: Any) -> Any:
+        return face_instance(instance)
+
+    def predict(self, batch: list[Any]) -> list[Any]:
+        results: list[dict[str, Any]] = []
+        for face in batch:
+            rect = face_rect(self._detector, self._rectangle, face)
+            if rect is None:
+                results.append({**dict.fromkeys(o.name for o in self.outputs), **NO_FACE})
+            else:
+                results.append(self.describe(face, rect, self._shapes(face.pixels, rect)))
+        return results
+
+    def describe(self, face: Face, rect: Any, shape: Any) -> dict[str, Any]:
+        """The answer for ``face`` found at ``rect`` with the predictor's ``shape``."""
+        raise NotImplementedError

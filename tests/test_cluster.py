@@ -11,19 +11,17 @@ from typing import Any
 import pytest
 
 from knative.cluster import cli as cluster
-from knative.cluster.client import (
-    MAX_SCALE,
-    MIN_SCALE,
+from knative.cluster.client import MAX_SCALE, MIN_SCALE, KnativeClient
+from knative.cluster.crd_schema import knative_dir
+from knative.cluster.errors import (
     AccessDeniedError,
     HookUnavailableError,
     InvalidResourceError,
-    KnativeClient,
     ReadyTimeoutError,
     ResourceConflictError,
     ResourceNotFoundError,
     ServiceNotReadyError,
 )
-from knative.cluster.crd_schema import knative_dir
 from knative.cluster.view import KnativeView
 from knative.local.events import ReplicaCounts
 from slackwise_config import load_config

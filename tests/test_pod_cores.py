@@ -11,7 +11,8 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from knative.cluster.client import AccessDeniedError, KnativeClient
+from knative.cluster.client import KnativeClient
+from knative.cluster.errors import AccessDeniedError
 from knative.cluster.manifests import function_service, rbac_objects
 from knative.cluster.pod_cores import PodCores, ResizeUnavailableError, millicores
 from slackwise_config import parse_config

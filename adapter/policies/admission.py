@@ -43,7 +43,6 @@ __all__ = [
     "Late",
     "Lateness",
     "at_the_door",
-    "door_finish",
     "expected_finish",
     "holds_until",
 ]
@@ -233,40 +232,19 @@ def expected_finish(
     batch_limit: int,
     slots: int,
     estimate_ms: Callable[[int], float],
+    drain_s_per_instance: float | None = None,
     free_at: float = -math.inf,
 ) -> float:
     """When a request of ``size`` instances with ``queued`` instances ahead should finish;
-    ``free_at``: when the first slot frees, when every slot holds a batch in flight."""
+    ``free_at``: when the first slot frees, when every slot holds a batch in flight. With
+    ``drain_s_per_instance`` (the queue's measured pace, :class:`Drain`), the later of the
+    model's finish and the pace's: evidence over the model."""
     limit = max(1, batch_limit)
     full, rest = divmod(queued, limit)
     rounds = full // max(1, slots)
     own = min(limit, rest + size)
-    return max(now, free_at) + (rounds * estimate_ms(limit) + estimate_ms(own)) / 1000.0
-
-
-def door_finish(
-    now: float,
-    *,
-    size: int,
-    queued: int,
-    batch_limit: int,
-    slots: int,
-    estimate_ms: Callable[[int], float],
-    drain_s_per_instance: float | None = None,
-    free_at: float = -math.inf,
-) -> float:
-    """When the door expects a request of ``size`` instances to finish: from the model
-    (:func:`expected_finish`), or, when later, from the queue's measured pace (:class:`Drain`)."""
-    finish = expected_finish(
-        now,
-        size=size,
-        queued=queued,
-        batch_limit=batch_limit,
-        slots=slots,
-        estimate_ms=estimate_ms,
-        free_at=free_at,
-    )
-    if queued and drain_s_per_instance is not None:  # evidence over the model: the queue's pace
+    finish = max(now, free_at) + (rounds * estimate_ms(limit) + estimate_ms(own)) / 1000.0
+    if queued and drain_s_per_instance is not None:
         measured = now + queued * drain_s_per_instance + estimate_ms(min(batch_limit, size)) / 1e3
         finish = max(finish, measured)
     return finish
@@ -295,8 +273,8 @@ def at_the_door(
 ) -> DoorRefusal | None:
     """Admit (None) or refuse a request due at ``due`` (see the module docstring);
     ``allowance_s``: the margin the evidence of late finishes asks for (:class:`Lateness`);
-    ``finish``: :func:`door_finish` when the caller has it already; ``free_at``: when the
-    first slot frees, if every slot is busy (the batches in flight hold the queue back);
+    ``finish``: the door's :func:`expected_finish` when the caller has it already; ``free_at``:
+    when the first slot frees, if every slot is busy (the batches in flight hold the queue back);
     ``after_s``: what the stages after this one are expected to take (a chain's first stage
     judges the whole chain, even with nothing queued ahead of it here)."""
     if lag_s > lag_fraction * slo_s:
@@ -309,7 +287,7 @@ def at_the_door(
         # the batches that correct a latency model gone stale (it would refuse for ever)
         return None
     if finish is None:
-        finish = door_finish(
+        finish = expected_finish(
             now,
             size=size,
             queued=queued,

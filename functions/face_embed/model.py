@@ -17,24 +17,20 @@ import numpy as np
 from functions import images
 from functions.face_models import (
     RECOGNITION_MODEL,
-    SHAPE_PREDICTOR,
     Face,
+    ShapedFaceModel,
     astronaut_photos,
     box_json,
-    detector,
-    face_instance,
-    face_rect,
     model_file,
 )
 from functions.inputs import b64_encode, image_bytes
-from functions.model import Model
 from functions.tensors import TensorSpec
 
 #: embeddings closer than this are the same person
 SAME_PERSON_DISTANCE = 0.6
 
 
-class FaceEmbedder(Model):
+class FaceEmbedder(ShapedFaceModel):
     kind = "face_embed"
     input = TensorSpec("input-0", "BYTES", (-1,), records=True)
     outputs = tuple(TensorSpec(f, "BYTES", (-1,), f) for f in ("embedding", "box", "error"))
@@ -44,28 +40,12 @@ class FaceEmbedder(Model):
     def load(self) -> None:
         import dlib
 
-        self._detector = detector()
-        self._shapes = dlib.shape_predictor(str(model_file(SHAPE_PREDICTOR)))
+        super().load()
         self._net = dlib.face_recognition_model_v1(str(model_file(RECOGNITION_MODEL)))
-        self._rectangle = dlib.rectangle
 
-    def validate(self, instance: Any) -> Any:
-        return face_instance(instance)
-
-    def predict(self, batch: list[Any]) -> list[Any]:
-        faces: list[Face] = batch
-        results: list[dict[str, Any]] = []
-        for face in faces:
-            rect = face_rect(self._detector, self._rectangle, face)
-            if rect is None:
-                results.append({"embedding": None, "box": None, "error": "no face found"})
-                continue
-            shape = self._shapes(face.pixels, rect)
-            vector = np.asarray(self._net.compute_face_descriptor(face.pixels, shape))
-            results.append(
-                {"embedding": [round(float(v), 6) for v in vector], "box": box_json(rect)}
-            )
-        return results
+    def describe(self, face: Face, rect: Any, shape: Any) -> dict[str, Any]:
+        vector = np.asarray(self._net.compute_face_descriptor(face.pixels, shape))
+        return {"embedding": [round(float(v), 6) for v in vector], "box": box_json(rect)}
 
     def sample_instances(self, n: int) -> list[Any]:
         encoded = [b64_encode(image_bytes(p)) for p in astronaut_photos()]

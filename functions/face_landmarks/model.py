@@ -36,17 +36,8 @@ import numpy as np
 import numpy.typing as npt
 
 from functions import images
-from functions.face_models import (
-    Face,
-    astronaut_photos,
-    box_json,
-    detector,
-    face_instance,
-    face_rect,
-    model_file,
-)
+from functions.face_models import Face, ShapedFaceModel, astronaut_photos, box_json
 from functions.inputs import b64_encode, image_bytes
-from functions.model import Model
 from functions.tensors import TensorSpec
 
 #: the 68-point iBUG shape predictor shipped in face-recognition-models
@@ -59,15 +50,6 @@ LEFT_EYE = slice(42, 48)
 JAW_RIGHT_END, JAW_LEFT_END, NOSE_TIP = 0, 16, 30
 
 Points = npt.NDArray[np.float64]
-
-_NO_FACE: dict[str, Any] = {
-    "box": None,
-    "ear": None,
-    "eyes_closed": None,
-    "yaw_deg": None,
-    "landmarks": None,
-    "error": "no face found",
-}
 
 
 def eye_aspect_ratio(eye: Points) -> float:
@@ -116,7 +98,7 @@ SAMPLE_BOXES = (
 )
 
 
-class FaceLandmarks(Model):
+class FaceLandmarks(ShapedFaceModel):
     kind = "face_landmarks"
     input = TensorSpec("input-0", "BYTES", (-1,), records=True)
     outputs = tuple(
@@ -125,35 +107,15 @@ class FaceLandmarks(Model):
     )
     summary = "dlib 68-point landmarks: eye aspect ratio, closed eyes, head yaw"
     max_instances = 64
+    shape_predictor = SHAPE_PREDICTOR_68
 
-    def load(self) -> None:
-        import dlib
-
-        self._detector = detector()
-        self._shapes = dlib.shape_predictor(str(model_file(SHAPE_PREDICTOR_68)))
-        self._rectangle = dlib.rectangle
-
-    def validate(self, instance: Any) -> Any:
-        return face_instance(instance)
-
-    def predict(self, batch: list[Any]) -> list[Any]:
-        faces: list[Face] = batch
-        results: list[dict[str, Any]] = []
-        for face in faces:
-            rect = face_rect(self._detector, self._rectangle, face)
-            if rect is None:
-                results.append(dict(_NO_FACE))
-                continue
-            shape = self._shapes(face.pixels, rect)
-            points = np.array([(p.x, p.y) for p in shape.parts()], dtype=np.float64)
-            results.append(
-                {
-                    "box": box_json(rect),
-                    **fatigue_signs(points),
-                    "landmarks": [[int(x), int(y)] for x, y in points],
-                }
-            )
-        return results
+    def describe(self, face: Face, rect: Any, shape: Any) -> dict[str, Any]:
+        points = np.array([(p.x, p.y) for p in shape.parts()], dtype=np.float64)
+        return {
+            "box": box_json(rect),
+            **fatigue_signs(points),
+            "landmarks": [[int(x), int(y)] for x, y in points],
+        }
 
     def sample_instances(self, n: int) -> list[Any]:
         """The sample photos with their face boxes, as the stage after face_detect gets them

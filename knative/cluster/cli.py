@@ -9,15 +9,14 @@ from collections.abc import Callable
 from typing import Any
 
 from knative.cluster.cli_args import add_deploy_arguments as add_deploy_arguments
-from knative.cluster.client import (
+from knative.cluster.client import KnativeClient, ready_condition
+from knative.cluster.connection import connect
+from knative.cluster.errors import (
     AccessDeniedError,
-    KnativeClient,
+    KnativeError,
     ResourceNotFoundError,
     ServiceNotReadyError,
-    ready_condition,
 )
-from knative.cluster.connection import connect
-from knative.cluster.errors import KnativeError
 from knative.errors import PlatformError
 from slackwise_config import ConfigError
 

@@ -14,14 +14,9 @@ from typing import Any
 
 import pytest
 
-from knative.cluster.client import (
-    MIN_SCALE,
-    HookUnavailableError,
-    KnativeClient,
-    ResourceNotFoundError,
-    parse_version,
-)
+from knative.cluster.client import MIN_SCALE, KnativeClient, parse_version
 from knative.cluster.connection import connect
+from knative.cluster.errors import HookUnavailableError, ResourceNotFoundError
 from knative.cluster.view import KnativeView
 
 pytestmark = [
