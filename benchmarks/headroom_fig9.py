@@ -1,14 +1,19 @@
-"""The owned count's headroom on the Fig. 9 traces: what ``advisor.headroom`` costs where nothing
-swings but the rate.
+"""The owned count's spare on the Fig. 9 traces: what ``advisor.headroom`` and the burst threshold
+``advisor.burst_u`` cost where nothing swings but the rate, against the frontier.
 
 Each Fig. 9 config (embed on its CPU profile, an hour of a real trace scaled to its peak, seed 1),
-slackwise's owned count at ``headroom: 0`` (the lean count) and at the default ``auto``, the rest
-of the config as the Fig. 9 tables run it. The table gives replica-seconds, Swayam's window
-compliance, and how many decisions carried a spare.
+slackwise's owned count at each ``headroom`` (default: 0, the lean count, and ``auto``) and each
+``burst_u`` (default: the config's), the rest of the config as the Fig. 9 tables run it. The
+table gives replica-seconds, their ratio to ClairA2 and to the cheapest point of the past-only
+frontier that complies (both from ``--frontier``, ``benchmarks/scaler_frontier.py``'s JSON, same
+configs and seed), Swayam's window compliance, and how many decisions carried a spare.
 
     .venv/bin/python benchmarks/headroom_fig9.py --jobs 2 \\
         --json experiments/sim/results/headroom-fig9.json \\
         > experiments/sim/results/headroom-fig9.txt
+    .venv/bin/python benchmarks/headroom_fig9.py --jobs 2 --headroom 0 --burst-u 1.3,1.6,2 \\
+        --json experiments/sim/results/burst-u-fig9.json \\
+        > experiments/sim/results/burst-u-fig9.txt
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from adapter.policies.function_autoscaler import FunctionAutoscaler
 from simulator.comparison import learning_scaler
@@ -32,14 +37,20 @@ from slackwise_cli.results import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ("nasa", "twitter", "big-spike", "steep-tri-phase")
-SETTINGS: tuple[float | str, ...] = (0.0, "auto")
+FRONTIER = ROOT / "experiments" / "sim" / "results" / "scaler-frontier.json"
 
 
-def _run(trace: str, headroom: float | str) -> dict[str, Any]:
-    config = load_sim_config(ROOT / "experiments" / "sim" / f"autoscale-{trace}.yaml")
+def _config(trace: str) -> str:
+    return f"experiments/sim/autoscale-{trace}.yaml"
+
+
+def _run(trace: str, headroom: float | Literal["auto"], burst_u: float | None) -> dict[str, Any]:
+    config = load_sim_config(ROOT / _config(trace))
     auto = config.autoscaling
     assert auto is not None
     advisor = replace(auto.advisor, headroom=headroom)
+    if burst_u is not None:
+        advisor = replace(advisor, burst_u=burst_u)
     config = replace(config, autoscaling=replace(auto, advisor=advisor))
     case = case_for(config, config.rate_rps, config.seed)
     scaler, bootstrap = learning_scaler(config, "slackwise", case)
@@ -61,7 +72,7 @@ def _run(trace: str, headroom: float | str) -> dict[str, Any]:
     latencies, _ = sim.latencies_by_arrival()
     row = scaler_row("slackwise", result, latencies, case.slo_ms, case.level, case.auto,
                      case.setup_s, bootstrap, None)  # fmt: skip
-    row.update(trace=trace, headroom=headroom, **counted)
+    row.update(trace=trace, headroom=headroom, burst_u=advisor.burst_u, **counted)
     return row
 
 
@@ -78,17 +89,42 @@ def _counting(auto_fn: FunctionAutoscaler, counted: dict[str, int]) -> Any:
     return counting
 
 
-def _table(rows: list[dict[str, Any]]) -> None:
-    print("| trace | headroom | replica-s | compliance % | / lean | decisions with a spare |")
-    print("|---|---|---|---|---|---|")
+def _references(frontier: dict[str, Any]) -> dict[str, tuple[float, dict[str, Any] | None]]:
+    """Each trace's ClairA2 replica-seconds and the frontier's cheapest compliant point."""
+    by_config = {doc["config"]: doc for doc in frontier["traces"].values()}
+    return {
+        t: (by_config[_config(t)]["clair_a2"], by_config[_config(t)]["cheapest_compliant"])
+        for t in TRACES
+        if _config(t) in by_config
+    }
+
+
+def _table(rows: list[dict[str, Any]], frontier: dict[str, Any]) -> None:
+    refs = _references(frontier)
+    print(
+        "| trace | U | headroom | replica-s | / ClairA2 | / frontier's cheapest | compliance % "
+        "| decisions with a spare |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for trace in TRACES:
-        mine = {r["headroom"]: r for r in rows if r["trace"] == trace}
-        for h in SETTINGS:
-            r = mine[h]
-            ratio = r["replica_seconds"] / mine[0.0]["replica_seconds"]
+        clair, cheapest = refs.get(trace, (None, None))
+        for r in (r for r in rows if r["trace"] == trace):
             spared = f"{r['with_spare']} of {r['decisions']}" if "decisions" in r else "not counted"
-            print(f"| {trace} | {h} | {r['replica_seconds']:.0f} | {r['compliance_pct']:.1f} "
-                  f"| {ratio:.3f} | {spared} |")  # fmt: skip
+            to_clair = f"{r['replica_seconds'] / clair:.2f}" if clair else "-"
+            best = cheapest["replica_seconds"] if cheapest else None
+            to_front = f"{r['replica_seconds'] / best:.2f}" if best else "-"
+            print(f"| {trace} | {r.get('burst_u', '-')} | {r['headroom']} "
+                  f"| {r['replica_seconds']:.0f} | {to_clair} | {to_front} "
+                  f"| {r['compliance_pct']:.1f} | {spared} |")  # fmt: skip
+    frontier_at = frontier.get("commit", "?")
+    print(
+        f"\nSeed 1 (each config's), experiments/sim/autoscale-*.yaml; ClairA2 and the frontier "
+        f"from {FRONTIER.relative_to(ROOT)} (commit {frontier_at})."
+    )
+
+
+def _values(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,18 +132,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
     parser.add_argument("--json", type=Path, help="write every run here")
     parser.add_argument("--table", type=Path, help="print the table of a JSON written before")
+    parser.add_argument(
+        "--headroom", default="0,auto", help="advisor.headroom values, comma-separated"
+    )
+    parser.add_argument(
+        "--burst-u", default="", help="advisor.burst_u values, comma-separated (the config's)"
+    )
+    parser.add_argument("--frontier", type=Path, default=FRONTIER, help="the frontier's JSON")
     args = parser.parse_args(argv)
+    frontier = json.loads(args.frontier.read_text())
     if args.table:
         doc = json.loads(args.table.read_text())
-        _table(doc["runs"])
-        print(
-            f"\nSeed 1 (each config's), experiments/sim/autoscale-*.yaml, commit {doc['commit']}."
-        )
+        _table(doc["runs"], frontier)
+        print(f"Runs at commit {doc['commit']}.")
         return 0
-    jobs = [(trace, h) for trace in TRACES for h in SETTINGS]
+    try:
+        headrooms: list[float | Literal["auto"]] = [
+            "auto" if h == "auto" else float(h) for h in _values(args.headroom)
+        ]
+        burst_us: list[float | None] = [float(u) for u in _values(args.burst_u)] or [None]
+    except ValueError as exc:
+        parser.error(f"--headroom and --burst-u take numbers (headroom also auto): {exc}")
+    jobs = [(t, h, u) for t in TRACES for u in burst_us for h in headrooms]
     rows = map_jobs(_run, jobs, args.jobs)
-    _table(rows)
-    print(f"\nSeed 1 (each config's), experiments/sim/autoscale-*.yaml, commit {commit(ROOT)}.")
+    _table(rows, frontier)
+    print(f"Runs at commit {commit(ROOT)}.")
     if args.json:
         command = " ".join(["benchmarks/headroom_fig9.py", *(argv or sys.argv[1:])])
         doc = {"runs": rows, "commit": commit(ROOT), "machine": machine(), "command": command}
