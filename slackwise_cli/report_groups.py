@@ -30,7 +30,15 @@ GROUPS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
             f"experiments/sim/results/autoscale-{name}.json",
             (),
         )
-        for name in ("nasa", "twitter", "big-spike", "steep-tri-phase", "nasa-quiet")
+        for name in (
+            "nasa",
+            "twitter",
+            "big-spike",
+            "steep-tri-phase",
+            "nasa-quiet",
+            "azure-llm-code",
+            "azure-llm-conv",
+        )
     ),
     "grandslam": tuple(  # Fig. 13 and 14; per function type (--per-type) at the paper's scale
         (

@@ -153,13 +153,18 @@ def test_resolver_env_var_first_then_the_package_and_missing_names_where_it_look
         resolve_trace(str(tmp_path / "nope.txt"))
 
 
-def test_the_package_ships_both_traces_whole() -> None:
+def test_the_package_ships_every_trace_whole() -> None:
     for name in SHORTCUTS.values():
         assert (catalog.packaged_dir() / name).is_file(), name
     nasa = load_trace(resolve_trace("nasa", environ={}))
     twitter = load_trace(resolve_trace("twitter", environ={}))
     assert (len(nasa), nasa.peak_rps) == (5_059_950, 20)
     assert (len(twitter), twitter.peak_rps) == (1_899_061, 388)
+    # the Azure LLM services: every request of the source CSVs (traces/data/README.md)
+    code = load_trace(resolve_trace("azure-llm-code", environ={}))
+    conv = load_trace(resolve_trace("azure-llm-conv", environ={}))
+    assert (len(code), sum(code.rates_rps), code.peak_rps) == (3_436, 8_819, 67)
+    assert (len(conv), sum(conv.rates_rps), conv.peak_rps) == (3_502, 19_366, 16)
 
 
 def _shared(name: str) -> Path:

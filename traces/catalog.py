@@ -1,10 +1,14 @@
 """The real request-rate traces the project ships, and finding a trace by name.
 
-Two per-second count files travel inside the package (``traces/data``, read with
-:mod:`importlib.resources`): NASA's HTTP server, Jul-Aug 1995, and the archived Twitter stream,
-Aug 2021 (both counted per second from the public web-service-datasets repository, commit
-7404ad6). The shortcuts ``nasa`` and ``twitter`` name them; ``SLACKWISE_TRACES_DIR`` names a
-directory whose files of the same names are read first (a newer copy, or another window).
+Four per-second count files travel inside the package (``traces/data``, read with
+:mod:`importlib.resources`; where each comes from and how it was counted: its README):
+NASA's HTTP server, Jul-Aug 1995, and the archived Twitter stream, Aug 2021 (both counted per
+second from the public web-service-datasets repository, commit 7404ad6), and an hour each of
+two of Azure's LLM inference services, code completion and conversation, 16 Nov 2023 (counted
+per second from the Azure Public Dataset's LLM inference trace 2023, CC-BY 4.0, commit
+b469a11). The shortcuts ``nasa``, ``twitter``, ``azure-llm-code`` and ``azure-llm-conv`` name
+them; ``SLACKWISE_TRACES_DIR`` names a directory whose files of the same names are read first
+(a newer copy, or another window).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ ENV_VAR = "SLACKWISE_TRACES_DIR"
 SHORTCUTS: dict[str, str] = {
     "nasa": "nasa-http-1995.rps.txt.gz",
     "twitter": "twitter-stream-2021-08.rps.txt.gz",
+    "azure-llm-code": "azure-llm-code-2023-11.rps.txt.gz",
+    "azure-llm-conv": "azure-llm-conv-2023-11.rps.txt.gz",
 }
 
 
@@ -39,7 +45,7 @@ def traces_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:
 
 
 def resolve_trace(name: str, *, environ: Mapping[str, str] | None = None) -> Path:
-    """The file for ``name``: a shortcut (``nasa``, ``twitter``) or a path to an existing file."""
+    """The file for ``name``: a shortcut (:data:`SHORTCUTS`) or a path to an existing file."""
     if name in SHORTCUTS:
         searched = [d / SHORTCUTS[name] for d in traces_dirs(environ)]
         for candidate in searched:
