@@ -8,6 +8,7 @@ dlib offers no thread setting for these models; they run on the calling thread.
 
 from __future__ import annotations
 
+import abc
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,6 +148,6 @@ class ShapedFaceModel(Model):
                 results.append(self.describe(face, rect, self._shapes(face.pixels, rect)))
         return results
 
+    @abc.abstractmethod
     def describe(self, face: Face, rect: Any, shape: Any) -> dict[str, Any]:
         """The answer for ``face`` found at ``rect`` with the predictor's ``shape``."""
-        raise NotImplementedError
