@@ -76,6 +76,7 @@ def _platform(r: Reader, raw: Any) -> PlatformConfig:
         "drain_timeout_s",
         "cpu_period_ms",
         "starting_nice",
+        "max_starting",
         "autoscaler",
     }
     r.only(data, "platform", keys)
@@ -101,8 +102,16 @@ def _platform(r: Reader, raw: Any) -> PlatformConfig:
             data, "cpu_period_ms", "platform", d.cpu_period_ms, low=1.0, high=1000.0
         ),
         starting_nice=r.integer(data, "starting_nice", "platform", d.starting_nice, low=0, high=19),
+        max_starting=_max_starting(r, data),
         autoscaler=autoscaler,
     )
+
+
+def _max_starting(r: Reader, data: Mapping[str, Any]) -> int | None:
+    """``platform.max_starting``: ``auto`` (or absent) for the machine's share, else >= 1."""
+    if data.get("max_starting", "auto") == "auto":
+        return None
+    return r.integer(data, "max_starting", "platform", 1, low=1)
 
 
 #: the function model's defaults (written once, in the dataclass)

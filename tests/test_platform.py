@@ -385,3 +385,27 @@ def test_a_starting_replica_yields_the_cpu_and_serves_as_an_equal_once_ready() -
         assert (await post(client, platform)).status_code == 200
 
     run(make_config(starting_nice=10), body)
+
+
+@pytest.mark.parametrize("turns", [1, 2])
+def test_replicas_take_turns_to_load(turns: int) -> None:
+    """With ``max_starting: 1`` the second replica's process is spawned only once the first is
+    ready; with 2 both load at once (so the check can tell the two apart)."""
+
+    async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
+        await platform.set_min_scale("digits", 2)
+        most_loading = 0
+        for _ in range(3000):
+            counts = platform.replicas("digits")
+            if counts.ready == 2:
+                break
+            loading = len(platform.replica_pids("digits")) - len(
+                platform.replica_pids("digits", ready=True)
+            )
+            most_loading = max(most_loading, loading)
+            await asyncio.sleep(0.01)
+        assert platform.replicas("digits").ready == 2
+        assert most_loading == turns
+        assert (await post(client, platform)).status_code == 200
+
+    run(make_config(max_starting=turns), body)

@@ -1,5 +1,6 @@
 """A starting replica yields the CPU: its niceness while it starts, every thread's after
-(knative.local.priority), with real processes."""
+(knative.local.priority), with real processes; and replicas take turns to load
+(knative.local.fleet.loading_turns)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from knative.local.fleet import loading_turns
 from knative.local.priority import can_restore, niceness, restore, starting
 from slackwise_config import ConfigError, parse_config
 
@@ -74,3 +76,26 @@ def test_a_bad_starting_nice_is_named(value: object) -> None:
     raw = {"platform": {"starting_nice": value}, "functions": {"d": {"model": "digits"}}}
     with pytest.raises(ConfigError, match=r"platform\.starting_nice"):
         parse_config(raw)
+
+
+def test_loading_turns_default_to_one_per_two_cores() -> None:
+    assert loading_turns(None, cores=2) == 1
+    assert loading_turns(None, cores=1) == 1
+    assert loading_turns(None, cores=16) == 8
+    assert loading_turns(3, cores=2) == 3
+
+
+@pytest.mark.parametrize("value", [0, -1, "two", 1.5, True])
+def test_a_bad_max_starting_is_named(value: object) -> None:
+    raw = {"platform": {"max_starting": value}, "functions": {"d": {"model": "digits"}}}
+    with pytest.raises(ConfigError, match=r"platform\.max_starting"):
+        parse_config(raw)
+
+
+def test_max_starting_reads_auto_and_a_count() -> None:
+    fns = {"d": {"model": "digits"}}
+    assert parse_config({"functions": fns}).platform.max_starting is None
+    auto = {"platform": {"max_starting": "auto"}, "functions": fns}
+    assert parse_config(auto).platform.max_starting is None
+    two = {"platform": {"max_starting": 2}, "functions": fns}
+    assert parse_config(two).platform.max_starting == 2

@@ -110,15 +110,26 @@ class Replica:
         return f"Replica({self._name!r}, state={self.state.value}, port={self.port})"
 
     async def start(
-        self, client: httpx.AsyncClient, *, ready_timeout_s: float, nice: int | None = None
+        self,
+        client: httpx.AsyncClient,
+        *,
+        ready_timeout_s: float,
+        nice: int | None = None,
+        slot: asyncio.Semaphore | None = None,
     ) -> None:
         """Spawn the process (at niceness ``nice``, the platform's own when ``None``) and wait
-        until it answers ready; raises ReplicaStartError."""
+        until it answers ready, holding ``slot`` (the platform's loading turns) from the spawn
+        until then; raises ReplicaStartError."""
+        if self.function.cold_start_extra_s > 0:
+            await asyncio.sleep(self.function.cold_start_extra_s)
+        async with slot if slot is not None else contextlib.nullcontext():
+            if self.stopping:
+                raise ReplicaStartError(f"{self._name}: stopped before it started")
+            await self._spawn(nice)
+            await self._wait_ready(client, ready_timeout_s)
+
+    async def _spawn(self, nice: int | None) -> None:
         fn = self.function
-        if fn.cold_start_extra_s > 0:
-            await asyncio.sleep(fn.cold_start_extra_s)
-        if self.stopping:
-            raise ReplicaStartError(f"{self._name}: stopped before it started")
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # accepted connections inherit it: no ~40 ms delayed-ACK stall per keep-alive answer
@@ -162,7 +173,6 @@ class Replica:
                 )
             finally:
                 sock.close()
-        await self._wait_ready(client, ready_timeout_s)
 
     async def _wait_ready(self, client: httpx.AsyncClient, timeout_s: float) -> None:
         assert self.process is not None
