@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import fields
 from functools import partial
@@ -108,9 +109,13 @@ def _platform(r: Reader, raw: Any) -> PlatformConfig:
 
 
 def _max_starting(r: Reader, data: Mapping[str, Any]) -> int | None:
-    """``platform.max_starting``: ``auto`` (or absent) for the machine's share, else >= 1."""
-    if data.get("max_starting", "auto") == "auto":
+    """``platform.max_starting``: ``none`` (or absent) for no limit, ``auto`` for one per two
+    of the machine's cores, else a count >= 1."""
+    value = data.get("max_starting", "none")
+    if value in ("none", None):
         return None
+    if value == "auto":  # a model load is seconds of CPU: one at a time per two cores
+        return max(1, (os.cpu_count() or 1) // 2)
     return r.integer(data, "max_starting", "platform", 1, low=1)
 
 

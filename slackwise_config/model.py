@@ -127,8 +127,9 @@ class PlatformConfig:
     #: (docs/advisor.md)
     starting_nice: int = 0
     #: how many replicas (of all functions) may load at once; the rest wait their turn, as pods
-    #: wait Pending for a node with room. None: one per two of this machine's cores (one on
-    #: two cores, where three loading at once took 11-17 s each and one at a time 6-11 s)
+    #: wait Pending for a node with room. None, the default: no limit (one at a time on two
+    #: cores delayed the KPA's second replica at a cold start by its first's load and spared
+    #: nothing measurable in the eightfold input step: docs/advisor.md)
     max_starting: int | None = None
     autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
 

@@ -1,6 +1,6 @@
 """A starting replica yields the CPU: its niceness while it starts, every thread's after
 (knative.local.priority), with real processes; and replicas take turns to load
-(knative.local.fleet.loading_turns)."""
+(``platform.max_starting``, knative.local.fleet)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from knative.local.fleet import loading_turns
 from knative.local.priority import can_restore, niceness, restore, starting
 from slackwise_config import ConfigError, parse_config
 
@@ -78,13 +77,6 @@ def test_a_bad_starting_nice_is_named(value: object) -> None:
         parse_config(raw)
 
 
-def test_loading_turns_default_to_one_per_two_cores() -> None:
-    assert loading_turns(None, cores=2) == 1
-    assert loading_turns(None, cores=1) == 1
-    assert loading_turns(None, cores=16) == 8
-    assert loading_turns(3, cores=2) == 3
-
-
 @pytest.mark.parametrize("value", [0, -1, "two", 1.5, True])
 def test_a_bad_max_starting_is_named(value: object) -> None:
     raw = {"platform": {"max_starting": value}, "functions": {"d": {"model": "digits"}}}
@@ -92,10 +84,12 @@ def test_a_bad_max_starting_is_named(value: object) -> None:
         parse_config(raw)
 
 
-def test_max_starting_reads_auto_and_a_count() -> None:
+def test_max_starting_reads_none_auto_and_a_count() -> None:
     fns = {"d": {"model": "digits"}}
     assert parse_config({"functions": fns}).platform.max_starting is None
+    off = {"platform": {"max_starting": "none"}, "functions": fns}
+    assert parse_config(off).platform.max_starting is None
     auto = {"platform": {"max_starting": "auto"}, "functions": fns}
-    assert parse_config(auto).platform.max_starting is None
+    assert parse_config(auto).platform.max_starting == max(1, (os.cpu_count() or 1) // 2)
     two = {"platform": {"max_starting": 2}, "functions": fns}
     assert parse_config(two).platform.max_starting == 2

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -23,19 +22,9 @@ from knative.meter import ConcurrencyMeter
 from slackwise_config import FunctionConfig, PlatformConfig
 from slackwise_core.clock import Clock
 
-__all__ = ["Fleet", "FunctionRuntime", "loading_turns"]
+__all__ = ["Fleet", "FunctionRuntime"]
 
 logger = logging.getLogger(__name__)
-
-
-def loading_turns(max_starting: int | None, cores: int | None = None) -> int:
-    """How many replicas may load at once: ``max_starting``, or one per two of the machine's
-    ``cores`` (``os.cpu_count()``), at least one. A model load is seconds of CPU; on a machine
-    whose cores also serve, several at once share them and each takes longer, so the first
-    relief comes later than if they took turns (docs/advisor.md)."""
-    if max_starting is not None:
-        return max_starting
-    return max(1, (cores or os.cpu_count() or 1) // 2)
 
 
 class FunctionRuntime:
@@ -89,8 +78,11 @@ class Fleet:
         self.stopping = False
         #: the platform's own niceness and the one a replica starts at (knative.local.priority)
         self.nice = (niceness(), starting(settings.starting_nice))
-        #: the turns replicas take to load (``platform.max_starting``): the others wait theirs
-        self.start_slots = asyncio.Semaphore(loading_turns(settings.max_starting))
+        #: the turns replicas take to load (``platform.max_starting``; None: no turns): the
+        #: others wait theirs, counted as starting
+        self.start_slots = (
+            None if settings.max_starting is None else asyncio.Semaphore(settings.max_starting)
+        )
 
     def add(self, config: FunctionConfig, now: float) -> FunctionRuntime:
         fn = FunctionRuntime(config, self.settings.queue_depth, now)
