@@ -12,6 +12,9 @@ from hypothesis import strategies as st
 
 from adapter.policies.advisor import Advisor
 from adapter.policies.advisor_config import AdvisorConfig, AdvisorDecision
+from adapter.policies.advisor_settings import AdvisorSettings
+from adapter.policies.function_autoscaler import function_autoscaler
+from adapter.policies.latency import LatencyModel
 from adapter.policies.percentile import ServiceModel, min_replicas, response_time_percentile
 from adapter.policies.settings_error import SettingsError
 
@@ -242,3 +245,26 @@ def test_n_f_is_the_largest_count_any_replica_reported_within_the_setup_time() -
     assert advisor.frontends == 2  # the report of 2 is 4 s old: within t_setup
     advisor.observe_frontends(106.0, 1)
     assert advisor.frontends == 1  # now older than t_setup: the other adapter has gone
+
+
+def test_the_seconds_before_the_first_request_are_not_a_trend() -> None:
+    """An adapter up ten seconds before a steady 45 req/s begins: the forecast a setup time
+    ahead is that rate, not the line through a step from the idle seconds (about 90 req/s
+    when those seconds counted as zeros)."""
+    auto = function_autoscaler(
+        "embed",
+        AdvisorSettings(enabled=True, capacity="own", keep_alive=False),
+        slo_ms=300.0,
+        percentile=95.0,
+        model=LatencyModel.from_prior(20.0, 5.0),
+        limit=lambda: 8,
+        container_concurrency=1,
+        max_scale=0,
+        now=0.0,
+    )
+    auto.advisor.observe_cold_start(11.0, 10.4)
+    for i in range(45 * 14):
+        auto.arrived(10.0 + i / 45, 1)
+    auto.decide(24.0, kpa_wants=1)
+    assert auto.last is not None
+    assert auto.last.local_forecast == pytest.approx(45.0, rel=0.1)

@@ -251,7 +251,10 @@ def function_autoscaler(
     )
     return FunctionAutoscaler(
         name=name,
-        advisor=Advisor(config, service, start=now),
+        # the rate history starts at the first arrival: the seconds an adapter was up before
+        # any traffic are not a trend (counted as zeros, a flat 45 req/s read as 90 req/s ten
+        # seconds ahead once a step from them entered the fit)
+        advisor=Advisor(config, service),
         keep_alive=KeepAlive(KeepAliveConfig()) if settings.keep_alive else None,
         model=model,
         limit=limit,
