@@ -116,7 +116,9 @@ def _max_starting(r: Reader, data: Mapping[str, Any]) -> int | None:
         return None
     if value == "auto":  # a model load is seconds of CPU: one at a time per two cores
         return max(1, (os.cpu_count() or 1) // 2)
-    return r.integer(data, "max_starting", "platform", 1, low=1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise r.fail("platform.max_starting", f"must be none, auto or a count >= 1, got {value!r}")
+    return value
 
 
 #: the function model's defaults (written once, in the dataclass)

@@ -80,7 +80,7 @@ def test_a_bad_starting_nice_is_named(value: object) -> None:
 @pytest.mark.parametrize("value", [0, -1, "two", 1.5, True])
 def test_a_bad_max_starting_is_named(value: object) -> None:
     raw = {"platform": {"max_starting": value}, "functions": {"d": {"model": "digits"}}}
-    with pytest.raises(ConfigError, match=r"platform\.max_starting"):
+    with pytest.raises(ConfigError, match=r"platform\.max_starting: must be none, auto or"):
         parse_config(raw)
 
 
