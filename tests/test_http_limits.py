@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 from starlette.applications import Starlette
 
 from adapter.serving.app import create_app
@@ -243,12 +244,12 @@ def test_the_accept_queue_wait_is_read_off_the_listening_socket() -> None:
     port = listener.getsockname()[1]
     waiting = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
     try:
-        queue = AcceptQueue(listener, every_s=0.01)
+        queue = AcceptQueue([listener], every_s=0.01)
         assert queue.wait_s(0.0) == 0.0  # the first reading only starts the clock
         queue.accepted = 10  # 10 accepted in the next 0.1 s while they waited: 100 a second
         # eight waiting at 100 accepted a second: 80 ms in the kernel's queue
         assert abs(queue.wait_s(0.1) - 0.08) < 1e-9
-        assert AcceptQueue(None).wait_s(5.0) == 0.0  # no socket: nothing to say
+        assert AcceptQueue().wait_s(5.0) == 0.0  # no socket: nothing to say
     finally:
         for conn in waiting:
             conn.close()
@@ -297,7 +298,7 @@ def test_one_connection_waiting_at_light_load_is_not_read_as_a_long_wait() -> No
 
     # keep-alive clients: a new connection every few seconds; one is caught waiting. The rate
     # over idle time (one in 3 s) would make that a 3 s wait and shed it: no wait is known
-    queue = AcceptQueue(None)
+    queue = AcceptQueue()
     queue.observe(0.0, 0)
     queue.accepted = 1
     assert queue.observe(3.0, 1) == 0.0
@@ -314,7 +315,7 @@ def test_a_pace_measured_in_a_flood_is_forgotten_once_it_is_old() -> None:
     from adapter.serving.http_limits import AcceptQueue
 
     # in a flood the saturated loop accepted 100 a second: 132 waiting read as 1.3 s
-    queue = AcceptQueue(None)
+    queue = AcceptQueue()
     queue.observe(0.0, 132)
     queue.accepted = 10
     assert abs(queue.observe(0.1, 132) - 132 / 100) < 1e-9
@@ -324,3 +325,28 @@ def test_a_pace_measured_in_a_flood_is_forgotten_once_it_is_old() -> None:
     # the loop's pace now, measured afresh while they wait: 3 accepted in 10 ms
     queue.accepted = 13
     assert abs(queue.observe(5.01, 3) - 3 / 300) < 1e-9
+
+
+def test_the_accept_queue_over_many_sockets_is_read_in_turns_and_scaled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """128 sockets share the port; reading all of them every 10 ms cost a twelfth of the loop
+    under a flood. A reading takes SAMPLED_SOCKETS of them, in turn, scaled to all."""
+    from adapter.serving import http_limits
+    from adapter.serving.http_limits import SAMPLED_SOCKETS, AcceptQueue
+
+    waiting = {i: (3 if i < 64 else 1) for i in range(128)}
+    read: list[int] = []
+
+    def queued(sock: int) -> int:
+        read.append(sock)
+        return waiting[sock]
+
+    monkeypatch.setattr(http_limits, "_queued", queued)
+    queue = AcceptQueue(list(range(128)))
+    readings = [queue._queued_now() for _ in range(128 // SAMPLED_SOCKETS)]
+    assert len(read) == 128 and sorted(read) == list(range(128))  # each socket once per round
+    assert sum(readings) / len(readings) == sum(waiting.values())  # right on the whole round
+    assert readings[0] == 3 * 128 and readings[-1] == 128  # each scaled from its own sample
+    few = AcceptQueue([1, 2, 70])
+    assert few._queued_now() == 3 + 3 + 1  # few sockets: all read

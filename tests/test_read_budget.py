@@ -150,3 +150,27 @@ def test_a_congested_line_refuses_within_its_share_of_a_turn_and_the_rest_in_lat
     assert budget.waiting == 0 and budget.refused == 7
     loop.turn()
     assert not loop.soon  # an empty line schedules nothing
+
+
+def test_a_read_held_for_a_long_turn_is_not_congestion(clock: list[float]) -> None:
+    """A read held for the next turn waits that turn whatever the line: with turns of 15 ms (a
+    flood of new connections) a read held 12 ms was refused by a fixed 10 ms rule, and so was
+    nearly every read held at all. The line is congested when its oldest read has waited
+    ``max_wait_s`` more than a turn takes."""
+    loop = _Loop()
+    turn = [0.015]
+    budget = ReadBudget(loop, budget_s=0.002, max_wait_s=0.010, turn_s=lambda: turn[0])  # type: ignore[arg-type]
+    log: list[tuple[str, str, float]] = []
+    budget.over()
+    clock[0] += 0.003
+    budget.defer(_Conn("held", log))
+    clock[0] += 0.012
+    loop.turn()
+    assert log == [("served", "held", 0.012)]
+    turn[0] = 0.0  # turns short again: 12 ms in line is congestion
+    budget.over()
+    clock[0] += 0.003
+    budget.defer(_Conn("late", log))
+    clock[0] += 0.012
+    loop.turn()
+    assert log[-1] == ("refused", "late", 0.012)

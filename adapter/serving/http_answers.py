@@ -74,7 +74,7 @@ class Unparsed:
         #: the adapter's own delay past which a new predict is shed: half the tightest SLO
         self.shed_after_s = shed_after_s
         #: the kernel's accept queue (set once listening): its wait counts as lateness
-        self.backlog = AcceptQueue(None)
+        self.backlog = AcceptQueue()
         #: predicts refused because reads waited too long in line (:meth:`shed`)
         self.shed_count = 0
         #: each function's held refusal, as the bytes written for it

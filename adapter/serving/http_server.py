@@ -19,6 +19,7 @@ The app's lifespan (dispatchers, platform, records) runs around the server's lif
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 import socket
 import threading
@@ -52,8 +53,8 @@ async def serve(
     try:
         await _serve(app, loop, stop, ready, early or (host, port))
     finally:
-        if early is not None:
-            early.close()
+        for sock in early:
+            sock.close()
 
 
 async def _serve(
@@ -61,15 +62,19 @@ async def _serve(
     loop: asyncio.AbstractEventLoop,
     stop: asyncio.Event,
     ready: Callable[[int], None] | None,
-    where: socket.socket | tuple[str, int],
+    where: list[socket.socket] | tuple[str, int],
 ) -> None:
-    """:func:`serve` on ``where``: a socket bound already, or the host and port to bind."""
+    """:func:`serve` on ``where``: sockets bound already (one port, :mod:`.listen`), or the
+    host and port to bind."""
     async with app.router.lifespan_context(app):
         server = Server(app, loop)
-        listener = await (
-            loop.create_server(lambda: Connection(server), sock=where, backlog=2048)
-            if isinstance(where, socket.socket)
-            else loop.create_server(lambda: Connection(server), *where, backlog=2048)
+        listeners = (
+            [
+                await loop.create_server(lambda: Connection(server), sock=sock, backlog=2048)
+                for sock in where
+            ]
+            if isinstance(where, list)
+            else [await loop.create_server(lambda: Connection(server), *where, backlog=2048)]
         )
         # signal handlers belong to the main thread; a server run elsewhere stops by ``stop``
         signals = (
@@ -79,8 +84,13 @@ async def _serve(
         )
         for sig in signals:
             loop.add_signal_handler(sig, stop.set)
-        server.unparsed.backlog.sock = listener.sockets[0]
-        bound = int(listener.sockets[0].getsockname()[1])
+        # what the app built to start (its routes, models' metadata, the platform) lives as
+        # long as the server: left out of the collector's full scans, which otherwise walk it
+        # all for every cycle a connection leaves behind
+        gc.freeze()
+        sockets = [sock for listener in listeners for sock in listener.sockets]
+        server.unparsed.backlog.socks = sockets
+        bound = int(sockets[0].getsockname()[1])
         if ready is not None:
             ready(bound)
         try:
@@ -92,9 +102,11 @@ async def _serve(
             for sig in signals:
                 loop.remove_signal_handler(sig)
     # the lifespan's exit answered every queued request; let the answers leave, then close
-    listener.close()
+    for listener in listeners:
+        listener.close()
     await asyncio.sleep(0)
     for conn in list(server.connections):
         if conn.transport is not None:
             conn.transport.close()
-    await listener.wait_closed()
+    for listener in listeners:
+        await listener.wait_closed()

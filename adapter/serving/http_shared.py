@@ -45,7 +45,7 @@ class Server:
         self.unparsed = Unparsed(self.state, loop, shed_after_s=0.5 * tightest_s)
         #: client reads within a bounded share of each loop turn (the rest wait, paused), and
         #: the refusals of a congested line within 2 % of the tightest SLO a turn
-        self.reads = ReadBudget(loop, refuse_s=0.02 * tightest_s)
+        self.reads = ReadBudget(loop, refuse_s=0.02 * tightest_s, turn_s=self.state.lag.recent_s)
 
     def limits_of(self, method: bytes, url: bytes) -> InputLimits:
         """The limits of a request ``method url`` (:mod:`adapter.serving.input_limits`)."""
