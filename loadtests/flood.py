@@ -22,7 +22,7 @@ from typing import Any
 
 import httptools
 
-__all__ = ["OpenLoop", "Outcome"]
+__all__ = ["OpenLoop", "Outcome", "Recorder", "Request"]
 
 
 @dataclass
@@ -54,7 +54,10 @@ _GIVEN_UP = b"deadline passed"
 _TIMING = re.compile(rb"(?:^|[ ,])([a-z]+);dur=([0-9.]+)")
 
 
-class _Request:
+class Request:
+    """One scheduled request: when it was due (s from the start), whether it counts, how late
+    it left and when it left (on the generator's clock)."""
+
     __slots__ = ("at", "counted", "lag", "sent")
 
     def __init__(self, at: float, counted: bool, lag: float, sent: float) -> None:
@@ -67,11 +70,11 @@ class _Request:
 class _Client(asyncio.Protocol):
     """One connection: a request at a time, its answer parsed by httptools."""
 
-    def __init__(self, gen: OpenLoop, first: _Request, data: bytes) -> None:
+    def __init__(self, gen: OpenLoop, first: Request, data: bytes) -> None:
         self.gen = gen
         self.parser = httptools.HttpResponseParser(self)
         self.transport: asyncio.Transport | None = None
-        self.request: _Request | None = first
+        self.request: Request | None = first
         self._first = data
         self._retry_after = False
         self._batch = b""
@@ -87,7 +90,7 @@ class _Client(asyncio.Protocol):
             self.request.sent = self.gen.loop.time()
             transport.write(self._first)  # type: ignore[attr-defined]
 
-    def send(self, request: _Request, data: bytes) -> None:
+    def send(self, request: Request, data: bytes) -> None:
         assert self.transport is not None
         self.request = request
         self.transport.write(data)
@@ -146,7 +149,59 @@ class _Client(asyncio.Protocol):
         self.close()
 
 
-class OpenLoop:
+class Recorder:
+    """What an open loop makes of each answer: the :class:`Outcome` of the counted requests.
+    ``start`` and :meth:`now` are on one clock (seconds)."""
+
+    start = 0.0
+    timings = False
+
+    def __init__(self) -> None:
+        self.outcome = Outcome()
+
+    def now(self) -> float:
+        raise NotImplementedError
+
+    def answered(
+        self, request: Request, status: int, retry_after: bool, batch: bytes, body: list[bytes]
+    ) -> None:
+        done = self.now()
+        out = self.outcome
+        if not request.counted:
+            return
+        out.lags.append(request.lag)
+        if status == 200:
+            out.latencies.append(done - self.start - request.at)
+            out.from_send.append(done - request.sent)
+            if batch.isdigit():
+                out.batches.append(int(batch))
+            return
+        key = str(status)
+        out.errors[key] = out.errors.get(key, 0) + 1
+        text = b"".join(body)[:200]
+        kind = re.sub(rb"[0-9.]+", b"N", text[:90]).decode("latin-1")
+        out.reasons[kind] = out.reasons.get(kind, 0) + 1
+        if status in (429, 503):
+            out.no_retry_after += not retry_after
+            if status == 503 and _GIVEN_UP in text:
+                out.given_up += 1
+            else:
+                out.refusal_ms.append((done - request.sent) * 1000.0)
+
+    def timing(self, batch: bytes, timing: bytes) -> None:
+        """Keep the answer's batch size and its adapter's queue, upstream and total times."""
+        found = dict(_TIMING.findall(timing))
+        if batch.isdigit() and all(k in found for k in (b"queue", b"upstream", b"total")):
+            queue, upstream, total = (float(found[k]) for k in (b"queue", b"upstream", b"total"))
+            self.outcome.timings.append((int(batch), queue, upstream, total))
+
+    def failed(self, request: Request, error: str) -> None:
+        if request.counted:
+            self.outcome.lags.append(request.lag)
+            self.outcome.errors[error] = self.outcome.errors.get(error, 0) + 1
+
+
+class OpenLoop(Recorder):
     """Sends ``schedule`` (seconds from the start) to ``host:port``, the ``requests`` (whole
     HTTP requests) in turn."""
 
@@ -162,6 +217,7 @@ class OpenLoop:
         fresh: bool,
         timings: bool = False,
     ) -> None:
+        super().__init__()
         self.host = host
         self.port = port
         self.requests = requests
@@ -176,9 +232,11 @@ class OpenLoop:
         self.idle: list[_Client] = []
         self.busy: set[_Client] = set()
         self.opening = 0
-        self.outcome = Outcome()
         self.start = self.loop.time()
         self._tasks: set[asyncio.Task[Any]] = set()
+
+    def now(self) -> float:
+        return self.loop.time()
 
     async def run(self, schedule: list[float], on_measuring: Any) -> Outcome:
         loop, start = self.loop, self.start
@@ -215,7 +273,7 @@ class OpenLoop:
         if len(self.busy) + self.opening >= self.max_in_flight:
             self.outcome.dropped += int(counted)  # every client waits: not sent
             return
-        request = _Request(at, counted, now - at, self.loop.time())
+        request = Request(at, counted, now - at, self.loop.time())
         if counted:
             self.outcome.sent_at.append(now)
         data = self.requests[self._next % len(self.requests)]
@@ -231,7 +289,7 @@ class OpenLoop:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _open(self, request: _Request, data: bytes) -> None:
+    async def _open(self, request: Request, data: bytes) -> None:
         try:
             _, client = await asyncio.wait_for(
                 self.loop.create_connection(
@@ -249,44 +307,6 @@ class OpenLoop:
             self.opening -= 1
         if client.request is not None:
             self.busy.add(client)
-
-    def answered(
-        self, request: _Request, status: int, retry_after: bool, batch: bytes, body: list[bytes]
-    ) -> None:
-        done = self.loop.time()
-        out = self.outcome
-        if not request.counted:
-            return
-        out.lags.append(request.lag)
-        if status == 200:
-            out.latencies.append(done - self.start - request.at)
-            out.from_send.append(done - request.sent)
-            if batch.isdigit():
-                out.batches.append(int(batch))
-            return
-        key = str(status)
-        out.errors[key] = out.errors.get(key, 0) + 1
-        text = b"".join(body)[:200]
-        kind = re.sub(rb"[0-9.]+", b"N", text[:90]).decode("latin-1")
-        out.reasons[kind] = out.reasons.get(kind, 0) + 1
-        if status in (429, 503):
-            out.no_retry_after += not retry_after
-            if status == 503 and _GIVEN_UP in text:
-                out.given_up += 1
-            else:
-                out.refusal_ms.append((done - request.sent) * 1000.0)
-
-    def timing(self, batch: bytes, timing: bytes) -> None:
-        """Keep the answer's batch size and its adapter's queue, upstream and total times."""
-        found = dict(_TIMING.findall(timing))
-        if batch.isdigit() and all(k in found for k in (b"queue", b"upstream", b"total")):
-            queue, upstream, total = (float(found[k]) for k in (b"queue", b"upstream", b"total"))
-            self.outcome.timings.append((int(batch), queue, upstream, total))
-
-    def failed(self, request: _Request, error: str) -> None:
-        if request.counted:
-            self.outcome.lags.append(request.lag)
-            self.outcome.errors[error] = self.outcome.errors.get(error, 0) + 1
 
     def _sweep(self) -> None:
         """Time out every request that waited ``timeout_s`` (its connection is closed)."""

@@ -59,3 +59,47 @@ def test_a_503_for_a_passed_deadline_is_given_up_not_refused() -> None:
 
     given_up, refused, ok = asyncio.run(main())
     assert (given_up, refused, ok) == (2, 4, 2)
+
+
+def test_a_connection_per_request_from_raw_sockets_counts_the_same() -> None:
+    """The fresh-connection generator (raw sockets in one epoll set) counts as the keep-alive
+    one does: a refusal, an admitted request given up, an answer, a Retry-After; and a port
+    nobody listens on is a connection error, not a lost request."""
+    import threading
+
+    from loadtests.fresh import FreshLoop
+
+    ready = threading.Event()
+    where: dict[str, object] = {}
+
+    def server_thread() -> None:
+        async def main() -> None:
+            turns = itertools.cycle(_ANSWERS)
+            server = await asyncio.start_server(lambda r, w: _serve(r, w, turns), "127.0.0.1", 0)
+            where["port"] = server.sockets[0].getsockname()[1]
+            stop = asyncio.Event()
+            where["stop"] = (asyncio.get_running_loop(), stop)
+            ready.set()
+            await stop.wait()
+            server.close()
+            await server.wait_closed()
+
+        asyncio.run(main())
+
+    thread = threading.Thread(target=server_thread, daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    request = b"POST /v1/models/f:predict HTTP/1.1\r\nHost: x\r\ncontent-length: 2\r\n\r\n{}"
+    gen = FreshLoop("127.0.0.1", int(str(where["port"])), [request], warmup_s=0.0,
+                    timeout_s=5.0, max_in_flight=8)  # fmt: skip
+    out = gen.run([0.01 * i for i in range(1, 9)], lambda: None)
+    loop, stop = where["stop"]  # type: ignore[misc]
+    loop.call_soon_threadsafe(stop.set)
+    thread.join(10)
+    assert out.dropped == 0 and not out.errors.get("Http1Timeout")
+    assert (out.given_up, len(out.refusal_ms), len(out.latencies)) == (2, 4, 2)
+    assert out.no_retry_after == 0 and len(out.sent_at) == 8
+    # port 9 (discard): nobody listens here
+    nobody = FreshLoop("127.0.0.1", 9, [request], warmup_s=0.0, timeout_s=1.0, max_in_flight=8)
+    refused = nobody.run([0.0], lambda: None)
+    assert refused.errors == {"Http1ConnectError": 1}
