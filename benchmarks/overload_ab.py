@@ -7,17 +7,17 @@ minutes).
 The overload table (``benchmarks/overload.py``) states each cell as a multiple of the capacity
 the revision itself measured, and that capacity moves with the revision and with the machine (on
 this two-core VM the same code measured 3,500 and 11,000 req/s an hour apart). So a change can
-read worse in that table while serving more at every rate. This benchmark holds the offered
-load fixed: ``slackwise serve -c experiments/overload/digits.yaml`` from each revision's tree
-(the baseline checked out with ``git worktree`` into a temporary folder, run with this venv),
-the same open-loop Poisson generator (this revision's ``benchmarks/loadgen.py``, keep-alive
-clients) pinned to a CPU of its own and the adapter with its replicas to the others, as in
-``benchmarks/overload.py`` (``--rates`` sets the rates; ``--name`` the docs block), each rate
-for 10 s after 2 s of warm-up, the revisions interleaved within each repeat. Reported: goodput
-(answers within the 100 ms SLO per second, from when each request left the client), answers,
-refusals, the adapter's CPU (cores, from its own process's CPU time over the measured seconds),
-the rate on the wire, the share of answers within the SLO and the refusals' P99, as medians
-over the repeats with ranges.
+read worse in that table while serving more at every rate. This benchmark holds the offered load
+fixed: ``slackwise serve -c experiments/overload/digits.yaml`` from each revision's tree (the
+baseline checked out with ``git worktree`` into a temporary folder, run with this venv), the
+same open-loop Poisson generator (this revision's ``benchmarks/loadgen.py``: keep-alive clients,
+or a new connection per request with ``--fresh-connections``) pinned to a CPU of its own and the
+adapter with its replicas to the others, as in ``benchmarks/overload.py`` (``--rates`` sets the
+rates; ``--name`` the docs block), each rate for 10 s after 2 s of warm-up, the revisions
+interleaved within each repeat. Reported: goodput (answers within the 100 ms SLO per second,
+from when each request left the client), answers, refusals, the adapter's CPU (cores, from its
+own process's CPU time over the measured seconds), the rate on the wire, the share of answers
+within the SLO and the refusals' P99, as medians over the repeats with ranges.
 """
 
 from __future__ import annotations
@@ -70,14 +70,15 @@ def _start(tree: Path, layout: Layout) -> subprocess.Popen[bytes]:
     raise SystemExit(f"overload_ab: the adapter of {tree} did not come up on :8711")
 
 
-def _cell(tree: Path, rate: float, layout: Layout) -> dict[str, Any]:
+def _cell(tree: Path, rate: float, layout: Layout, fresh: bool = False) -> dict[str, Any]:
     proc = _start(tree, layout)
     try:
         adapter = psutil.Process(proc.pid)
         gen = subprocess.Popen(
             [*taskset(layout.generator), PY, str(ROOT / "benchmarks" / "loadgen.py"),
              "--url", PREDICT, "--model", "digits", "--rate", f"{rate:.1f}", "--warmup-s", "2",
-             "--duration-s", "10", "--slo-ms", "100"],
+             "--duration-s", "10", "--slo-ms", "100",
+             *(["--fresh-connections", "--max-in-flight", "8192"] if fresh else [])],
             stdout=subprocess.PIPE, text=True, cwd=ROOT,
         )  # fmt: skip
         assert gen.stdout is not None
@@ -108,6 +109,7 @@ def _cell(tree: Path, rate: float, layout: Layout) -> dict[str, Any]:
         "on_wire_rps": out["on_wire_rps"],
         "refusal_p99_ms": out["refusal_p99_ms"],
         "within_slo_share": out["ok_within_slo"] / out["ok"] if out["ok"] else None,
+        "lag_p99_ms": out["lag_p99_ms"],
     }
 
 
@@ -168,6 +170,8 @@ def table(result: dict[str, Any]) -> str:
             f"- {name}: the adapter's CPU fits {idle:.2f} cores + {answer:.0f} µs per answer + "
             f"{refusal:.0f} µs per refusal (least squares over its cells)."
         )
+    if "clients" in result["meta"]:
+        lines.append(f"- Clients: {result['meta']['clients']}.")
     if "layout" in result["meta"]:
         where = result["meta"]["layout"]
         lines.append(
@@ -198,6 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="",
                         help="the docs block to rewrite (<!-- overload before/after table NAME: "
                              "...): several comparisons can live in one file")  # fmt: skip
+    parser.add_argument(
+        "--fresh-connections",
+        action="store_true",
+        help="a new connection for every request (else keep-alive clients)",
+    )
     args = parser.parse_args(argv)
     if args.render is not None:
         if args.docs is None:
@@ -229,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.repeat):
                 for rate in rates:
                     for label, where in (("baseline", tree), ("this", ROOT)):
-                        cell = {"repeat": r + 1, "revision": label, **_cell(where, rate, layout)}
+                        cell = {"repeat": r + 1, "revision": label,
+                                **_cell(where, rate, layout, args.fresh_connections)}  # fmt: skip
                         print(json.dumps(cell), flush=True)
                         runs.append(cell)
         finally:
@@ -256,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": CONFIG,
         "date": time.strftime("%Y-%m-%d"),
         "layout": layout.as_json(),
+        "clients": "a new connection per request" if args.fresh_connections else "keep-alive",
     }
     print(table(result))
     if args.json:
