@@ -7,8 +7,10 @@ lag (P99 290 ms) stood in its latencies. Here each request is a non-blocking soc
 epoll set: connect, write the request once the socket is writable, read the answer once it is
 readable (a status line, the headers the benchmark reads and a ``Content-Length`` body), close.
 The same core then keeps up with 5,600 a second at a lag P99 under 2 ms (the loopback handshake
-is paid on the generator's core too). Latency is measured as :class:`loadtests.flood.OpenLoop`
-measures it: from the scheduled time and from when the request left; the outcomes are its.
+is paid on the generator's core too). Latency is measured from the scheduled time and from when
+the request left, which for a connection of its own is when the client began to connect: the
+handshake, and a connection the kernel's full accept queue made the client try again, are the
+user's wait too. The outcomes are :class:`loadtests.flood.OpenLoop`'s.
 """
 
 from __future__ import annotations
@@ -172,7 +174,6 @@ class FreshLoop(Recorder):
             return
         exchange.out = exchange.out[sent:]
         if not exchange.out:
-            exchange.request.sent = time.monotonic()
             self._poll.modify(fd, select.EPOLLIN)
 
     def _answered(self, exchange: _Exchange, *, closed: bool) -> bool:

@@ -68,9 +68,13 @@ async def _serve(
     host and port to bind."""
     async with app.router.lifespan_context(app):
         server = Server(app, loop)
+        # the kernel's queue of connections not yet accepted, over all the sockets: as deep
+        # as Linux lets one socket's be by default (``somaxconn``, 4096); past it a new
+        # connection's handshake waits for the client to try again
+        backlog = max(16, 4096 // len(where)) if isinstance(where, list) else 2048
         listeners = (
             [
-                await loop.create_server(lambda: Connection(server), sock=sock, backlog=2048)
+                await loop.create_server(lambda: Connection(server), sock=sock, backlog=backlog)
                 for sock in where
             ]
             if isinstance(where, list)
