@@ -64,7 +64,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     else:
         gen = OpenLoop(origin.host, origin.port, requests, warmup_s=args.warmup_s,
                        timeout_s=args.timeout_s, max_in_flight=args.max_in_flight,
-                       fresh=False, timings=args.timings)  # fmt: skip
+                       timings=args.timings)  # fmt: skip
         out = await gen.run(schedule.tolist(), measuring)
     errors = out.errors
     measured = len(out.latencies) + sum(errors.values())  # sent and answered (or failed)

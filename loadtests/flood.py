@@ -127,7 +127,7 @@ class _Client(asyncio.Protocol):
             self.gen.answered(request, status, self._retry_after, self._batch, self._body)
             if status == 200 and request.counted and self._timing:
                 self.gen.timing(self._batch, self._timing)
-        if self.gen.fresh or not self.parser.should_keep_alive():
+        if not self.parser.should_keep_alive():
             self.close()
         else:
             self.gen.idle.append(self)
@@ -150,14 +150,37 @@ class _Client(asyncio.Protocol):
 
 
 class Recorder:
-    """What an open loop makes of each answer: the :class:`Outcome` of the counted requests.
-    ``start`` and :meth:`now` are on one clock (seconds)."""
+    """An open loop's settings and what it makes of each answer: the :class:`Outcome` of the
+    counted requests. ``start`` and :meth:`now` are on one clock (seconds); a subclass sets up
+    its own sending in :meth:`_setup`."""
 
     start = 0.0
-    timings = False
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        requests: list[bytes],
+        *,
+        warmup_s: float,
+        timeout_s: float,
+        max_in_flight: int,
+        timings: bool = False,
+    ) -> None:
         self.outcome = Outcome()
+        self.host = host
+        self.port = port
+        self.requests = requests
+        self._next = 0
+        self.warmup_s = warmup_s
+        self.timeout_s = timeout_s
+        self.max_in_flight = max_in_flight
+        #: keep each answer's Server-Timing (only when asked: it is a regex per answer)
+        self.timings = timings
+        self._setup()
+
+    def _setup(self) -> None:
+        raise NotImplementedError
 
     def now(self) -> float:
         raise NotImplementedError
@@ -203,31 +226,9 @@ class Recorder:
 
 class OpenLoop(Recorder):
     """Sends ``schedule`` (seconds from the start) to ``host:port``, the ``requests`` (whole
-    HTTP requests) in turn."""
+    HTTP requests) in turn, over keep-alive connections (a new one while none is idle)."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        requests: list[bytes],
-        *,
-        warmup_s: float,
-        timeout_s: float,
-        max_in_flight: int,
-        fresh: bool,
-        timings: bool = False,
-    ) -> None:
-        super().__init__()
-        self.host = host
-        self.port = port
-        self.requests = requests
-        self._next = 0
-        self.warmup_s = warmup_s
-        self.timeout_s = timeout_s
-        self.max_in_flight = max_in_flight
-        self.fresh = fresh
-        #: keep each answer's Server-Timing (only when asked: it is a regex per answer)
-        self.timings = timings
+    def _setup(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.idle: list[_Client] = []
         self.busy: set[_Client] = set()

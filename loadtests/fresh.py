@@ -55,26 +55,11 @@ class FreshLoop(Recorder):
     """Sends ``schedule`` (seconds from the start) to ``host:port``, each of the ``requests``
     (whole HTTP requests) in turn on a connection of its own."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        requests: list[bytes],
-        *,
-        warmup_s: float,
-        timeout_s: float,
-        max_in_flight: int,
-        timings: bool = False,
-    ) -> None:
-        super().__init__()
-        family, _, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    def _setup(self) -> None:
+        family, _, proto, _, address = socket.getaddrinfo(
+            self.host, self.port, type=socket.SOCK_STREAM
+        )[0]
         self.family, self.proto, self.address = family, proto, address
-        self.requests = requests
-        self.warmup_s = warmup_s
-        self.timeout_s = timeout_s
-        self.max_in_flight = max_in_flight
-        self.timings = timings
-        self._next = 0
         self._poll = select.epoll()
         self._open: dict[int, _Exchange] = {}
         self.start = time.monotonic()

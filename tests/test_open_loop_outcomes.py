@@ -47,7 +47,7 @@ def test_a_503_for_a_passed_deadline_is_given_up_not_refused() -> None:
         # room for all eight in flight at once: a slow machine drops none of them, and each
         # takes the server's next answer, so each answer is met twice in any order
         gen = OpenLoop("127.0.0.1", port, [request], warmup_s=0.0, timeout_s=5.0,
-                       max_in_flight=8, fresh=False)  # fmt: skip
+                       max_in_flight=8)  # fmt: skip
         out = await gen.run([0.01 * i for i in range(1, 9)], lambda: None)
         for client in gen.idle:
             client.close()
