@@ -39,13 +39,14 @@ class FakeView:
         return {"host": function}
 
 
-def config(**adapter: Any) -> Config:
+def config(late: str | None = None, **adapter: Any) -> Config:
+    door = {} if late is None else {"late": late}
     return parse_config(
         {
             "functions": {
-                "speech": {"model": "asr", "max_batch": 8},
-                "tagger": {"model": "ner", "max_batch": 8},
-                "answer": {"model": "qa", "max_batch": 8},
+                "speech": {"model": "asr", "max_batch": 8, **door},
+                "tagger": {"model": "ner", "max_batch": 8, **door},
+                "answer": {"model": "qa", "max_batch": 8, **door},
             },
             "apps": {
                 "ipa": {"stages": ["speech", "tagger", "answer"], "slo_ms": 2000},
@@ -106,8 +107,11 @@ def test_a_request_walks_every_stage_through_the_edges() -> None:
 
 def test_two_apps_share_their_common_stages() -> None:
     upstream = Upstream()
-    # waiting for company made worth it at any load (a tiny utilization target), up to 50 ms
-    cfg = config(max_wait_ms=50, wait_utilization=0.01)
+    # waiting for company made worth it at any load (a tiny utilization target), up to 50 ms;
+    # every request served, however late: the bursts' timing is the threads', and on a busy
+    # machine the door's evidence could refuse one (a CI run saw a non-200 here), which is not
+    # what this test is about
+    cfg = config(late="serve", max_wait_ms=50, wait_utilization=0.01)
     with client(upstream, cfg) as c, ThreadPoolExecutor(16) as pool:
 
         def send(i: int) -> httpx.Response:
@@ -119,7 +123,9 @@ def test_two_apps_share_their_common_stages() -> None:
         # batches held requests of both apps (every burst must be answered right regardless)
         for _ in range(5):
             responses = list(pool.map(send, range(32)))
-            assert all(r.status_code == 200 for r in responses), [r.text for r in responses]
+            assert all(r.status_code == 200 for r in responses), [
+                (r.status_code, r.text[:160]) for r in responses if r.status_code != 200
+            ]
             for i, r in enumerate(responses):
                 question = f"who wrote w{i}" if i % 2 else f"who is {i}"
                 assert r.json()["predictions"][0]["answer"] == f"answer to {question}"
