@@ -18,9 +18,13 @@ everything (digits at 3x its capacity with a connection per request: 5 % of it s
 refusal's P99 332 ms). Where the kernel balances connections over sockets that share a port
 (``SO_REUSEPORT`` on Linux), :data:`LISTENERS` sockets accept that many connections a turn
 (with 32 the accept queue still stood 100-150 deep, 35 ms, at 3,600 new connections a second;
-with 128, 5-15 ms). The port is checked free first with a socket of its own (a group of
-``SO_REUSEPORT`` sockets would otherwise let a second adapter of the same user join it
-silently); only processes of the same user can join the group afterwards, as Linux enforces.
+with 128, 5-15 ms). Past what the core can accept and refuse at all (digits at about 3x its
+capacity with new connections) the queues, 4,096 deep in all, fill and a connection waits
+about a second to be read, where with one socket it waited in its handshake
+(``docs/reliability.md``, "A connection per request"). The port is checked free first with
+a socket of its own (a group of ``SO_REUSEPORT`` sockets would otherwise let a second adapter
+of the same user join it silently); only processes of the same user can join the group
+afterwards, as Linux enforces.
 """
 
 from __future__ import annotations
