@@ -190,6 +190,24 @@ def markers(name: str = "") -> tuple[str, str]:
     )
 
 
+def summarize(runs: list[dict[str, Any]], rates: tuple[float, ...]) -> list[dict[str, Any]]:
+    """Medians with ranges of each rate's cells, per revision."""
+    summary: list[dict[str, Any]] = []
+    for rate in rates:
+        row: dict[str, Any] = {"rate": rate}
+        for label in ("baseline", "this"):
+            cells = [c for c in runs if c["rate"] == rate and c["revision"] == label]
+            keys = ("goodput_rps", "ok_rps", "refused_rps", "adapter_cores", "on_wire_rps",
+                    "refusal_p99_ms", "within_slo_share")  # fmt: skip
+            row[label] = {
+                key: _stat(values)
+                for key in keys
+                if (values := [float(c[key]) for c in cells if c.get(key) is not None])
+            }
+        summary.append(row)
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="the earlier revision (a git rev)")
@@ -244,19 +262,7 @@ def main(argv: list[str] | None = None) -> int:
                         runs.append(cell)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
-    summary = []
-    for rate in rates:
-        row: dict[str, Any] = {"rate": rate}
-        for label in ("baseline", "this"):
-            cells = [c for c in runs if c["rate"] == rate and c["revision"] == label]
-            keys = ("goodput_rps", "ok_rps", "refused_rps", "adapter_cores", "on_wire_rps",
-                    "refusal_p99_ms", "within_slo_share")  # fmt: skip
-            row[label] = {
-                key: _stat(values)
-                for key in keys
-                if (values := [float(c[key]) for c in cells if c.get(key) is not None])
-            }
-        summary.append(row)
+    summary = summarize(runs, rates)
     result: dict[str, Any] = {"runs": runs, "summary": summary}
     result["meta"] = {
         "command": " ".join([Path(PY).name, "benchmarks/overload_ab.py", *(argv or sys.argv[1:])]),
