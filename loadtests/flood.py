@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,7 +150,7 @@ class _Client(asyncio.Protocol):
         self.close()
 
 
-class Recorder:
+class Recorder(ABC):
     """An open loop's settings and what it makes of each answer: the :class:`Outcome` of the
     counted requests. ``start`` and :meth:`now` are on one clock (seconds); a subclass sets up
     its own sending in :meth:`_setup`."""
@@ -179,11 +180,13 @@ class Recorder:
         self.timings = timings
         self._setup()
 
+    @abstractmethod
     def _setup(self) -> None:
-        raise NotImplementedError
+        """Make what this loop sends with (called at the end of ``__init__``)."""
 
+    @abstractmethod
     def now(self) -> float:
-        raise NotImplementedError
+        """The loop's clock, seconds."""
 
     def answered(
         self, request: Request, status: int, retry_after: bool, batch: bytes, body: list[bytes]

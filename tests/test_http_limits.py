@@ -9,7 +9,6 @@ import json
 from typing import Any
 
 import httpx
-import pytest
 from starlette.applications import Starlette
 
 from adapter.serving.app import create_app
@@ -325,28 +324,3 @@ def test_a_pace_measured_in_a_flood_is_forgotten_once_it_is_old() -> None:
     # the loop's pace now, measured afresh while they wait: 3 accepted in 10 ms
     queue.accepted = 13
     assert abs(queue.observe(5.01, 3) - 3 / 300) < 1e-9
-
-
-def test_the_accept_queue_over_many_sockets_is_read_in_turns_and_scaled(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """128 sockets share the port; reading all of them every 10 ms cost a twelfth of the loop
-    under a flood. A reading takes SAMPLED_SOCKETS of them, in turn, scaled to all."""
-    from adapter.serving import http_limits
-    from adapter.serving.http_limits import SAMPLED_SOCKETS, AcceptQueue
-
-    waiting = {i: (3 if i < 64 else 1) for i in range(128)}
-    read: list[int] = []
-
-    def queued(sock: int) -> int:
-        read.append(sock)
-        return waiting[sock]
-
-    monkeypatch.setattr(http_limits, "_queued", queued)
-    queue = AcceptQueue(list(range(128)))
-    readings = [queue._queued_now() for _ in range(128 // SAMPLED_SOCKETS)]
-    assert len(read) == 128 and sorted(read) == list(range(128))  # each socket once per round
-    assert sum(readings) / len(readings) == sum(waiting.values())  # right on the whole round
-    assert readings[0] == 3 * 128 and readings[-1] == 128  # each scaled from its own sample
-    few = AcceptQueue([1, 2, 70])
-    assert few._queued_now() == 3 + 3 + 1  # few sockets: all read

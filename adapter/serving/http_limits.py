@@ -111,10 +111,6 @@ def whole_request(data: bytes) -> bytes | None:
     return parts[1] if len(data) == end + 4 + length else None
 
 
-#: listening sockets read per reading of the accept queue (:meth:`AcceptQueue.wait_s`)
-SAMPLED_SOCKETS = 16
-
-
 class AcceptQueue:
     """How long a new connection waits in the kernel's accept queue before the adapter reads it:
     the queue's length (Linux reports it for a listening socket in ``TCP_INFO``) over the rate
@@ -135,7 +131,6 @@ class AcceptQueue:
     ) -> None:
         #: the listening sockets (several share a port: :mod:`adapter.serving.listen`)
         self.socks = socks
-        self._next = 0  # the first socket the next reading reads
         self.every_s = every_s
         self.stale_s = stale_s
         self.accepted = 0
@@ -151,17 +146,10 @@ class AcceptQueue:
         return self.observe(now, self._queued_now())
 
     def _queued_now(self) -> int:
-        """Connections waiting over every listening socket: read off at most
-        :data:`SAMPLED_SOCKETS` of them a time, in turn, and scaled to all (the kernel spreads
-        connections evenly over sockets that share a port; reading 128 of them every 10 ms cost
-        a twelfth of the loop under a flood)."""
-        socks = self.socks
-        count = len(socks)
-        if count <= SAMPLED_SOCKETS:
-            return sum(_queued(sock) for sock in socks)
-        first, self._next = self._next, (self._next + SAMPLED_SOCKETS) % count
-        read = sum(_queued(socks[(first + i) % count]) for i in range(SAMPLED_SOCKETS))
-        return round(read * count / SAMPLED_SOCKETS)
+        """Connections waiting over every listening socket (several share the port). Each is
+        read: a sample scaled up turned the two or three a burst leaves waiting at light load
+        into a wait long enough to shed."""
+        return sum(_queued(sock) for sock in self.socks)
 
     def observe(self, now: float, queued: int) -> float:
         """One reading: ``queued`` connections wait at ``now``; the wait it implies (pure)."""
