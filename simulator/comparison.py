@@ -43,6 +43,7 @@ from simulator.service import ServiceCurve
 from simulator.swayam_scalers import AdvisorScaler, OwnedScaler, window_needs
 
 __all__ = [
+    "add_ratios",
     "clairvoyant_service",
     "compare",
     "format_fig9",
@@ -198,6 +199,17 @@ def _job(config: SimConfig, name: str, rate_rps: float, seed: int) -> dict[str, 
     return scaler_run(config, name, rate_rps, seed)
 
 
+def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
+    """Each row's replica-seconds over each reference's (``vs_clair_a2``...; ``None`` where the
+    reference is not among ``rows``) and over the costliest row's (``normalised``), in place."""
+    top = max((r["replica_seconds"] for r in rows.values()), default=0.0)
+    for row in rows.values():
+        for ref in REFERENCES:
+            base = rows.get(ref, {}).get("replica_seconds")
+            row[f"vs_{ref}"] = round(row["replica_seconds"] / base, 4) if base else None
+        row["normalised"] = round(row["replica_seconds"] / top, 4) if top else None
+
+
 def compare(
     config: SimConfig,
     *,
@@ -219,12 +231,7 @@ def compare(
     args = [(config, n, rate, seed) for n in names]
     rows = map_jobs(_job, args, jobs)
     by_name = dict(zip(names, rows, strict=True))
-    top = max((r["replica_seconds"] for r in rows), default=0.0)
-    for row in rows:
-        for ref in REFERENCES:
-            base = by_name.get(ref, {}).get("replica_seconds")
-            row[f"vs_{ref}"] = round(row["replica_seconds"] / base, 4) if base else None
-        row["normalised"] = round(row["replica_seconds"] / top, 4) if top else None
+    add_ratios(by_name)
     settings = asdict(auto.advisor)
     settings.pop("enabled", None)
     return {

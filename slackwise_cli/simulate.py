@@ -23,7 +23,7 @@ from simulator.profiles import ProfileSetError
 from simulator.runner import summarise, sweep
 from slackwise_config import ConfigError
 
-__all__ = ["add_arguments", "format_table", "run", "updated"]
+__all__ = ["add_arguments", "format_table", "run", "updated", "updated_scalers"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,10 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with the search: also the fewest nodes of each function at the config's rate",
     )
     parser.add_argument(
+        "--scalers", help="with an autoscaling section: the scalers to compare (the config's)"
+    )
+    parser.add_argument(
         "--update",
         action="store_true",
-        help="re-run only --policies into the existing --json file, keeping its other "
-        "policies' results (each result records the commit it ran at)",
+        help="re-run only --policies (or --scalers) into the existing --json file, keeping its "
+        "other results (each records the commit it ran at)",
     )
     parser.add_argument("--jobs", type=int, default=1, help="processes for the policy sweep")
     parser.add_argument(
@@ -123,8 +126,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             return _fail(f"--{flag.replace('_', '-')} must be positive, got {value}")
     if args.max_rps is not None and not args.trace:
         return _fail("--max-rps needs --trace")
-    if getattr(args, "update", False) and not (args.json and args.policies):
-        return _fail("--update needs --json (the file to update) and --policies (what to re-run)")
+    scalers = getattr(args, "scalers", None)
+    if getattr(args, "update", False) and not (args.json and (args.policies or scalers)):
+        return _fail(
+            "--update needs --json (the file to update) and --policies or --scalers "
+            "(what to re-run)"
+        )
     from simulator.roma import is_roma_config
 
     if is_roma_config(args.config):
@@ -157,14 +164,23 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if autoscaling:
             from simulator.comparison import compare
 
-            doc.update(compare(config, rate_rps=rate, seed=args.seed, jobs=args.jobs))
+            names = _scaler_names(scalers)
+            doc.update(
+                compare(config, rate_rps=rate, seed=args.seed, scalers=names, jobs=args.jobs)
+            )
+        elif scalers:
+            raise ValueError(f"--scalers {scalers}: {args.config} has no autoscaling section")
     except (ConfigError, ProfileSetError, ProfileFormatError, ValueError) as exc:
         return _fail(str(exc))
     doc["wall_s"] = round(time.perf_counter() - started, 3)
     doc.update(provenance)
     if getattr(args, "update", False):
         try:
-            doc = updated(json.loads(Path(args.json).read_text()), doc, per_type=args.per_type)
+            old = json.loads(Path(args.json).read_text())
+            if "autoscalers" in doc and scalers:
+                doc = updated_scalers(old, doc)
+            else:
+                doc = updated(old, doc, per_type=args.per_type)
         except (OSError, ValueError) as exc:
             return _fail(f"--update {args.json}: {exc}")
     if doc["policies"]:
@@ -260,6 +276,48 @@ def updated(old: dict[str, Any], new: dict[str, Any], *, per_type: bool) -> dict
     }
     summarise(doc, per_type=per_type)
     return doc
+
+
+def _scaler_names(text: str | None) -> list[str] | None:
+    if not text:
+        return None
+    from simulator.config import SCALERS
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        if name not in SCALERS:
+            raise ValueError(f"--scalers: unknown scaler {name!r} (known: {', '.join(SCALERS)})")
+    return names
+
+
+def updated_scalers(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``old`` with the scalers ``new`` re-ran replaced (or added), in ``old``'s order, each
+    row's commit in ``rows_commit`` and the ratios recomputed from the merged rows. Raises
+    ValueError when the two are not runs of the same comparison."""
+    from simulator.comparison import add_ratios
+
+    for key in ("workload", "profile", "config", "seed", "rate_rps", "trace"):
+        if old.get(key) != new.get(key):
+            raise ValueError(f"{key} differs: {old.get(key)!r} in the file, {new.get(key)!r} now")
+    rows_commit = {
+        name: old.get("rows_commit", {}).get(name, old.get("commit")) for name in old["autoscalers"]
+    }
+    rows = {**old["autoscalers"], **new["autoscalers"]}
+    rows_commit.update({name: new["commit"] for name in new["autoscalers"]})
+    add_ratios(rows)
+    note = (
+        f"{', '.join(new['autoscalers'])} re-run at {new['commit']} in {new['wall_s']} s "
+        "(slackwise simulate --update --scalers); the other rows at the commits in rows_commit"
+    )
+    return {
+        **old,
+        "autoscaling": new["autoscaling"],  # the settings the re-run rows ran with
+        "autoscalers": rows,
+        "rows_commit": rows_commit,
+        "rows_note": " ".join(filter(None, [old.get("rows_note"), note])),
+        "commit": new["commit"],
+        "machine": new["machine"],
+    }
 
 
 def _provenance() -> dict[str, Any]:

@@ -21,6 +21,7 @@ from simulator.swayam_scalers import AdvisorScaler, Clairvoyant, OwnedScaler, wi
 from slackwise_cli.main import main
 from slackwise_config import ConfigError
 
+TINY_CONFIG = Path(__file__).resolve().parents[1] / "experiments" / "sim" / "tiny.yaml"
 IDLE = FunctionState(ready=0, starting=0, inflight=0, queued=0)
 
 
@@ -248,6 +249,49 @@ def test_cli_writes_the_autoscalers_section_from_a_trace_file(
     assert rows["swayam"]["bootstrap"] == rows["slackwise"]["bootstrap"]  # the same start
     printed = capsys.readouterr().out
     assert "clair_a2" in printed and "minimal_a2" in printed and "compl%" in printed
+
+
+def test_update_re_runs_some_scalers_into_an_existing_comparison(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "load.rps.txt"
+    trace.write_text("\n".join(["5"] * 20 + ["20"] * 20 + ["5"] * 20) + "\n")
+    config = tmp_path / "as.yaml"
+    config.write_text(
+        "profile: cpu\nwarmup_fraction: 0\nadapter: {max_wait_ms: 0}\n"
+        f"trace: {{name: {trace}}}\nrate_rps: 40\n"
+        "platform: {scaling: kpa}\nfunctions: {embed: {max_batch: 16}}\n"
+        "apps: {embed: {stages: [embed], slo_factor: 5}}\n"
+        "autoscaling: {compare: [clair_a2, kpa, slackwise], collect_s: 10, window: 100, "
+        "step: 10}\n"
+    )
+    out = tmp_path / "out.json"
+    base = ["simulate", "-c", str(config), "--json", str(out)]
+    assert main(base) == 0, capsys.readouterr().err
+    before = json.loads(out.read_text())
+    before["commit"] = "0000000"  # as if it had run at an older commit
+    before["autoscalers"]["slackwise"]["replica_seconds"] *= 3.0  # and cost more then
+    out.write_text(json.dumps(before))
+    assert main([*base, "--scalers", "slackwise", "--update"]) == 0, capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    rows = doc["autoscalers"]
+    assert list(rows) == ["clair_a2", "kpa", "slackwise"]  # the file's order
+    assert rows["kpa"] == before["autoscalers"]["kpa"]  # kept as it was
+    assert doc["rows_commit"]["kpa"] == "0000000"
+    assert doc["rows_commit"]["slackwise"] == doc["commit"] != "0000000"
+    fresh = rows["slackwise"]["replica_seconds"]
+    assert fresh < before["autoscalers"]["slackwise"]["replica_seconds"]  # re-run
+    assert rows["slackwise"]["vs_clair_a2"] == pytest.approx(
+        fresh / rows["clair_a2"]["replica_seconds"], rel=1e-3
+    )  # the ratios are the merged rows'
+    assert "slackwise re-run at" in doc["rows_note"]
+    capsys.readouterr()
+    assert main([*base, "--scalers", "oracle"]) == 2
+    assert "unknown scaler 'oracle'" in capsys.readouterr().err
+    assert main([*base, "--scalers", "kpa", "--update", "--seed", "8"]) == 2
+    assert "seed differs" in capsys.readouterr().err
+    assert main(["simulate", "-c", str(TINY_CONFIG), "--scalers", "kpa"]) == 2
+    assert "has no autoscaling section" in capsys.readouterr().err
 
 
 # -- clairvoyants found against the simulator ---------------------------------------------------

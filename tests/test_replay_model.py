@@ -97,6 +97,34 @@ def test_observed_sizes_replace_the_fit() -> None:
     assert list(service.estimate_ms) == sorted(service.estimate_ms)
 
 
+def test_past_the_largest_size_seen_the_observed_curve_continues_at_its_own_slope() -> None:
+    # a fixed overhead hides the per-instance cost at small batches (22 ms up to 3, then 5 ms
+    # an instance); a line through every size seen is pulled flat by the small ones
+    def true_ms(n: int) -> float:
+        return max(22.0, 7.0 + 5.0 * n)
+
+    model = LatencyModel.from_prior(20.0, 1.0)
+    t = 0.0
+    for _ in range(20):
+        for n in range(1, 9):
+            t += 0.01
+            model.observe(t, n, true_ms(n), true_ms(n), cold=False)
+    assert model.b_ms_per_item < 4.5  # the fit's slope is under the top sizes' 5 ms
+    service = ObservedService.from_latency_model(model, t, batch_limit=30, container_concurrency=1)
+    assert service.median_ms[7] == pytest.approx(true_ms(8), rel=0.03)  # observed
+    for n in (12, 20, 30):  # unobserved: the top sizes' slope, not the line's
+        assert service.median_ms[n - 1] == pytest.approx(true_ms(n), rel=0.03)
+        assert service.median_ms[n - 1] > model.estimate_ms(n) * 1.05
+        # what the batching decision is replayed with prices them as high
+        assert service.estimate_ms[n - 1] >= service.median_ms[n - 1]
+    # one size seen: nothing to continue, the fit and its spread stand
+    lone = LatencyModel.from_prior(10.0, 1.0)
+    for i in range(20):
+        lone.observe(i * 0.1, 4, 100.0, 100.0, cold=False)
+    only = ObservedService.from_latency_model(lone, 2.0, batch_limit=8, container_concurrency=1)
+    assert only.median_ms[7] == pytest.approx(quantised_up(lone.estimate_ms(8)))
+
+
 def test_bad_input_is_named() -> None:
     service = linear(10.0, 1.0, 2)
     with pytest.raises(ValueError, match="rate"):

@@ -11,8 +11,10 @@ the batching rule the controller applies (:func:`adapter.policies.batching.decid
 the head's deadline, and a head that cannot make it leaves with the late requests behind it),
 each batch's service drawn from a log-normal with the **median and P95 the controller observed
 for that batch size** (:meth:`adapter.policies.latency.LatencyModel.observed_ms`; the fitted
-estimate and spread where a size has too few samples). The batch-size distribution is then not
-assumed but produced by the same rule as live.
+estimate and spread where a size has too few samples, and past the largest size observed no less
+than the observed curve continued at its own slope: the sizes a rise in load brings are the ones
+not yet seen). The batch-size distribution is then not assumed but produced by the same rule as
+live.
 
 It is a model, not the simulator: one function, a fixed SLO from arrival, FIFO order (equal to
 deadline order under one SLO), no cold starts, no AIMD period, no waiting for company (a batch
@@ -106,14 +108,22 @@ class ObservedService:
     ) -> ObservedService:
         """What ``model`` has observed at ``now`` for batches up to ``batch_limit``: each size's
         window median and P95 (of the last ``recent_s`` only, where they hold enough), or, with
-        too few samples, the estimate as the median and the estimate × spread as the P95. Values
-        are rounded up to 2 % steps (cache keys)."""
+        too few samples, the estimate as the median and the estimate × spread as the P95; past
+        the largest size observed, no less than the observed curve continued at the slope of its
+        upper half (:func:`_beyond_observed`), for the service and for ``E(n)`` alike (the
+        controller learns a size's cost from its first batches of it). Values are rounded up to
+        2 % steps (cache keys)."""
         spread = max(1.0, model.spread(now))
+        limit = max(1, batch_limit)
+        seen = {n: s for n in range(1, limit + 1) if (s := model.observed_ms(n, now, recent_s))}
+        beyond = _beyond_observed(seen)
         medians, p95s, estimates = [], [], []
-        for n in range(1, max(1, batch_limit) + 1):
+        for n in range(1, limit + 1):
             estimate = max(0.1, model.estimate_ms(n))
-            seen = model.observed_ms(n, now, recent_s)
-            median, p95 = seen if seen is not None else (estimate, estimate * spread)
+            median, p95 = seen.get(n) or (estimate, estimate * spread)
+            if n not in seen and beyond is not None and n > beyond[0]:
+                median, p95 = _continued(beyond, n, median, p95)
+                estimate = max(estimate, median)
             median = max(0.1, median)
             medians.append(quantised_up(median))
             p95s.append(quantised_up(max(median, p95)))
@@ -121,6 +131,39 @@ class ObservedService:
         for i in range(1, len(estimates)):  # E(n) is monotone for the decision's bisection
             estimates[i] = max(estimates[i], estimates[i - 1])
         return cls(tuple(medians), tuple(p95s), tuple(estimates), max(1, container_concurrency))
+
+
+def _beyond_observed(
+    seen: dict[int, tuple[float, float]],
+) -> tuple[int, float, float, float] | None:
+    """How the observed curve continues past its largest size: ``(n, median, p95 / median,
+    slope)``, the slope a least-squares fit of the medians over the upper half of the sizes seen
+    (``None`` with fewer than three there: two noisy medians make a slope of anything). A
+    batch's cost per instance at the sizes it has reached is what the next sizes cost; a line
+    through every size seen is pulled flat by the small batches, whose fixed overhead hides the
+    per-instance cost, and prices large batches low."""
+    if not seen:
+        return None
+    top = max(seen)
+    upper = [(n, seen[n][0]) for n in seen if n >= max(1, top // 2)]
+    if len(upper) < 3:
+        return None
+    mean_n = sum(n for n, _ in upper) / len(upper)
+    mean_m = sum(m for _, m in upper) / len(upper)
+    sxx = sum((n - mean_n) ** 2 for n, _ in upper)
+    sxy = sum((n - mean_n) * (m - mean_m) for n, m in upper)
+    median, p95 = seen[top]
+    return top, median, max(1.0, p95 / median), max(0.0, sxy / sxx)
+
+
+def _continued(
+    beyond: tuple[int, float, float, float], n: int, median: float, p95: float
+) -> tuple[float, float]:
+    """The median and P95 of an unobserved size ``n`` past the observed ones: the larger of the
+    estimate's and the observed curve's continuation (its slope, its top size's spread)."""
+    top, top_median, ratio, slope = beyond
+    continued = top_median + slope * (n - top)
+    return max(median, continued), max(p95, continued * ratio)
 
 
 def _requests_for(percentile: float, requests: int | None) -> int:
