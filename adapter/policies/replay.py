@@ -110,9 +110,9 @@ class ObservedService:
         window median and P95 (of the last ``recent_s`` only, where they hold enough), or, with
         too few samples, the estimate as the median and the estimate × spread as the P95; past
         the largest size observed, no less than the observed curve continued at the slope of its
-        upper half (:func:`_beyond_observed`), for the service and for ``E(n)`` alike (the
-        controller learns a size's cost from its first batches of it). Values are rounded up to
-        2 % steps (cache keys)."""
+        upper half (:func:`_beyond_observed`) with the pooled spread, for the service and for
+        ``E(n)`` alike (the controller learns a size's cost from its first batches of it).
+        Values are rounded up to 2 % steps (cache keys)."""
         spread = max(1.0, model.spread(now))
         limit = max(1, batch_limit)
         seen = {n: s for n in range(1, limit + 1) if (s := model.observed_ms(n, now, recent_s))}
@@ -122,7 +122,7 @@ class ObservedService:
             estimate = max(0.1, model.estimate_ms(n))
             median, p95 = seen.get(n) or (estimate, estimate * spread)
             if n not in seen and beyond is not None and n > beyond[0]:
-                median, p95 = _continued(beyond, n, median, p95)
+                median, p95 = _continued(beyond, n, median, p95, spread)
                 estimate = max(estimate, median)
             median = max(0.1, median)
             medians.append(quantised_up(median))
@@ -133,15 +133,13 @@ class ObservedService:
         return cls(tuple(medians), tuple(p95s), tuple(estimates), max(1, container_concurrency))
 
 
-def _beyond_observed(
-    seen: dict[int, tuple[float, float]],
-) -> tuple[int, float, float, float] | None:
-    """How the observed curve continues past its largest size: ``(n, median, p95 / median,
-    slope)``, the slope a least-squares fit of the medians over the upper half of the sizes seen
-    (``None`` with fewer than three there: two noisy medians make a slope of anything). A
-    batch's cost per instance at the sizes it has reached is what the next sizes cost; a line
-    through every size seen is pulled flat by the small batches, whose fixed overhead hides the
-    per-instance cost, and prices large batches low."""
+def _beyond_observed(seen: dict[int, tuple[float, float]]) -> tuple[int, float, float] | None:
+    """How the observed curve continues past its largest size: ``(n, median, slope)``, the slope
+    a least-squares fit of the medians over the upper half of the sizes seen (``None`` with
+    fewer than three there: two noisy medians make a slope of anything). A batch's cost per
+    instance at the sizes it has reached is what the next sizes cost; a line through every size
+    seen is pulled flat by the small batches, whose fixed overhead hides the per-instance cost,
+    and prices large batches low."""
     if not seen:
         return None
     top = max(seen)
@@ -152,18 +150,18 @@ def _beyond_observed(
     mean_m = sum(m for _, m in upper) / len(upper)
     sxx = sum((n - mean_n) ** 2 for n, _ in upper)
     sxy = sum((n - mean_n) * (m - mean_m) for n, m in upper)
-    median, p95 = seen[top]
-    return top, median, max(1.0, p95 / median), max(0.0, sxy / sxx)
+    return top, seen[top][0], max(0.0, sxy / sxx)
 
 
 def _continued(
-    beyond: tuple[int, float, float, float], n: int, median: float, p95: float
+    beyond: tuple[int, float, float], n: int, median: float, p95: float, spread: float
 ) -> tuple[float, float]:
     """The median and P95 of an unobserved size ``n`` past the observed ones: the larger of the
-    estimate's and the observed curve's continuation (its slope, its top size's spread)."""
-    top, top_median, ratio, slope = beyond
+    estimate's and the observed curve's continuation, its P95 the pooled ``spread`` on it (one
+    size's own P95/median, from its few samples, swings the count by half)."""
+    top, top_median, slope = beyond
     continued = top_median + slope * (n - top)
-    return max(median, continued), max(p95, continued * ratio)
+    return max(median, continued), max(p95, continued * spread)
 
 
 def _requests_for(percentile: float, requests: int | None) -> int:
