@@ -216,18 +216,25 @@ def test_a_comparison_needs_one_single_stage_app() -> None:
         _config(autoscaling={"advisor": {"burst_u": 0.5}})
 
 
-def test_cli_writes_the_autoscalers_section_from_a_trace_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _small_comparison(tmp_path: Path, head: str = "", compare: str = "") -> tuple[Path, Path]:
+    """A minute of 5-20 rps (a trace file) and an autoscaling config on embed: (trace, config)."""
     trace = tmp_path / "load.rps.txt"
     trace.write_text("\n".join(["5"] * 20 + ["20"] * 20 + ["5"] * 20) + "\n")
     config = tmp_path / "as.yaml"
     config.write_text(
         "profile: cpu\nwarmup_fraction: 0\nadapter: {max_wait_ms: 0}\n"
-        "platform: {scaling: kpa}\nfunctions: {embed: {max_batch: 16}}\n"
+        + head.format(trace=trace)
+        + "platform: {scaling: kpa}\nfunctions: {embed: {max_batch: 16}}\n"
         "apps: {embed: {stages: [embed], slo_factor: 5}}\n"
-        "autoscaling: {collect_s: 10, window: 100, step: 10}\n"
+        f"autoscaling: {{{compare}collect_s: 10, window: 100, step: 10}}\n"
     )
+    return trace, config
+
+
+def test_cli_writes_the_autoscalers_section_from_a_trace_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace, config = _small_comparison(tmp_path)
     out = tmp_path / "out.json"
     code = main(["simulate", "-c", str(config), "--json", str(out), "--trace", str(trace),
                  "--max-rps", "40"])  # fmt: skip
@@ -254,16 +261,10 @@ def test_cli_writes_the_autoscalers_section_from_a_trace_file(
 def test_update_re_runs_some_scalers_into_an_existing_comparison(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    trace = tmp_path / "load.rps.txt"
-    trace.write_text("\n".join(["5"] * 20 + ["20"] * 20 + ["5"] * 20) + "\n")
-    config = tmp_path / "as.yaml"
-    config.write_text(
-        "profile: cpu\nwarmup_fraction: 0\nadapter: {max_wait_ms: 0}\n"
-        f"trace: {{name: {trace}}}\nrate_rps: 40\n"
-        "platform: {scaling: kpa}\nfunctions: {embed: {max_batch: 16}}\n"
-        "apps: {embed: {stages: [embed], slo_factor: 5}}\n"
-        "autoscaling: {compare: [clair_a2, kpa, slackwise], collect_s: 10, window: 100, "
-        "step: 10}\n"
+    _, config = _small_comparison(
+        tmp_path,
+        "trace: {{name: {trace}}}\nrate_rps: 40\n",
+        "compare: [clair_a2, kpa, slackwise], ",
     )
     out = tmp_path / "out.json"
     base = ["simulate", "-c", str(config), "--json", str(out)]
