@@ -44,7 +44,9 @@ def _config(trace: str) -> str:
     return f"experiments/sim/autoscale-{trace}.yaml"
 
 
-def _run(trace: str, headroom: float | Literal["auto"], burst_u: float | None) -> dict[str, Any]:
+def _run(
+    trace: str, headroom: float | Literal["auto"], burst_u: float | Literal["auto"] | None
+) -> dict[str, Any]:
     config = load_sim_config(ROOT / _config(trace))
     auto = config.autoscaling
     assert auto is not None
@@ -59,7 +61,7 @@ def _run(trace: str, headroom: float | Literal["auto"], burst_u: float | None) -
         seed=config.seed, scaler=scaler, arrivals=case.arrivals,
     )  # fmt: skip
     assert isinstance(scaler, OwnedScaler)
-    counted = {"decisions": 0, "with_spare": 0}
+    counted: dict[str, Any] = {"decisions": 0, "with_spare": 0, "u": []}
     bind = scaler.bind
 
     def counted_bind(function: str, model: Any, limit: Any) -> None:
@@ -72,18 +74,25 @@ def _run(trace: str, headroom: float | Literal["auto"], burst_u: float | None) -
     latencies, _ = sim.latencies_by_arrival()
     row = scaler_row("slackwise", result, latencies, case.slo_ms, case.level, case.auto,
                      case.setup_s, bootstrap, None)  # fmt: skip
+    us = sorted(counted.pop("u"))
+    if us:  # the U each decision used (one number unless burst_u is auto)
+        counted["u_median"] = us[len(us) // 2]
+        counted["u_p90"] = us[int(0.9 * (len(us) - 1))]
     row.update(trace=trace, headroom=headroom, burst_u=advisor.burst_u, **counted)
     return row
 
 
-def _counting(auto_fn: FunctionAutoscaler, counted: dict[str, int]) -> Any:
-    """``auto_fn.decide`` that counts its decisions and those that carried a spare."""
+def _counting(auto_fn: FunctionAutoscaler, counted: dict[str, Any]) -> Any:
+    """``auto_fn.decide`` that counts its decisions and those that carried a spare, and keeps
+    the U each used."""
     decide = auto_fn.decide
 
     def counting(*args: Any, **kwargs: Any) -> int:
         count = decide(*args, **kwargs)
         counted["decisions"] += 1
         counted["with_spare"] += int(auto_fn.last is not None and auto_fn.last.spare > 0)
+        if auto_fn.last is not None:
+            counted["u"].append(auto_fn.last.burst_u)
         return count
 
     return counting
@@ -113,7 +122,10 @@ def _table(rows: list[dict[str, Any]], frontier: dict[str, Any]) -> None:
             to_clair = f"{r['replica_seconds'] / clair:.2f}" if clair else "-"
             best = cheapest["replica_seconds"] if cheapest else None
             to_front = f"{r['replica_seconds'] / best:.2f}" if best else "-"
-            print(f"| {trace} | {r.get('burst_u', '-')} | {r['headroom']} "
+            u = r.get("burst_u", "-")
+            if u == "auto" and "u_median" in r:
+                u = f"auto ({r['u_median']:.2f}, P90 {r['u_p90']:.2f})"
+            print(f"| {trace} | {u} | {r['headroom']} "
                   f"| {r['replica_seconds']:.0f} | {to_clair} | {to_front} "
                   f"| {r['compliance_pct']:.1f} | {spared} |")  # fmt: skip
     frontier_at = frontier.get("commit", "?")
@@ -150,9 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         headrooms: list[float | Literal["auto"]] = [
             "auto" if h == "auto" else float(h) for h in _values(args.headroom)
         ]
-        burst_us: list[float | None] = [float(u) for u in _values(args.burst_u)] or [None]
+        burst_us: list[float | Literal["auto"] | None] = [
+            "auto" if u == "auto" else float(u) for u in _values(args.burst_u)
+        ] or [None]
     except ValueError as exc:
-        parser.error(f"--headroom and --burst-u take numbers (headroom also auto): {exc}")
+        parser.error(f"--headroom and --burst-u take numbers or auto: {exc}")
     jobs = [(t, h, u) for t in TRACES for u in burst_us for h in headrooms]
     rows = map_jobs(_run, jobs, args.jobs)
     _table(rows, frontier)

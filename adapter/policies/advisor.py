@@ -42,7 +42,14 @@ import math
 from collections import deque
 from collections.abc import Callable
 
-from adapter.policies.advisor_config import BURST_RATIO, AdvisorConfig, AdvisorDecision, Reason
+from adapter.policies.advisor_config import (
+    BURST_RATIO,
+    BURST_U,
+    AdvisorConfig,
+    AdvisorDecision,
+    Reason,
+)
+from adapter.policies.burst import BurstThreshold
 from adapter.policies.fewest import fewest_meeting
 from adapter.policies.percentile import ServiceModel, min_replicas, response_time_percentile
 from adapter.policies.rate import RatePredictor
@@ -96,6 +103,12 @@ class Advisor:
         #: what the controller observed per batch size (the replay model's input)
         self.observed: ObservedService | None = None
         self._replayed: dict[tuple[float, ObservedService], tuple[int, float]] = {}
+        #: ``burst_u: auto``: U measured from the seconds that ran above the sizing
+        self.burst: BurstThreshold | None = None
+        if config.burst_u == "auto":
+            self.burst = BurstThreshold(
+                percentile=config.percentile, history_s=config.history_s, start=BURST_U
+            )
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -135,6 +148,14 @@ class Advisor:
         if not self._cold_starts:
             return self.config.default_setup_s
         return _nearest_rank(list(self._cold_starts), self.config.setup_percentile)
+
+    @property
+    def burst_u(self) -> float:
+        """``U``: the configured number, or as last measured with ``burst_u: auto``."""
+        if self.burst is not None:
+            return self.burst.u
+        assert self.config.burst_u != "auto"
+        return self.config.burst_u
 
     @property
     def frontends(self) -> int:
@@ -221,7 +242,11 @@ class Advisor:
             if recent >= BURST_RATIO * current:
                 current = recent
         local = max(forecast, current) if cfg.floor_at_current else forecast
-        return forecast, current, local * self._frontends * cfg.burst_u * headroom
+        burst = self.burst
+        if burst is not None:  # judge the seconds completed since, then note this sizing
+            burst.judge(self.rates.complete(now, burst.judged), self.setup_s)
+            burst.sized(now, local)
+        return forecast, current, local * self._frontends * self.burst_u * headroom
 
     def warm(self, rate: float, observed: ObservedService) -> None:
         """Compute and keep the replay model's answer for ``rate`` on ``observed`` so that the
@@ -315,7 +340,7 @@ class Advisor:
             model_rate=model_rate,
             frontends=self._frontends,
             setup_s=setup,
-            burst_u=cfg.burst_u,
+            burst_u=self.burst_u,
             percentile_ms=percentile_ms,
             service=self.service,
             headroom=headroom,

@@ -4,6 +4,7 @@ value."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
@@ -69,7 +70,8 @@ class AdvisorConfig:
     history_s: float = HISTORY_S
     bucket_s: float = 1.0
     current_window_s: float = 10.0
-    burst_u: float = BURST_U
+    #: the burst threshold ``U``, or ``auto``: measured (:mod:`adapter.policies.burst`)
+    burst_u: float | Literal["auto"] = BURST_U
     frontends: int = 1
     min_scale_in_gap_s: float = MIN_SCALE_IN_GAP_S
     scale_in_step: int = 0
@@ -99,7 +101,12 @@ class AdvisorConfig:
                 f"must be at least two buckets ({2 * self.bucket_s:g}), got {self.history_s!r}",
             )
         number("current_window_s", self.current_window_s)
-        number("burst_u", self.burst_u, low=1.0, allow_low=True)
+        if self.burst_u != "auto":
+            real = not isinstance(self.burst_u, bool) and isinstance(self.burst_u, (int, float))
+            if not (real and math.isfinite(self.burst_u) and self.burst_u >= 1.0):
+                raise SettingsError(
+                    "burst_u", f"must be auto or a finite number >= 1, got {self.burst_u!r}"
+                )
         integer("frontends", self.frontends, 1)
         number("min_scale_in_gap_s", self.min_scale_in_gap_s, allow_low=True)
         integer("scale_in_step", self.scale_in_step, 0)

@@ -43,7 +43,9 @@ class AdvisorSettings:
     lease_s: float = 30.0
     #: seconds between decisions
     tick_s: float = 1.0
-    burst_u: float = BURST_U
+    #: the burst threshold U on the forecast rate, or ``auto``: measured from the seconds that
+    #: ran above the sizing (adapter.policies.burst)
+    burst_u: float | Literal["auto"] = BURST_U
     history_s: float = HISTORY_S
     min_scale_in_gap_s: float = MIN_SCALE_IN_GAP_S
     #: the setup time assumed until cold starts have been measured
