@@ -103,12 +103,10 @@ class Advisor:
         #: what the controller observed per batch size (the replay model's input)
         self.observed: ObservedService | None = None
         self._replayed: dict[tuple[float, ObservedService], tuple[int, float]] = {}
-        #: ``burst_u: auto``: U measured from the seconds that ran above the sizing
+        #: ``burst_u: auto``: U set by the measured misses (:mod:`adapter.policies.burst`)
         self.burst: BurstThreshold | None = None
         if config.burst_u == "auto":
-            self.burst = BurstThreshold(
-                percentile=config.percentile, history_s=config.history_s, start=BURST_U
-            )
+            self.burst = BurstThreshold(percentile=config.percentile, start=BURST_U)
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -242,10 +240,8 @@ class Advisor:
             if recent >= BURST_RATIO * current:
                 current = recent
         local = max(forecast, current) if cfg.floor_at_current else forecast
-        burst = self.burst
-        if burst is not None:  # judge the seconds completed since, then note this sizing
-            burst.judge(self.rates.complete(now, burst.judged), self.setup_s)
-            burst.sized(now, local)
+        if self.burst is not None:
+            self.burst.update(now, self.setup_s)
         return forecast, current, local * self._frontends * self.burst_u * headroom
 
     def warm(self, rate: float, observed: ObservedService) -> None:

@@ -70,7 +70,8 @@ class AdvisorConfig:
     history_s: float = HISTORY_S
     bucket_s: float = 1.0
     current_window_s: float = 10.0
-    #: the burst threshold ``U``, or ``auto``: measured (:mod:`adapter.policies.burst`)
+    #: the burst threshold ``U``, or ``auto``: set by the measured misses
+    #: (:mod:`adapter.policies.burst`)
     burst_u: float | Literal["auto"] = BURST_U
     frontends: int = 1
     min_scale_in_gap_s: float = MIN_SCALE_IN_GAP_S

@@ -43,8 +43,8 @@ class AdvisorSettings:
     lease_s: float = 30.0
     #: seconds between decisions
     tick_s: float = 1.0
-    #: the burst threshold U on the forecast rate, or ``auto``: measured from the seconds that
-    #: ran above the sizing (adapter.policies.burst)
+    #: the burst threshold U on the forecast rate, or ``auto``: raised while more requests miss
+    #: than the SLO allows, lowered while they do not (adapter.policies.burst)
     burst_u: float | Literal["auto"] = BURST_U
     history_s: float = HISTORY_S
     min_scale_in_gap_s: float = MIN_SCALE_IN_GAP_S

@@ -1,107 +1,116 @@
-"""The burst threshold ``U`` from evidence: how far the seconds have run above what was sized for.
+"""The burst threshold ``U`` from evidence: raised while requests miss more than the SLO allows,
+lowered slowly while they do not.
 
-Swayam multiplies the forecast rate by a fixed burst threshold ``U`` (2 in its evaluation) so
-that the seconds that run above the forecast still find replicas. How far they run above it is a
-property of the traffic: on the Fig. 9 traces the cheapest fixed ``U`` that keeps the SLA ranges
-from 1.3 (Twitter) to 2 (NASA, whose seconds swing by half their rate: docs/simulator.md). With
-``advisor.burst_u: auto`` the advisor measures it instead of assuming it:
+Swayam multiplies the forecast rate by a fixed burst threshold ``U`` (2 in its evaluation). What
+``U`` a function needs depends on how its seconds swing about the forecast and on how far the
+advisor's model is from the service it sizes: on the Fig. 9 traces the cheapest fixed ``U``
+that keeps the SLA ranges from 1.3 (Twitter) to 2 (NASA), and on the steep trace the replay model
+sizes 8 replicas for 1,100 req/s where 750 need 9-10 (docs/simulator.md). A fixed ``U`` pays the
+worst trace's price on every trace. With ``advisor.burst_u: auto`` the advisor lets the measured
+outcomes set it, as an integral controller on the share of requests that miss:
 
-* **A surprise** is one complete second's arrival rate over the rate the count serving it was
-  sized for: the rate the advisor sized for (its forecast or the current rate, before ``U``) at
-  the last decision at least one setup time before the second began, because a replica asked for
-  after that was not up in time to serve it.
-* **U** is the SLO's percentile of the surprises of the last ``history_s`` seconds (the advisor's
-  regression window): the seconds that run above ``U`` times the sizing are as rare as the
-  requests the SLO lets be late. It is at least 1 (a count never sized below its forecast) and
-  at most ``most``; until ``min_samples`` seconds have been judged it is ``start`` (Swayam's 2).
+* **The allowance** is what the SLO lets miss: ``1 - percentile/100`` (1 % for a P99 SLO).
+* **Raised** by ``up`` (× 1.15) when more than the allowance of the last ``window_s`` of outcomes
+  missed (at least ``min_samples`` of them), at most once per setup time and window: the replicas
+  the last raise asked for need a setup time to start and a window to be judged.
+* **Lowered** by ``down`` (0.2 %) a second while at most half the allowance missed, so a threshold
+  raised for a burst returns to the forecast within minutes (from 2 to 1.3 in about 210 s);
+  between the two it holds.
+* It starts at ``start`` (Swayam's 2) and stays within ``[least, most]``.
 
-Poisson noise is part of what is measured, on purpose: at a low rate a second's arrivals vary by
-a larger share of the rate, and a small fleet has less slack to absorb them. Pure: the time is an
-argument; :class:`adapter.policies.advisor.Advisor` feeds it at each decision.
+The advisor's other evidence (:mod:`adapter.policies.evidence`) answers a gross disagreement (5 %
+missing) at once with a floor that doubles; this answers the chronic one under it, which a P99
+SLO cannot afford and that floor does not see. Requests that waited for a cold start are not
+reported to it (the function's autoscaler leaves them out, as for the evidence's floor). Pure:
+the time is an argument.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
 
 __all__ = ["BurstThreshold"]
 
-#: seconds judged before the measured U replaces the start value
-MIN_SAMPLES = 60
-#: the largest measured U (a cold start's first burst reads as a surprise of thousands)
+#: the factor of a raise
+UP = 1.15
+#: the share of U given back per calm second
+DOWN = 0.002
+#: the largest U (a threshold that high is a fleet the model cannot size: the evidence's floor
+#: and the knee take over)
 MOST = 3.0
 
 
 class BurstThreshold:
-    """One function's surprises over the last ``history_s`` and the ``U`` they ask for."""
+    """One function's measured misses over the last ``window_s`` and the ``U`` they ask for."""
 
     def __init__(
         self,
         *,
         percentile: float,
-        history_s: float,
         start: float,
+        least: float = 1.0,
         most: float = MOST,
-        min_samples: int = MIN_SAMPLES,
+        up: float = UP,
+        down: float = DOWN,
+        window_s: float = 10.0,
+        min_samples: int = 100,
     ) -> None:
         if not 0.0 < percentile < 100.0:
             raise ValueError(f"percentile must be within (0, 100), got {percentile!r}")
-        if not (math.isfinite(history_s) and history_s > 0.0):
-            raise ValueError(f"history_s must be > 0, got {history_s!r}")
-        if not 1.0 <= start <= most:
-            raise ValueError(f"start must be within [1, most], got {start!r}")
-        if min_samples < 1:
-            raise ValueError(f"min_samples must be >= 1, got {min_samples!r}")
-        self.percentile = percentile
-        self.history_s = history_s
-        self.start = start
-        self.most = most
+        if not 1.0 <= least <= start <= most:
+            raise ValueError(f"need 1 <= least <= start <= most, got {least}, {start}, {most}")
+        if not (up > 1.0 and 0.0 < down < 1.0):
+            raise ValueError(f"need up > 1 and 0 < down < 1, got {up!r}, {down!r}")
+        if not (math.isfinite(window_s) and window_s > 0.0) or min_samples < 1:
+            raise ValueError("window_s must be > 0 and min_samples >= 1")
+        self.allowance = 1.0 - percentile / 100.0
+        self.least, self.most, self.up, self.down = least, most, up, down
+        self.window_s = window_s
         self.min_samples = min_samples
-        #: (when, local rate the count was sized for before U), oldest first
-        self._sized: deque[tuple[float, float]] = deque()
-        #: (second's start, surprise), oldest first
-        self._surprises: deque[tuple[float, float]] = deque()
-        self._judged: float = -math.inf
+        #: [second, answered, missed], oldest first
+        self._seconds: deque[list[int]] = deque()
         self._u = start
-
-    @property
-    def judged(self) -> float:
-        """The start of the last second judged (-inf before the first)."""
-        return self._judged
+        self._updated: float | None = None
+        self._raised = -math.inf
+        #: why U is what it is (shown in the function's status)
+        self.reason = f"start: {start:g}"
 
     @property
     def u(self) -> float:
-        """The threshold as last measured (``start`` before ``min_samples`` seconds)."""
+        """The threshold as last updated."""
         return self._u
 
-    def sized(self, now: float, rate: float) -> None:
-        """The advisor sized for ``rate`` requests per second (before ``U``) at ``now``."""
-        if self._sized and self._sized[-1][0] == now:
-            self._sized[-1] = (now, rate)
-        else:
-            self._sized.append((now, rate))
+    def outcome(self, now: float, missed: bool) -> None:
+        """A request finished at ``now``, in time or ``missed``."""
+        second = math.floor(now)
+        seconds = self._seconds
+        if not seconds or seconds[-1][0] < second:
+            seconds.append([second, 0, 0])
+        bucket = seconds[-1]  # a finish reported late counts in the newest second
+        bucket[1] += 1
+        bucket[2] += int(missed)
 
-    def judge(self, seconds: Iterable[tuple[float, float]], setup_s: float) -> float:
-        """Judge each complete second ``(start, arrival rate)`` not judged before against the
-        sizing in force one ``setup_s`` before it began; returns ``U`` now."""
-        sized = self._sized
-        for start, rate in seconds:
-            if start <= self._judged:
-                continue
-            self._judged = start
-            cutoff = start - setup_s
-            while len(sized) > 1 and sized[1][0] <= cutoff:
-                sized.popleft()
-            if not sized or sized[0][0] > cutoff or sized[0][1] <= 0.0:
-                continue  # nothing was sized in time for this second
-            self._surprises.append((start, rate / sized[0][1]))
-        surprises = self._surprises
-        while surprises and surprises[0][0] < self._judged - self.history_s:
-            surprises.popleft()
-        if len(surprises) >= self.min_samples:
-            ordered = sorted(s for _, s in surprises)
-            rank = max(0, math.ceil(self.percentile / 100.0 * len(ordered)) - 1)
-            self._u = min(self.most, max(1.0, ordered[rank]))
+    def update(self, now: float, setup_s: float) -> float:
+        """``U`` at ``now`` after the outcomes of the last ``window_s``; idempotent per ``now``."""
+        seconds = self._seconds
+        while seconds and seconds[0][0] < now - self.window_s:
+            seconds.popleft()
+        last, self._updated = self._updated, now
+        if last is None or now <= last:
+            return self._u
+        answered = sum(s[1] for s in seconds)
+        missed = sum(s[2] for s in seconds)
+        if answered < self.min_samples:
+            return self._u
+        share = missed / answered
+        if share > self.allowance:
+            if now - self._raised >= setup_s + self.window_s and self._u < self.most:
+                self._u = min(self.most, self._u * self.up)
+                self._raised = now
+                allowed = 100 * self.allowance
+                self.reason = f"raised: {100 * share:.1f} % missed, {allowed:g} % allowed"
+        elif share <= self.allowance / 2.0 and self._u > self.least:
+            self._u = max(self.least, self._u * (1.0 - self.down) ** (now - last))
+            self.reason = f"lowered: {100 * share:.2f} % missed"
         return self._u

@@ -60,6 +60,8 @@ class FunctionAutoscaler:
         """A request finished at ``now``, in time or ``missed`` (late, pruned, refused)."""
         if self.evidence is not None:
             self.evidence.outcome(now, missed)
+        if self.advisor.burst is not None:
+            self.advisor.burst.outcome(now, missed)
 
     def service(self, now: float) -> ServiceModel:
         return ServiceModel.from_latency_model(

@@ -135,22 +135,6 @@ class RatePredictor:
             arrivals += count if begin >= since else count * (end - since) / self.bucket_s
         return arrivals / span
 
-    def complete(self, now: float, after: float) -> list[tuple[float, float]]:
-        """The complete buckets that began after ``after`` (and since the start), oldest
-        first, as ``(start, arrival rate)``; a bucket without arrivals is a zero."""
-        first = self._first_index(now)
-        if first is None:
-            return []
-        last = self._index(now) - 1
-        if math.isfinite(after):
-            first = max(first, math.floor(after / self.bucket_s) + 1)
-        if first > last:
-            return []
-        counts = {i: c for i, c in self._counts if first <= i <= last}
-        return [
-            (i * self.bucket_s, counts.get(i, 0) / self.bucket_s) for i in range(first, last + 1)
-        ]
-
     def predict(self, now: float, horizon_s: float = 0.0) -> float:
         """The arrival rate (per second) forecast ``horizon_s`` after ``now``; never negative."""
         if not (math.isfinite(horizon_s) and horizon_s >= 0.0):
