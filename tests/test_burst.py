@@ -84,6 +84,8 @@ def test_the_function_autoscaler_feeds_its_outcomes_to_the_advisors_threshold() 
             auto.outcome(t, missed=k < 10)
         auto.decide(s + 1.0, kpa_wants=1)
     assert auto.last is not None and auto.last.burst_u > BURST_U
+    status = auto.status()
+    assert status["burst_u"] == auto.last.burst_u and "raised" in status["burst_u_reason"]
 
 
 def test_the_setting_takes_auto_and_numbers_and_names_a_bad_value() -> None:

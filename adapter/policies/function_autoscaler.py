@@ -215,6 +215,8 @@ class FunctionAutoscaler:
             "evidence": "off" if self.evidence is None else self.evidence.reason,
             "drift": None if self.drift is None else round(self.drift, 3),
             "headroom": "off" if self.headroom is None else self.headroom.reason,
+            "burst_u": self.advisor.burst_u,
+            "burst_u_reason": None if self.advisor.burst is None else self.advisor.burst.reason,
         }
         if d is not None:
             out.update(
