@@ -40,14 +40,14 @@ def test_a_calm_service_lowers_u_to_the_forecast_and_a_middling_one_holds_it() -
     us = [_second(calm, s, 200, 0) for s in range(600)]
     assert us[210] == pytest.approx(2.0 * 0.998**210, rel=0.02)  # from 2 to 1.3 in ~210 s
     assert us[-1] == 1.0  # never under the forecast
-    middling = BurstThreshold(percentile=99.0, start=2.0)  # 0.75 %: under 1 %, over half of it
-    held = [_second(middling, s, 400, 3) for s in range(100)]
+    middling = BurstThreshold(percentile=99.0, start=2.0)  # 0.4 %: between 1/4 and 1/2 of 1 %
+    held = [_second(middling, s, 500, 2) for s in range(100)]
     assert held[-1] == 2.0
 
 
 def test_the_allowance_is_the_slo_percentile_and_few_outcomes_decide_nothing() -> None:
     p95 = BurstThreshold(percentile=95.0, start=2.0)
-    assert [_second(p95, s, 200, 4) for s in range(30)][-1] < 2.0  # 2 %: under half a P95's 5 %
+    assert [_second(p95, s, 200, 2) for s in range(30)][-1] < 2.0  # 1 %: under a P95's 5 % / 4
     sparse = BurstThreshold(percentile=99.0, start=2.0)
     assert [_second(sparse, s, 5, 5) for s in range(15)][-1] == 2.0  # 50 outcomes in a window
     capped = BurstThreshold(percentile=99.0, start=2.0)
@@ -98,3 +98,12 @@ def test_the_setting_takes_auto_and_numbers_and_names_a_bad_value() -> None:
         AdvisorConfig(slo_ms=100.0, burst_u=0.5)
     with pytest.raises(SettingsError, match="auto or a finite number"):
         AdvisorConfig(slo_ms=100.0, burst_u="sometimes")  # type: ignore[arg-type]
+
+
+def test_a_raised_u_is_held_for_the_hold_before_it_is_lowered() -> None:
+    burst = BurstThreshold(percentile=99.0, start=1.0)
+    us = [_second(burst, s, 200, 6 if s < 2 else 0) for s in range(400)]
+    raised = us[1]
+    assert raised == pytest.approx(1.15)
+    assert all(u == raised for u in us[1:300])  # calm, but within 300 s of the raise
+    assert us[320] < raised

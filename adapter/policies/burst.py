@@ -36,6 +36,8 @@ __all__ = ["BurstThreshold"]
 UP = 1.15
 #: the share of U given back per calm second
 DOWN = 0.002
+#: how long a raised U is held before it may be lowered (Swayam's collection period in Fig. 9)
+HOLD_S = 300.0
 #: the largest U (a threshold that high is a fleet the model cannot size: the evidence's floor
 #: and the knee take over)
 MOST = 3.0
@@ -55,6 +57,7 @@ class BurstThreshold:
         down: float = DOWN,
         window_s: float = 10.0,
         min_samples: int = 100,
+        hold_s: float = HOLD_S,
     ) -> None:
         if not 0.0 < percentile < 100.0:
             raise ValueError(f"percentile must be within (0, 100), got {percentile!r}")
@@ -67,6 +70,7 @@ class BurstThreshold:
         self.allowance = 1.0 - percentile / 100.0
         self.least, self.most, self.up, self.down = least, most, up, down
         self.window_s = window_s
+        self.hold_s = hold_s
         self.min_samples = min_samples
         #: [second, answered, missed], oldest first
         self._seconds: deque[list[int]] = deque()
@@ -104,13 +108,16 @@ class BurstThreshold:
         if answered < self.min_samples:
             return self._u
         share = missed / answered
-        if share > self.allowance:
+        if share > self.allowance / 2.0:
             if now - self._raised >= setup_s + self.window_s and self._u < self.most:
                 self._u = min(self.most, self._u * self.up)
                 self._raised = now
                 allowed = 100 * self.allowance
                 self.reason = f"raised: {100 * share:.1f} % missed, {allowed:g} % allowed"
-        elif share <= self.allowance / 2.0 and self._u > self.least:
+        elif share <= self.allowance / 4.0 and now - self._raised >= self.hold_s:
             self._u = max(self.least, self._u * (1.0 - self.down) ** (now - last))
+            if self._u == self.least:
+                self.reason = f"at the forecast: {100 * share:.2f} % missed"
+                return self._u
             self.reason = f"lowered: {100 * share:.2f} % missed"
         return self._u
