@@ -10,12 +10,12 @@ worst trace's price on every trace. With ``advisor.burst_u: auto`` the advisor l
 outcomes set it, as an integral controller on the share of requests that miss:
 
 * **The allowance** is what the SLO lets miss: ``1 - percentile/100`` (1 % for a P99 SLO).
-* **Raised** by ``up`` (× 1.15) when more than the allowance of the last ``window_s`` of outcomes
-  missed (at least ``min_samples`` of them), at most once per setup time and window: the replicas
-  the last raise asked for need a setup time to start and a window to be judged.
-* **Lowered** by ``down`` (0.2 %) a second while at most half the allowance missed, so a threshold
-  raised for a burst returns to the forecast within minutes (from 2 to 1.3 in about 210 s);
-  between the two it holds.
+* **Raised** by ``up`` (x 1.15) when more than half the allowance of the last ``window_s`` of
+  outcomes missed (at least ``min_samples`` of them; a window of 1,000 requests fails at the
+  allowance, so the trigger sits under it), at most once per setup time and window: the
+  replicas the last raise asked for need a setup time to start and a window to be judged.
+* **Held** ``hold_s`` (300 s) after a raise, then **lowered** by ``down`` (0.2 %) a second while
+  at most a quarter of the allowance missed; between the two it holds.
 * It starts at ``start`` (Swayam's 2) and stays within ``[least, most]``.
 
 The advisor's other evidence (:mod:`adapter.policies.evidence`) answers a gross disagreement (5 %
