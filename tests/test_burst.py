@@ -107,3 +107,29 @@ def test_a_raised_u_is_held_for_the_hold_before_it_is_lowered() -> None:
     assert raised == pytest.approx(1.15)
     assert all(u == raised for u in us[1:300])  # calm, but within 300 s of the raise
     assert us[320] < raised
+
+
+def _clustered(burst: BurstThreshold, s: int, answered: int, late: set[int]) -> float:
+    """``answered`` outcomes in second ``s``, those at the indices in ``late`` missed."""
+    for k in range(answered):
+        burst.outcome(s + (k + 0.5) / answered, k in late)
+    return burst.update(s + 1.0, 5.0)
+
+
+def test_a_cluster_that_fails_a_window_of_the_sla_raises_u_where_the_share_does_not() -> None:
+    # 500 answers a second, 11 late in one burst every 10 s: 0.22 % over 10 s, under half of 1 %
+    # allowed, but a window of 1,000 requests holds 11 misses where a P99 SLA allows 10
+    clustered = BurstThreshold(percentile=99.0, start=1.0)
+    us = [
+        _clustered(clustered, s, 500, set(range(11)) if s % 10 == 5 else set()) for s in range(60)
+    ]
+    assert us[4] == 1.0 and us[5] == pytest.approx(1.15) and us[-1] > 1.15
+    assert "of the last 1000 missed, 10 allowed" in clustered.reason
+    # as many misses, spread one a second: every window meets the SLA
+    spread = BurstThreshold(percentile=99.0, start=1.0)
+    assert [_clustered(spread, s, 500, {7}) for s in range(60)][-1] == 1.0
+    # 10 late in a window is what the SLA allows: no raise
+    allowed = BurstThreshold(percentile=99.0, start=1.0)
+    assert [
+        _clustered(allowed, s, 500, set(range(10)) if s % 10 == 5 else set()) for s in range(60)
+    ][-1] == 1.0
