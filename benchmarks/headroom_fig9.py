@@ -45,7 +45,10 @@ def _config(trace: str) -> str:
 
 
 def _run(
-    trace: str, headroom: float | Literal["auto"], burst_u: float | Literal["auto"] | None
+    trace: str,
+    headroom: float | Literal["auto"],
+    burst_u: float | Literal["auto"] | None,
+    current_window_s: float | None = None,
 ) -> dict[str, Any]:
     config = load_sim_config(ROOT / _config(trace))
     auto = config.autoscaling
@@ -53,6 +56,8 @@ def _run(
     advisor = replace(auto.advisor, headroom=headroom)
     if burst_u is not None:
         advisor = replace(advisor, burst_u=burst_u)
+    if current_window_s is not None:
+        advisor = replace(advisor, current_window_s=current_window_s)
     config = replace(config, autoscaling=replace(auto, advisor=advisor))
     case = case_for(config, config.rate_rps, config.seed)
     scaler, bootstrap = learning_scaler(config, "slackwise", case)
@@ -78,7 +83,8 @@ def _run(
     if us:  # the U each decision used (one number unless burst_u is auto)
         counted["u_median"] = us[len(us) // 2]
         counted["u_p90"] = us[int(0.9 * (len(us) - 1))]
-    row.update(trace=trace, headroom=headroom, burst_u=advisor.burst_u, **counted)
+    row.update(trace=trace, headroom=headroom, burst_u=advisor.burst_u,
+               current_window_s=advisor.current_window_s, **counted)  # fmt: skip
     return row
 
 
@@ -111,10 +117,10 @@ def _references(frontier: dict[str, Any]) -> dict[str, tuple[float, dict[str, An
 def _table(rows: list[dict[str, Any]], frontier: dict[str, Any]) -> None:
     refs = _references(frontier)
     print(
-        "| trace | U | headroom | replica-s | / ClairA2 | / frontier's cheapest | compliance % "
-        "| decisions with a spare |"
+        "| trace | U | headroom | current window s | replica-s | / ClairA2 "
+        "| / frontier's cheapest | compliance % | decisions with a spare |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for trace in TRACES:
         clair, cheapest = refs.get(trace, (None, None))
         for r in (r for r in rows if r["trace"] == trace):
@@ -125,7 +131,8 @@ def _table(rows: list[dict[str, Any]], frontier: dict[str, Any]) -> None:
             u = r.get("burst_u", "-")
             if u == "auto" and "u_median" in r:
                 u = f"auto ({r['u_median']:.2f}, P90 {r['u_p90']:.2f})"
-            print(f"| {trace} | {u} | {r['headroom']} "
+            window = r.get("current_window_s", "-")
+            print(f"| {trace} | {u} | {r['headroom']} | {window} "
                   f"| {r['replica_seconds']:.0f} | {to_clair} | {to_front} "
                   f"| {r['compliance_pct']:.1f} | {spared} |")  # fmt: skip
     frontier_at = frontier.get("commit", "?")
@@ -150,6 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--burst-u", default="", help="advisor.burst_u values, comma-separated (the config's)"
     )
+    parser.add_argument(
+        "--current-window-s",
+        type=float,
+        help="advisor.current_window_s: the span of the current rate (default: the config's)",
+    )
     parser.add_argument("--frontier", type=Path, default=FRONTIER, help="the frontier's JSON")
     args = parser.parse_args(argv)
     frontier = json.loads(args.frontier.read_text())
@@ -167,7 +179,10 @@ def main(argv: list[str] | None = None) -> int:
         ] or [None]
     except ValueError as exc:
         parser.error(f"--headroom and --burst-u take numbers or auto: {exc}")
-    jobs = [(t, h, u) for t in TRACES for u in burst_us for h in headrooms]
+    window = args.current_window_s
+    if window is not None and not window > 0:
+        parser.error(f"--current-window-s must be > 0, got {window!r}")
+    jobs = [(t, h, u, window) for t in TRACES for u in burst_us for h in headrooms]
     rows = map_jobs(_run, jobs, args.jobs)
     _table(rows, frontier)
     print(f"Runs at commit {commit(ROOT)}.")

@@ -46,6 +46,8 @@ DEFAULT_PERCENTILE = 95.0
 HISTORY_S = 500.0
 BURST_U = 2.0
 MIN_SCALE_IN_GAP_S = 60.0
+#: the span of the current rate the forecast is floored at, in seconds
+CURRENT_WINDOW_S = 10.0
 DEFAULT_SETUP_S = 5.0
 #: the largest count the advisor pins when the function sets no max-scale
 MAX_REPLICAS = 100
@@ -69,7 +71,7 @@ class AdvisorConfig:
     percentile: float = DEFAULT_PERCENTILE
     history_s: float = HISTORY_S
     bucket_s: float = 1.0
-    current_window_s: float = 10.0
+    current_window_s: float = CURRENT_WINDOW_S
     #: the burst threshold ``U``, or ``auto``: set by the measured misses
     #: (:mod:`adapter.policies.burst`)
     burst_u: float | Literal["auto"] = BURST_U

@@ -12,6 +12,7 @@ from typing import Literal, get_args
 
 from adapter.policies.advisor_config import (
     BURST_U,
+    CURRENT_WINDOW_S,
     DEFAULT_PERCENTILE,
     DEFAULT_SETUP_S,
     HISTORY_S,
@@ -54,6 +55,8 @@ class AdvisorSettings:
     keep_alive: bool = True
     #: never forecast below the recent rate (a 500 s regression lags a step in load)
     floor_at_current: bool = True
+    #: the span of that recent rate, in seconds
+    current_window_s: float = CURRENT_WINDOW_S
     #: replay (the controller's batching replayed on what it observed), batched (the analytic
     #: model of how the adapter serves) or swayam (the paper's RAND model)
     model: ResourceModel = "replay"
@@ -85,5 +88,6 @@ class AdvisorSettings:
             min_scale_in_gap_s=self.min_scale_in_gap_s,
             default_setup_s=self.default_setup_s,
             floor_at_current=self.floor_at_current,
+            current_window_s=self.current_window_s,
             model=self.model,
         )
