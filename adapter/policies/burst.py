@@ -132,14 +132,12 @@ class BurstThreshold:
             if now - self._raised >= setup_s + self.window_s and self._u < self.most:
                 self._u = min(self.most, self._u * self.up)
                 self._raised = now
-                allowed = 100 * self.allowance
-                self.reason = f"raised: {100 * share:.1f} % missed, {allowed:g} % allowed"
-                if failing:
-                    window = self._recent.maxlen
-                    self.reason = (
-                        f"raised: {self._recent_missed} of the last {window} missed, "
-                        f"{self._window_allows} allowed"
-                    )
+                self.reason = (
+                    f"raised: {self._recent_missed} of the last {self._recent.maxlen} missed, "
+                    f"{self._window_allows} allowed"
+                    if failing
+                    else f"raised: {100 * share:.1f} % missed, {100 * self.allowance:g} % allowed"
+                )
                 self._recent.clear()  # the next raise needs misses of its own
                 self._recent_missed = 0
         elif share <= self.allowance / 4.0 and now - self._raised >= self.hold_s:
