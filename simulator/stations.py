@@ -45,6 +45,7 @@ class Station:
             max(curve.prior_a_ms, 0.1),
             max(curve.prior_b_ms, 0.0),
             curve=config.latency_model == "curve",
+            prior_curve=dict(zip(curve.sizes, curve.medians_ms, strict=True)),
         )
         self.controller: Controller[SimRequest] = Controller(
             name=fn.name,

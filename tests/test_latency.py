@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter.policies.latency import LatencyModel, LatencyModels
+from adapter.policies.latency_curve import Curve
 
 
 def feed_linear(
@@ -235,3 +236,65 @@ def test_estimates_are_monotone_and_floored(
     assert estimates == sorted(estimates)
     assert all(model.p95_ms(n, now) > 0.0 for n in range(1, 65))
     assert model.cold_samples + model.warm_samples == len(observations)
+
+
+# the profile's medians by batch size (qa on this CPU: cheapest per instance at 8, dearer past it)
+PROFILE = {1: 18.5, 2: 24.9, 4: 26.6, 8: 38.6, 16: 126.9, 32: 279.0, 64: 550.0}
+
+
+def test_a_profiled_curve_prices_the_sizes_not_measured_yet_as_the_profile_says() -> None:
+    """Having measured only small batches, a model with the profile's curve prices a batch of
+    16 at the profile's 127 ms, scaled by how the measured sizes compared with the profile (here
+    twice as slow); without it the sizes seen are continued by the line's slope, and the batch
+    the profile says is dearest per instance looks the cheapest."""
+    profiled = LatencyModel.from_prior(5.0, 1.0, min_samples=5, curve=True, prior_curve=PROFILE)
+    plain = LatencyModel.from_prior(5.0, 1.0, min_samples=5, curve=True)
+    assert profiled.estimate_ms(16) == pytest.approx(126.9)  # before any sample: the profile
+    assert profiled.largest_measured_batch() == 64
+    assert plain.largest_measured_batch() == 0
+    for i in range(60):
+        for n in (1, 2, 4):
+            for model in (profiled, plain):
+                model.observe(i * 0.1, n, 2 * PROFILE[n], 2 * PROFILE[n], cold=False)
+    assert profiled.estimate_ms(4) == pytest.approx(2 * 26.6)  # measured wins where measured
+    assert profiled.estimate_ms(16) == pytest.approx(2 * 126.9)
+    assert profiled.estimate_ms(12) == pytest.approx(2 * (38.6 + 126.9) / 2)
+    per_instance = [profiled.estimate_ms(n) / n for n in range(1, 65)]
+    assert per_instance.index(min(per_instance)) + 1 == 8
+    assert plain.estimate_ms(16) / 16 < plain.estimate_ms(4) / 4  # the line's slope: no bend
+    assert plain.largest_measured_batch() == 4
+
+
+def test_a_profiled_curve_rejects_a_bad_point() -> None:
+    with pytest.raises(ValueError, match="prior_curve"):
+        LatencyModel.from_prior(5.0, 1.0, curve=True, prior_curve={0: 3.0})
+    with pytest.raises(ValueError, match="prior_curve"):
+        LatencyModel.from_prior(5.0, 1.0, curve=True, prior_curve={4: float("nan")})
+
+
+@given(
+    points=st.lists(
+        st.tuples(st.integers(1, 80), st.floats(0.01, 100.0)), min_size=1, max_size=8,
+        unique_by=lambda p: p[0],
+    ),
+    slope=st.floats(0.0, 20.0),
+    floor=st.floats(0.0, 50.0),
+)  # fmt: skip
+def test_the_curve_is_the_running_maximum_of_its_points_interpolation(
+    points: list[tuple[int, float]], slope: float, floor: float
+) -> None:
+    """At every size, max(floor, the points' interpolation, the size before) (the knots are
+    only how it is kept)."""
+    points.sort()
+    curve = Curve.through(points, slope=slope, floor=floor)
+    first, v_first = points[0]
+    last = 0.0
+    for n in range(1, points[-1][0] + 1):
+        if n < first:
+            raw = v_first - slope * (first - n)
+        else:
+            i = max(k for k, (m, _) in enumerate(points) if m <= n)
+            (n0, v0), (n1, v1) = points[i], points[min(i + 1, len(points) - 1)]
+            raw = v0 if n1 == n0 else v0 + (v1 - v0) * (n - n0) / (n1 - n0)
+        last = max(floor, raw, last)
+        assert curve.at(n) == pytest.approx(last, rel=1e-9, abs=1e-9)

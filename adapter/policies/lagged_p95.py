@@ -27,6 +27,7 @@ class LaggedP95:
         "_filled_samples",
         "estimate_ms",
         "every",
+        "largest_measured_batch",
         "max_age_s",
         "model",
     )
@@ -34,6 +35,7 @@ class LaggedP95:
     def __init__(self, model: LatencyModel, *, every: int, max_age_s: float) -> None:
         self.model = model
         self.estimate_ms = model.estimate_ms
+        self.largest_measured_batch = model.largest_measured_batch
         self.every = every
         self.max_age_s = max_age_s
         self._cache: dict[int, float] = {}

@@ -41,8 +41,10 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Literal, TypedDict, Unpack, get_args
+
+from adapter.policies.latency_curve import Curve, interpolate, prior_points
 
 __all__ = ["LATENCY_MODELS", "LatencyModel", "LatencyModelKind", "LatencyModels", "LatencySettings"]
 
@@ -162,6 +164,7 @@ class LatencySettings(TypedDict, total=False):
     prior_strength: float
     floor_ms: float
     curve: bool
+    prior_curve: Mapping[int, float] | None
 
 
 class LatencyModel:
@@ -183,6 +186,7 @@ class LatencyModel:
         prior_strength: float = 1.0,
         floor_ms: float = 0.1,
         curve: bool = False,
+        prior_curve: Mapping[int, float] | None = None,
     ) -> None:
         if not math.isfinite(a_ms):
             raise ValueError(f"a_ms must be finite, got {a_ms!r}")
@@ -213,7 +217,11 @@ class LatencyModel:
         self._ratios = _Window(window_s, 4 * max_samples_per_size)
         #: follow the measured curve (see :meth:`estimate_ms`) instead of the line alone
         self.curve = curve
-        self._curve: list[float] = []  # index n: the estimate of a batch of n (index 0 unused)
+        #: a profile's measured median by batch size: the curve where nothing was measured yet
+        self._prior_curve = prior_points(prior_curve)
+        self._curve: Curve | None = None
+        if curve and self._prior_curve:
+            self._curve = self._fit_curve(0.0)
         self.warm_samples = 0
         self.cold_samples = 0
 
@@ -272,35 +280,41 @@ class LatencyModel:
         linearly interpolated between them and continued past them with the line's slope, then
         made monotone (a larger batch is never estimated faster than a smaller one). A function
         that batches super-linearly (face_embed on a CPU) is then priced at what its large
-        batches cost, not at what a straight line through all sizes says."""
-        if self._curve:
-            if n < len(self._curve):
-                return self._curve[n]
-            return max(self._floor_ms, self._curve[-1] + self._coef[1] * (n - len(self._curve) + 1))
+        batches cost, not at what a straight line through all sizes says. With a
+        ``prior_curve`` (the profile's medians), the sizes not measured yet take the profile's
+        value scaled by how the measured sizes compare with it (the median of measured over
+        profiled): without it, a model that had only seen small batches continued them with the
+        prior line's slope, priced the batch that carries the load as too slow to try, and
+        never measured it while a backlog grew."""
+        curve = self._curve
+        if curve is not None:
+            if n <= curve.top:
+                return curve.at(n)
+            return max(self._floor_ms, curve.ys[-1] + self._coef[1] * (n - curve.top))
         a, b = self._coef
         return max(self._floor_ms, a + b * n)
 
-    def _fit_curve(self, now: float) -> list[float]:
+    def _fit_curve(self, now: float) -> Curve | None:
         known = sorted(
             (n, w.quantile(0.5))
             for n, w in self._by_size.items()
             if w.prune(now) >= self._min_samples
         )
+        prior = self._prior_curve
+        if prior:
+            measured = dict(known)
+            ratios = sorted(v / at for n, v in known if (at := interpolate(prior, n)) is not None)
+            scale = ratios[len(ratios) // 2] if ratios else 1.0
+            for n, value in prior:
+                measured.setdefault(n, value * scale)
+            known = sorted(measured.items())
         if not known:
-            return []
-        slope = self._coef[1]
-        out = [0.0]
-        for n in range(1, known[-1][0] + 1):
-            i = bisect.bisect_left(known, (n, -math.inf))
-            if i < len(known) and known[i][0] == n:
-                value = known[i][1]
-            elif i == 0:  # below the smallest size seen: the line's slope down from it
-                value = known[0][1] - slope * (known[0][0] - n)
-            else:  # between two sizes seen
-                (n0, v0), (n1, v1) = known[i - 1], known[i]
-                value = v0 + (v1 - v0) * (n - n0) / (n1 - n0)
-            out.append(max(self._floor_ms, value, out[-1]))
-        return out
+            return None
+        return Curve.through(known, slope=self._coef[1], floor=self._floor_ms)
+
+    def largest_measured_batch(self) -> int:
+        """The largest batch size the curve knows, measured or profiled (0 without a curve)."""
+        return 0 if self._curve is None else self._curve.top
 
     def compute_estimate_ms(self, n: int) -> float:
         """The fitted compute time the function reports for ``n`` instances (at least floor_ms)."""

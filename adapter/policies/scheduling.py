@@ -186,9 +186,19 @@ SUSTAIN_UTILISATION = 0.95
 
 def sustaining_batch(model: LatencyEstimator, rate: float, slots: int, limit: int) -> int:
     """The smallest batch with which ``slots`` keep up with ``rate`` instances a second within
-    :data:`SUSTAIN_UTILISATION` (``rate · E(n) ≤ u · 1000 · n · slots``); 1 when none within
-    ``limit`` does (no batch size saves the function then: only replicas can)."""
+    :data:`SUSTAIN_UTILISATION` (``rate · E(n) ≤ u · 1000 · n · slots``).
+
+    When none within ``limit`` does, the one that comes closest: the cheapest per instance
+    among the sizes the model's curve knows (``largest_measured_batch``: measured, or its
+    profile's). A burst that lifts the recent rate past what the slots carry is when the
+    backlog must go in the batches that carry the most; falling back to 1 there (as first
+    built) let the requests nearest their deadlines go a few at a time, the backlog grow and
+    every later request miss (WL1-mixed-late, docs/simulator.md). An estimator without a curve
+    gets 1: a line keeps getting cheaper per instance past what was measured, and a floor there
+    would give up requests for batches no measurement supports."""
     for n in range(1, max(1, limit) + 1):
         if rate * model.estimate_ms(n) <= SUSTAIN_UTILISATION * 1000.0 * n * max(1, slots):
             return n
-    return 1
+    known = getattr(model, "largest_measured_batch", None)
+    reach = min(limit, known()) if callable(known) else 1
+    return cheapest_batch(model.estimate_ms, reach, within=0.0) if reach > 1 else 1

@@ -187,8 +187,12 @@ def latency_prior(
         try:
             profile = load_profile(path)
             fit = profile.linear_fit
+            stats = profile.http or profile.inprocess
             return LatencyModel.from_prior(
-                max(fit.a_ms, 0.1), max(fit.b_ms_per_item, 0.0), curve=curve
+                max(fit.a_ms, 0.1),
+                max(fit.b_ms_per_item, 0.0),
+                curve=curve,
+                prior_curve={n: s.median for n, s in stats.items()},
             )
         except ProfileFormatError as exc:
             logger.warning("ignoring profile %s: %s", path, exc)
