@@ -358,3 +358,21 @@ def test_a_gpu_functions_latency_prior_comes_from_the_gpu_profile() -> None:
     cpu, gpu = latency_prior("embed"), latency_prior("embed", device="cuda:0")
     assert gpu.estimate_ms(64) < cpu.estimate_ms(64) / 5
     assert latency_prior("digits", device="cuda").estimate_ms(8) == latency_prior("").estimate_ms(8)
+
+
+def test_a_curve_model_starts_from_the_shipped_profiles_medians() -> None:
+    """With ``adapter.latency_model: curve`` the live model prices each batch size by the
+    profile's measured median before it has measured any (qa on this CPU: 8 is cheapest per
+    instance, 16 three times dearer), as the simulator's does; the line's model does not."""
+    import json
+
+    from adapter.serving.wiring import latency_prior
+    from functions.profiles import packaged
+
+    medians = json.loads(packaged("qa", "cpu").read_text())["batch_ms"]["http"]
+    curve = latency_prior("qa", curve=True)
+    for n in (1, 8, 16, 64):
+        assert curve.estimate_ms(n) == pytest.approx(medians[str(n)]["median"])
+    per_instance = [curve.estimate_ms(n) / n for n in range(1, 65)]
+    assert per_instance.index(min(per_instance)) + 1 == 8
+    assert latency_prior("qa").largest_measured_batch() == 0
