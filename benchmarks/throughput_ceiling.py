@@ -2,7 +2,7 @@
 and the best baselines reached, from their result JSONs: how much room any policy had to gain,
 and the fraction of the ceiling GS-T reached (of the ceiling as such, and of the ceiling with
 each stage's wait for a free slot, :func:`simulator.bounds.waited_ceiling`), and GS-TB's (GS-T's
-batching with Eq. 4's split: the ablation).
+batching with Eq. 4's split: the ablation), with the commit GS-T's result was run at.
 
     .venv/bin/python benchmarks/throughput_ceiling.py \
         > experiments/sim/results/throughput-ceiling.txt
@@ -39,9 +39,10 @@ def main() -> int:
     print(
         "| workload | ceiling rps (set by, at batch) | with a slot's wait | GS | GS-T | "
         "best strengthened | best as in the paper | ceiling / best baseline | "
-        "GS-T / ceiling | GS-T / with the wait | GS-T / best baseline | GS-TB | GS-TB / ceiling |"
+        "GS-T / ceiling | GS-T / with the wait | GS-T / best baseline | GS-TB | GS-TB / ceiling | "
+        "GS-T's commit |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in WORKLOADS:
         config = load_sim_config(ROOT / "experiments" / "sim" / f"{name}.yaml")
         curves = curves_for(config)
@@ -64,10 +65,12 @@ def main() -> int:
         t_rps, *t_rest = t_cells.split(" | ")
         gs_tb = policies.get("GS-TB", {}).get("max_rps_at_sla")
         tb_cells = "- | -" if gs_tb is None else f"{gs_tb:.0f} | {gs_tb / ceiling.rate_rps:.2f}"
+        # a policy re-run with --update records its own commit; else the file's run is its own
+        ran_at = policies.get("GS-T", {}).get("commit") or doc.get("commit") or "-"
         print(
             f"| {name} | {ceiling.rate_rps:.0f} ({ceiling.binding}, {batch}) | {waited:.0f} | "
             f"{gs:.0f} | {t_rps} | {strong} {strong_rps:.0f} | {shown} | "
-            f"{ceiling.rate_rps / best:.2f} | {' | '.join(t_rest)} | {tb_cells} |"
+            f"{ceiling.rate_rps / best:.2f} | {' | '.join(t_rest)} | {tb_cells} | {ran_at} |"
         )
     return 0
 
