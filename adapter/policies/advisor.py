@@ -262,11 +262,18 @@ class Advisor:
             return hit
         cfg = self.config
         needed = replay_min_replicas(
-            key[0], cfg.slo_ms, cfg.percentile, observed, max_replicas=cfg.max_replicas
+            key[0],
+            cfg.slo_ms,
+            cfg.percentile,
+            observed,
+            max_replicas=cfg.max_replicas,
+            window=cfg.sla_window,
         )
 
         def at(n: int) -> float:
-            return replay_percentile(key[0], n, observed, cfg.slo_ms, cfg.percentile)
+            return replay_percentile(
+                key[0], n, observed, cfg.slo_ms, cfg.percentile, window=cfg.sla_window
+            )
 
         needed, value = self._knee(needed, at(needed), at)
         if len(self._replayed) >= _REPLAY_CACHE:

@@ -91,6 +91,10 @@ class AdvisorConfig:
     #: batches: :mod:`adapter.policies.percentile`) or ``swayam`` (the paper's random dispatch of
     #: single requests, Eq. 1 and Theorem 2: :mod:`adapter.policies.swayam_model`)
     model: ResourceModel = "replay"
+    #: Swayam's SLA window: 0 judges the replay's percentile over its whole run; ``N`` asks it
+    #: of every ``N`` consecutive requests (sliding by ``N`` / 100), as the SLA's compliance
+    #: is counted (the replay model only)
+    sla_window: int = 0
 
     def __post_init__(self) -> None:
         number("slo_ms", self.slo_ms)
@@ -118,6 +122,7 @@ class AdvisorConfig:
         integer("max_replicas", self.max_replicas, 1)
         boolean("floor_at_current", self.floor_at_current)
         one_of("model", self.model, RESOURCE_MODELS)
+        integer("sla_window", self.sla_window, 0)
         number("collect_ms", self.collect_ms, allow_low=True)
         number("overhead_ms", self.overhead_ms, allow_low=True)
 

@@ -66,6 +66,10 @@ class AdvisorSettings:
     #: holds none, ``auto`` half the largest swing seen in the last five minutes, another number
     #: scales it (auto is not the default until it is measured to pay: docs/advisor.md)
     headroom: float | Literal["auto"] = 0.0
+    #: the requests the SLO's percentile is judged over: 0, the replay's whole run (a P99 over
+    #: thousands); ``N``, every ``N`` consecutive requests (Swayam's SLA window, 1,000): the
+    #: count then covers the clusters of misses a busy spell makes (docs/simulator.md)
+    sla_window: int = 0
 
     def __post_init__(self) -> None:
         for key in ("enabled", "keep_alive", "evidence"):
@@ -90,4 +94,5 @@ class AdvisorSettings:
             floor_at_current=self.floor_at_current,
             current_window_s=self.current_window_s,
             model=self.model,
+            sla_window=self.sla_window,
         )

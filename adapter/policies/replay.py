@@ -38,7 +38,14 @@ from typing import Protocol
 
 from adapter.policies.fewest import fewest_meeting
 
-__all__ = ["ObservedService", "quantised_up", "replay_min_replicas", "replay_percentile"]
+__all__ = [
+    "ObservedService",
+    "quantised_up",
+    "replay_min_replicas",
+    "replay_percentile",
+    "windows_keep",
+    "worst_window_ms",
+]
 
 _Z95 = NormalDist().inv_cdf(0.95)
 #: arrivals beyond the percentile's tail: at least this many requests land above it
@@ -193,11 +200,32 @@ def replay_percentile(
     *,
     requests: int | None = None,
     seed: int = 1,
+    window: int = 0,
 ) -> float:
     """The ``percentile`` response time (ms) of ``rate`` requests per second on ``replicas``,
     replayed (see the module docstring). ``requests`` defaults to enough that 200 land beyond
     the percentile (20 000 for P99); the first 10 % are a warm-up and not counted. A backlog
-    that grows all run shows as a percentile far above the SLO, as it would live."""
+    that grows all run shows as a percentile far above the SLO, as it would live. With a
+    ``window`` (Swayam's SLA: every ``window`` consecutive requests keep the percentile), the
+    percentile of the worst such window instead (:func:`worst_window_ms`)."""
+    latencies = _replayed(rate, replicas, service, slo_ms, percentile, requests, seed)
+    if window:
+        return worst_window_ms(latencies, window, percentile)
+    counted = sorted(latencies)
+    rank = max(0, math.ceil(percentile / 100.0 * len(counted)) - 1)
+    return counted[rank]
+
+
+def _replayed(
+    rate: float,
+    replicas: int,
+    service: ObservedService,
+    slo_ms: float,
+    percentile: float,
+    requests: int | None,
+    seed: int,
+) -> list[float]:
+    """The replayed response times (ms) in arrival order, the warm-up left out."""
     _check(rate, replicas, slo_ms, percentile)
     count = _requests_for(percentile, requests)
     arrivals_rng = random.Random(seed)
@@ -244,9 +272,54 @@ def replay_percentile(
                 latencies.append(finish - queue.popleft())
             heapq.heappush(done, finish)
             free -= 1
-    counted = sorted(latencies[warmup:]) if len(latencies) > warmup else sorted(latencies)
-    rank = max(0, math.ceil(percentile / 100.0 * len(counted)) - 1)
-    return counted[rank] * 1000.0
+    counted = latencies[warmup:] if len(latencies) > warmup else latencies
+    return [value * 1000.0 for value in counted]
+
+
+def _window_rule(window: int, percentile: float) -> tuple[int, int]:
+    """How many of a window's requests may miss and still keep its percentile (by nearest rank),
+    and the step its windows slide by (a hundredth of it, as Swayam's compliance counts)."""
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be an integer >= 1, got {window!r}")
+    rank = max(1, math.ceil(percentile / 100.0 * window))
+    return window - rank, max(1, window // 100)
+
+
+def worst_window_ms(latencies: list[float], window: int, percentile: float) -> float:
+    """The ``percentile`` (nearest rank) of the worst of the windows of ``window`` consecutive
+    ``latencies``, sliding by a hundredth of it; of them all when there are fewer. A window keeps
+    the SLO exactly when its percentile is within it, so the worst window's is the value a count
+    judged by windows must keep within the SLO."""
+    allowed, step = _window_rule(window, percentile)
+    if len(latencies) <= window:
+        ordered = sorted(latencies)
+        return ordered[len(ordered) - allowed - 1] if len(ordered) > allowed else 0.0
+    current = sorted(latencies[:window])
+    worst = current[window - allowed - 1]
+    for start in range(1, len(latencies) - window + 1):
+        del current[bisect.bisect_left(current, latencies[start - 1])]
+        bisect.insort(current, latencies[start + window - 1])
+        if start % step == 0:
+            worst = max(worst, current[window - allowed - 1])
+    return worst
+
+
+def windows_keep(latencies: list[float], window: int, percentile: float, slo_ms: float) -> bool:
+    """Whether every window of ``window`` consecutive ``latencies`` (sliding by a hundredth of
+    it) keeps the ``percentile`` within ``slo_ms``: the same test as ``worst_window_ms(...) <=
+    slo_ms``, by counting misses, a pass over the run."""
+    allowed, step = _window_rule(window, percentile)
+    missed = [value > slo_ms for value in latencies]
+    if len(missed) <= window:
+        return sum(missed) <= allowed
+    inside = sum(missed[:window])
+    if inside > allowed:
+        return False
+    for start in range(1, len(missed) - window + 1):
+        inside += missed[start + window - 1] - missed[start - 1]
+        if start % step == 0 and inside > allowed:
+            return False
+    return True
 
 
 def replay_min_replicas(
@@ -258,16 +331,21 @@ def replay_min_replicas(
     max_replicas: int = 1000,
     requests: int | None = None,
     seed: int = 1,
+    window: int = 0,
 ) -> int:
     """The fewest replicas whose replayed ``percentile`` is within ``slo_ms`` (``max_replicas``
     when none is); 0 at rate 0. Starts at the stability bound (full batches at their median)
-    and gallops, then bisects, as :func:`adapter.policies.percentile.min_replicas` does."""
+    and gallops, then bisects, as :func:`adapter.policies.percentile.min_replicas` does. With a
+    ``window``, the percentile of every ``window`` consecutive requests (Swayam's SLA)."""
     if isinstance(max_replicas, bool) or max_replicas < 1:
         raise ValueError(f"max_replicas must be an integer >= 1, got {max_replicas!r}")
     if rate == 0.0:
         return 0
 
     def meets(replicas: int) -> bool:
+        if window:
+            latencies = _replayed(rate, replicas, service, slo_ms, percentile, requests, seed)
+            return windows_keep(latencies, window, percentile, slo_ms)
         value = replay_percentile(
             rate, replicas, service, slo_ms, percentile, requests=requests, seed=seed
         )
