@@ -205,9 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(traces) - set(TRACES))
     if unknown:
         parser.error(f"--traces: no Fig. 9 trace named {', '.join(unknown)} (one of {TRACES})")
-    jobs = [
-        (t, h, u, window, args.sla_window) for t in traces for u in burst_us for h in headrooms
-    ]
+    jobs = [(t, h, u, window, args.sla_window) for t in traces for u in burst_us for h in headrooms]
     rows = map_jobs(_run, jobs, args.jobs)
     _table(rows, frontier)
     print(f"Runs at commit {commit(ROOT)}.")

@@ -17,6 +17,8 @@ from adapter.policies.replay import (
     quantised_up,
     replay_min_replicas,
     replay_percentile,
+    windows_keep,
+    worst_window_ms,
 )
 
 
@@ -153,3 +155,64 @@ def test_the_advisor_sizes_with_the_replay_once_it_has_observations() -> None:
     assert decision.percentile_ms <= 110.0
     # the same tick again is a cache hit and the same answer
     assert advisor.decide(10.5, kpa_wants=0).needed == expected
+
+
+def test_a_window_holds_its_percentile_where_the_run_as_a_whole_would_not() -> None:
+    # 2,000 requests, 1 % of them late (20), all in one cluster: the run's P99 is within the SLO,
+    # the window of 1,000 that holds the cluster misses 20 where its P99 allows 10
+    latencies = [10.0] * 2000
+    for i in range(500, 520):
+        latencies[i] = 500.0
+    assert windows_keep(latencies, 2000, 99.0, 100.0)
+    assert not windows_keep(latencies, 1000, 99.0, 100.0)
+    assert worst_window_ms(latencies, 1000, 99.0) == 500.0
+    # spread out, ten in every thousand, the same misses keep every window
+    spread = [500.0 if i % 100 == 0 else 10.0 for i in range(2000)]
+    assert windows_keep(spread, 1000, 99.0, 100.0)
+    assert worst_window_ms(spread, 1000, 99.0) == 10.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    latencies=st.lists(st.sampled_from([5.0, 50.0, 150.0]), min_size=1, max_size=600),
+    window=st.integers(1, 300),
+    percentile=st.sampled_from([50.0, 90.0, 95.0, 99.0]),
+)
+def test_counting_misses_and_the_worst_windows_percentile_agree(
+    latencies: list[float], window: int, percentile: float
+) -> None:
+    worst = worst_window_ms(latencies, window, percentile)
+    assert windows_keep(latencies, window, percentile, 100.0) == (worst <= 100.0)
+
+
+def test_judged_by_windows_the_count_covers_the_clusters_a_busy_spell_makes() -> None:
+    # embed on its CPU profile at 800 req/s, the Fig. 9 SLO (5 x the batch-1 median, P99):
+    # a busy spell puts a dozen late together, so every window of 1,000 keeping its P99 takes
+    # more replicas than the P99 of the run as a whole, and that count keeps every window
+    means = tuple(22.0 if n <= 3 else 18.0 + 4.2 * n for n in range(1, 65))
+    service = ObservedService(means, tuple(m * 1.2 for m in means), means)
+    whole = replay_min_replicas(800.0, 110.6, 99.0, service)
+    judged = replay_min_replicas(800.0, 110.6, 99.0, service, window=1000)
+    assert judged > whole
+    assert replay_percentile(800.0, judged, service, 110.6, 99.0, window=1000) <= 110.6
+    assert replay_percentile(800.0, judged - 1, service, 110.6, 99.0, window=1000) > 110.6
+    with pytest.raises(ValueError, match="window"):
+        replay_percentile(800.0, judged, service, 110.6, 99.0, window=-5)
+
+
+def test_the_advisor_judges_its_sla_window_when_configured() -> None:
+    means = tuple(22.0 if n <= 3 else 18.0 + 4.2 * n for n in range(1, 65))
+    observed = ObservedService(means, tuple(m * 1.2 for m in means), means)
+    analytic = ServiceModel(a_ms=18.0, b_ms_per_item=4.2, spread=1.2, batch_limit=64)
+    counts = []
+    for window in (0, 1000):
+        config = AdvisorConfig(slo_ms=110.6, percentile=99.0, burst_u=1.0, sla_window=window)
+        advisor = Advisor(config, analytic, start=0.0)
+        for t in range(10):
+            advisor.record(float(t), 800)
+        decision = advisor.decide(10.0, kpa_wants=0, observed=observed)
+        assert decision.percentile_ms <= 110.6
+        counts.append(decision.needed)
+    assert counts[1] > counts[0]
+    with pytest.raises(ValueError, match="sla_window"):
+        AdvisorConfig(slo_ms=110.6, sla_window=-1)
