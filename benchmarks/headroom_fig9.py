@@ -37,6 +37,8 @@ from slackwise_cli.results import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ("nasa", "twitter", "big-spike", "steep-tri-phase")
+#: the Fig. 9 setup on traces nothing was tuned on (their frontier: scaler-frontier-azure.json)
+UNTUNED = ("azure-llm-code", "azure-llm-conv")
 FRONTIER = ROOT / "experiments" / "sim" / "results" / "scaler-frontier.json"
 
 
@@ -113,12 +115,12 @@ def _references(frontier: dict[str, Any]) -> dict[str, tuple[float, dict[str, An
     by_config = {doc["config"]: doc for doc in frontier["traces"].values()}
     return {
         t: (by_config[_config(t)]["clair_a2"], by_config[_config(t)]["cheapest_compliant"])
-        for t in TRACES
+        for t in (*TRACES, *UNTUNED)
         if _config(t) in by_config
     }
 
 
-def _table(rows: list[dict[str, Any]], frontier: dict[str, Any]) -> None:
+def _table(rows: list[dict[str, Any]], frontier: dict[str, Any], source: Path = FRONTIER) -> None:
     refs = _references(frontier)
     judged = any(r.get("sla_window") for r in rows)  # the column only where a run set it
     print(
@@ -127,7 +129,7 @@ def _table(rows: list[dict[str, Any]], frontier: dict[str, Any]) -> None:
         + "replica-s | / ClairA2 | / frontier's cheapest | compliance % | decisions with a spare |"
     )
     print("|---|---|---|---|---|---|---|---|---|" + ("---|" if judged else ""))
-    for trace in TRACES:
+    for trace in (*TRACES, *UNTUNED):
         clair, cheapest = refs.get(trace, (None, None))
         for r in (r for r in rows if r["trace"] == trace):
             spared = f"{r['with_spare']} of {r['decisions']}" if "decisions" in r else "not counted"
@@ -146,8 +148,14 @@ def _table(rows: list[dict[str, Any]], frontier: dict[str, Any]) -> None:
     frontier_at = frontier.get("commit", "?")
     print(
         f"\nSeed 1 (each config's), experiments/sim/autoscale-*.yaml; ClairA2 and the frontier "
-        f"from {FRONTIER.relative_to(ROOT)} (commit {frontier_at})."
+        f"from {_shown(source)} (commit {frontier_at})."
     )
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository where it lies inside it."""
+    resolved = path.resolve()
+    return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else str(path)
 
 
 def _values(text: str) -> list[str]:
@@ -184,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     frontier = json.loads(args.frontier.read_text())
     if args.table:
         doc = json.loads(args.table.read_text())
-        _table(doc["runs"], frontier)
+        _table(doc["runs"], frontier, args.frontier)
         print(f"Runs at commit {doc['commit']}.")
         return 0
     try:
@@ -202,12 +210,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.sla_window is not None and args.sla_window < 0:
         parser.error(f"--sla-window must be >= 0, got {args.sla_window!r}")
     traces = _values(args.traces)
-    unknown = sorted(set(traces) - set(TRACES))
+    unknown = sorted(set(traces) - {*TRACES, *UNTUNED})
     if unknown:
-        parser.error(f"--traces: no Fig. 9 trace named {', '.join(unknown)} (one of {TRACES})")
+        known = ", ".join((*TRACES, *UNTUNED))
+        parser.error(f"--traces: no Fig. 9 trace named {', '.join(unknown)} (one of {known})")
     jobs = [(t, h, u, window, args.sla_window) for t in traces for u in burst_us for h in headrooms]
     rows = map_jobs(_run, jobs, args.jobs)
-    _table(rows, frontier)
+    _table(rows, frontier, args.frontier)
     print(f"Runs at commit {commit(ROOT)}.")
     if args.json:
         command = " ".join(["benchmarks/headroom_fig9.py", *(argv or sys.argv[1:])])
