@@ -192,7 +192,8 @@ class Lateness:
         never see another). Only when calm: a fade that ran all the time was a pull towards zero
         the late finishes had to make up, so it moved where the margin settles (with a 10 s
         half-life, on the door's virtual flood, ``benchmarks/door_flood.py``, where 1.2-1.8 % of
-        the admitted finished late, not the 0.2 % its steps aim at), and with a one-minute one
+        the admitted finished late as it then counted, about 0.6 points high, not the 0.2 % its
+        steps aim at), and with a one-minute one
         a flood's first seconds held the margin at its cap, and the door's goodput at half,
         for the minute after (live, embed at 10x its capacity)."""
         if now > self._at:

@@ -142,7 +142,7 @@ def _fits(now: float, due: float, n: int, model: LatencyEstimator, tail: bool) -
     its head, and the door's margin could not make that up without refusing capacity away.
     On the door's virtual-clock flood (``benchmarks/door_flood.py``: two replicas sharing a
     core, batch costs with 15 % noise) the tail took the share of admitted requests that finish
-    late from 3-4 % to under 1 % (docs/reliability.md)."""
+    late from 2.2-3.2 % to 0.2-0.5 % (docs/reliability.md)."""
     cost_ms = model.p99_ms(n, now) if tail else model.estimate_ms(n)
     return now <= due - cost_ms / 1000.0
 
