@@ -166,7 +166,9 @@ def _line(name: str, c: dict[str, Any]) -> str:
     return (
         f"  {name} {c['kind']} {c['multiple']:g}x: goodput {c['goodput_rps']} req/s "
         f"({100 * share:.0f} % of C), on the wire {c['on_wire_rps']}, answered {c['ok']} "
-        f"({c['ok_within_slo']} in SLO), refused {c['refused']} (P99 {c['refusal_p99_ms']} ms, "
+        f"({c['ok_within_slo']} in SLO, given up {c['given_up']}; the door saw "
+        f"{c.get('door_late')} of {c.get('door_finished')} admitted finish late), "
+        f"refused {c['refused']} (P99 {c['refusal_p99_ms']} ms, "
         f"{c['refused_without_retry_after']} without Retry-After), timeouts {c['timeouts']}, "
         f"status P99 {c['status_p99_ms']} / {c['probe_status_p99_ms']} ms, RSS "
         f"{c['rss_idle_mb']} / {c['rss_peak_mb']} / {c['rss_after_mb']} MB, "

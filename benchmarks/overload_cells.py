@@ -119,7 +119,9 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 class Watch(threading.Thread):
-    """Polls the status route on both ports every 50 ms and samples the adapter's RSS."""
+    """Polls the status route on both ports every 50 ms and samples the adapter's RSS, and the
+    door's own count of the admitted requests that finished and of those that finished late
+    (the function status's ``door``: the adapter's view, from when it read each request)."""
 
     def __init__(self, workload: Workload, adapter: Adapter) -> None:
         super().__init__(daemon=True)
@@ -128,6 +130,8 @@ class Watch(threading.Thread):
         #: (when, ms) per port; a failed poll counts as the client's timeout
         self.status: tuple[list[tuple[float, float]], list[tuple[float, float]]] = ([], [])
         self.rss: list[tuple[float, float]] = []
+        #: (when, admitted finished, admitted late) as the door counts them
+        self.door: list[tuple[float, int, int]] = []
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -136,14 +140,30 @@ class Watch(threading.Thread):
                 for url, out in zip(self.urls, self.status, strict=True):
                     sent = time.perf_counter()
                     try:
-                        client.get(url)
+                        answer = client.get(url)
                         ms = (time.perf_counter() - sent) * 1000.0
+                        self._door(answer)
                     except httpx.HTTPError:
                         ms = CLIENT_TIMEOUT_S * 1000.0
                     out.append((time.monotonic(), ms))
                 with contextlib.suppress(psutil.Error):  # gone: Adapter.check says so
                     self.rss.append((time.monotonic(), self.adapter.rss_mb()))
                 self.halt.wait(0.05)
+
+    def _door(self, answer: httpx.Response) -> None:
+        with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
+            door = answer.json()["door"]
+            counts = int(door["admitted_finished"]), int(door["admitted_late"])
+            self.door.append((time.monotonic(), *counts))
+
+    def door_counts(self, since: float) -> tuple[int, int] | None:
+        """Admitted requests the door saw finish, and finish late, from ``since`` to the last
+        poll (None without a ``door`` in the status: a door that does not judge)."""
+        before = [d for d in self.door if d[0] <= since]
+        if not before or not self.door:
+            return None
+        _, finished, late = self.door[-1]
+        return finished - before[-1][1], late - before[-1][2]
 
     def p99(self, port: int, since: float, until: float) -> float | None:
         return percentile([ms for t, ms in self.status[port] if since <= t <= until], 99)
@@ -173,6 +193,7 @@ def cell(
     watch.halt.set()
     watch.join()
     during = [mb for t, mb in watch.rss if began <= t <= ended]
+    door = watch.door_counts(window.began)
     after = [mb for t, mb in watch.rss if t > ended]
     result.update(
         window_s=round(window.seconds, 3),
@@ -187,6 +208,10 @@ def cell(
         rss_after_mb=round(after[-1] if after else idle, 1),
         status_p99_ms=_round(watch.p99(0, window.began, ended)),
         probe_status_p99_ms=_round(watch.p99(1, window.began, ended)),
+        # the adapter's own count, from the measured window's start to the idle after it: what
+        # it admitted finishing late (given up included) as it sees them, from when it read each
+        door_finished=None if door is None else door[0],
+        door_late=None if door is None else door[1],
     )
     return result
 
