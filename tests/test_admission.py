@@ -263,3 +263,42 @@ def test_a_refused_request_is_no_company_for_a_batch() -> None:
         admitted += refusal is None
     assert admitted < 200  # a flood: one replica at 8 a batch cannot take it
     assert c.arrivals.rate(1.0) < 2 * admitted
+
+
+def test_behind_the_door_a_backlog_goes_in_batches_that_keep_up_not_one_at_a_time() -> None:
+    """A single function that refuses at the door (``late: predict``) drains a backlog with the
+    batching for throughput's floor, as GS-T does a chain's stage: a head whose deadline only a
+    batch smaller than the one that keeps up with the admitted rate could still meet goes
+    behind the rest. Live, embed's late answers were such heads: after batches of 8-10 the head's
+    slack shrank, the tail rule cut the batches to 1-2, each slot served one request per 60 ms
+    instead of ten per 145, and the queue behind them aged past its deadlines."""
+    from adapter.policies.controller import Controller
+    from adapter.policies.latency import LatencyModel
+    from adapter.policies.modes import preset
+    from adapter.policies.queue import QueuedRequest
+    from adapter.policies.scheduling import sustaining_batch
+
+    def backlog(late: str) -> tuple[Controller[QueuedRequest], float]:
+        model = LatencyModel(a_ms=40.0, b_ms_per_item=4.0)  # P99 with no samples: 1.2 x
+        c: Controller[QueuedRequest] = Controller(
+            name="f", preset=preset("slackwise"), model=model, max_batch=32,
+            container_concurrency=1, now=0.0, late=late,  # type: ignore[arg-type]
+        )  # fmt: skip
+        for seq in range(120):  # 240 a second for half a second, the door not asked (lag None)
+            now = seq / 240.0
+            c.admit(QueuedRequest(deadline=now + 0.5, arrival=now, seq=seq), now, ready=2,
+                    lag_s=None)  # fmt: skip
+        # the head has 50 ms left: more than its own batch of one takes (44 ms), less than that
+        # batch's P99 (52.8 ms) and than the batch that keeps up with the rate takes
+        return c, 0.5 - 0.050
+
+    c, now = backlog("predict")
+    floor = sustaining_batch(c.model, c.arrivals.rate(now), 2, 32)
+    assert floor > 1 and c.model.estimate_ms(floor) > 50.0
+    step = c.step(now, ready=2)
+    assert len(step.batch) > 1, step
+    assert 0 not in [item.seq for item in step.batch]  # the head went behind the rest
+
+    served, now = backlog("serve")  # no door: GrandSLAM's prefix, the head first, as before
+    step = served.step(now, ready=2)
+    assert [item.seq for item in step.batch][:1] == [0]

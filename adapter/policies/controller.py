@@ -107,8 +107,10 @@ class Controller(Generic[T]):
         #: learnt; every request is priced as the mix): ``adapter.etc_by_input``
         self.input_cost: InputCost | None = None
         self.stage_policy = stage_policy
-        #: give up requests that only a batch too small to keep up could still serve (GS-T)
-        self._sustains = stage_policy is not None and stage_policy.sustain
+        #: give up requests that only a batch too small to keep up could still serve (GS-T's
+        #: stages, and a single function behind its door: a backlog the door admitted drains in
+        #: batches that carry it, not one nearly late head at a time, docs/reliability.md)
+        self._sustains = stage_policy.sustain if stage_policy is not None else late == "predict"
         self._cap = max_batch  # batch_cap(), set by every step while batching for throughput
         #: the curve's efficient and cheapest batches, re-read at most once a CAP_PERIOD_S
         self._curve_caps = (1, 1)
