@@ -267,38 +267,44 @@ def test_a_refused_request_is_no_company_for_a_batch() -> None:
 
 def test_behind_the_door_a_backlog_goes_in_batches_that_keep_up_not_one_at_a_time() -> None:
     """A single function that refuses at the door (``late: predict``) drains a backlog with the
-    batching for throughput's floor, as GS-T does a chain's stage: a head whose deadline only a
-    batch smaller than the one that keeps up with the admitted rate could still meet goes
-    behind the rest. Live, embed's late answers were such heads: after batches of 8-10 the head's
-    slack shrank, the tail rule cut the batches to 1-2, each slot served one request per 60 ms
-    instead of ten per 145, and the queue behind them aged past its deadlines."""
+    batching for throughput's floor, as GS-T does a chain's stage: while more is queued than
+    the free slots take in one round, a head whose deadline only a batch smaller than the one
+    that keeps up with the admitted rate could still meet goes behind the rest. Live, embed's
+    late answers were such heads: after batches of 8-10 the head's slack shrank, the tail rule
+    cut the batches to 1-2, each slot served one request per 60 ms instead of ten per 145, and
+    the queue behind them aged past its deadlines. A short queue's head is served as before."""
     from adapter.policies.controller import Controller
     from adapter.policies.latency import LatencyModel
     from adapter.policies.modes import preset
     from adapter.policies.queue import QueuedRequest
     from adapter.policies.scheduling import sustaining_batch
 
-    def backlog(late: str) -> tuple[Controller[QueuedRequest], float]:
+    def queued(late: str, keep: int = 120) -> tuple[Controller[QueuedRequest], float]:
         model = LatencyModel(a_ms=40.0, b_ms_per_item=4.0)  # P99 with no samples: 1.2 x
         c: Controller[QueuedRequest] = Controller(
             name="f", preset=preset("slackwise"), model=model, max_batch=32,
             container_concurrency=1, now=0.0, late=late,  # type: ignore[arg-type]
         )  # fmt: skip
-        for seq in range(120):  # 240 a second for half a second, the door not asked (lag None)
-            now = seq / 240.0
-            c.admit(QueuedRequest(deadline=now + 0.5, arrival=now, seq=seq), now, ready=2,
-                    lag_s=None)  # fmt: skip
+        requests = [QueuedRequest(deadline=seq / 240.0 + 1.0, arrival=seq / 240.0, seq=seq)
+                    for seq in range(120)]  # fmt: skip
+        for r in requests:  # 240 a second for half a second, the door not asked (lag None)
+            c.admit(r, r.arrival, ready=2, lag_s=None)
+        for r in requests[keep:]:  # their clients went away
+            r.cancelled = True
+            c.withdraw()
         # the head has 50 ms left: more than its own batch of one takes (44 ms), less than that
         # batch's P99 (52.8 ms) and than the batch that keeps up with the rate takes
-        return c, 0.5 - 0.050
+        return c, 1.0 - 0.050
 
-    c, now = backlog("predict")
+    c, now = queued("predict")
     floor = sustaining_batch(c.model, c.arrivals.rate(now), 2, 32)
     assert floor > 1 and c.model.estimate_ms(floor) > 50.0
     step = c.step(now, ready=2)
     assert len(step.batch) > 1, step
     assert 0 not in [item.seq for item in step.batch]  # the head went behind the rest
 
-    served, now = backlog("serve")  # no door: GrandSLAM's prefix, the head first, as before
-    step = served.step(now, ready=2)
-    assert [item.seq for item in step.batch][:1] == [0]
+    short, now = queued("predict", keep=3)  # the slots take the whole queue in one round
+    assert [item.seq for item in short.step(now, ready=2).batch][:1] == [0]
+
+    served, now = queued("serve")  # no door: GrandSLAM's prefix, the head first, as before
+    assert [item.seq for item in served.step(now, ready=2).batch][:1] == [0]

@@ -320,6 +320,12 @@ class Controller(Generic[T]):
         tuned = None if self.aimd is None else self.aimd.update(now)
         self._set_cap(now, free)
         cap = self._cap
+        # behind a door, the floor holds only while a backlog waits that the free slots cannot
+        # take in one round at the batch limit: a short queue's nearly late head is served,
+        # not given up (a chain's stage policy keeps its rule)
+        sustain = self._sustains and (
+            self.stage_policy is not None or queue.instances > min(self.limit(), cap) * free
+        )
         decision = next_batch(
             now,
             queue,
@@ -340,7 +346,7 @@ class Controller(Generic[T]):
             slots=max(1, self.container_concurrency),
             margin_s=self.path_margin.margin_ms() / 1000.0,
             as_in_paper=self.stage_policy is not None and self.stage_policy.paper,
-            sustain_slots=self.slots(ready) if self._sustains else 0,
+            sustain_slots=self.slots(ready) if sustain else 0,
             # a door that refuses to keep its promise sends no batch that only a coin toss
             # brings in by its head's deadline
             tail_membership=self.late == "predict",
