@@ -2,30 +2,28 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _door_flood() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "door_flood", ROOT / "benchmarks" / "door_flood.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks itself up there
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def flood(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """``benchmarks/door_flood.py``, imported by name as the benchmarks import their siblings."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    return importlib.import_module("door_flood")
 
 
-def test_requests_still_in_flight_when_arrivals_stop_are_not_counted_late() -> None:
+def test_requests_still_in_flight_when_arrivals_stop_are_not_counted_late(
+    flood: ModuleType,
+) -> None:
     """At half its capacity nothing waits long and nothing is refused: every admitted request
     is answered within its SLO. A run that stopped its clock with batches in flight counted
     their members as late (0.2-0.3 % here, a second of admissions at capacity at 1x)."""
-    flood = _door_flood()
     fn = flood.Function()
     for seed in range(3):
         run = flood.flood(fn, 0.5 * fn.capacity_rps(), seed=seed, seconds=6.0, warmup_s=1.0)
@@ -33,10 +31,9 @@ def test_requests_still_in_flight_when_arrivals_stop_are_not_counted_late() -> N
         assert run["late_share"] == 0.0, run
 
 
-def test_a_flood_past_capacity_keeps_the_doors_promise() -> None:
+def test_a_flood_past_capacity_keeps_the_doors_promise(flood: ModuleType) -> None:
     """At three times its capacity the door refuses most, and of what it admits at most 1 % is
     late while it serves at least 0.7 of what the shared core carries."""
-    flood = _door_flood()
     fn = flood.Function()
     run = flood.flood(fn, 3.0 * fn.capacity_rps(), seed=1, seconds=20.0, warmup_s=5.0)
     assert run["refused_share"] > 0.5
