@@ -1,7 +1,7 @@
 """The door under a flood on virtual time: how many of the requests it admits finish late.
 
 ``.venv/bin/python benchmarks/door_flood.py --seeds 5 --json docs/results/door_flood.json``
-drives the adapter's own :class:`adapter.policies.controller.Controller` (the slackwise preset,
+drives the adapter's own :class:`slackwise_policies.controller.Controller` (the slackwise preset,
 ``late: predict``, the door, the batcher and AIMD as they run live) with open-loop Poisson
 arrivals at 0.5x-10x a function's capacity, on a virtual clock. The function is modelled on
 what ``make bench-overload`` measured for **embed** (docs/reliability.md): two replicas with
@@ -39,12 +39,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from adapter.policies.controller import Controller  # noqa: E402
-from adapter.policies.latency import LatencyModel  # noqa: E402
-from adapter.policies.modes import preset  # noqa: E402
-from adapter.policies.queue import QueuedRequest  # noqa: E402
 from slackwise_cli.repeats import commit  # noqa: E402
 from slackwise_cli.results import machine  # noqa: E402
+from slackwise_policies.controller import Controller  # noqa: E402
+from slackwise_policies.latency import LatencyModel  # noqa: E402
+from slackwise_policies.modes import preset  # noqa: E402
+from slackwise_policies.queue import QueuedRequest  # noqa: E402
 
 MULTIPLES = (0.5, 1.0, 2.0, 3.0, 10.0)
 

@@ -25,7 +25,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from adapter.policies.function_autoscaler import FunctionAutoscaler
 from simulator.comparison import learning_scaler
 from simulator.comparison_case import case_for, scaler_row
 from simulator.config import load_sim_config
@@ -34,6 +33,7 @@ from simulator.pool import map_jobs
 from simulator.swayam_scalers import OwnedScaler
 from slackwise_cli.repeats import commit
 from slackwise_cli.results import machine
+from slackwise_policies.function_autoscaler import FunctionAutoscaler
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ("nasa", "twitter", "big-spike", "steep-tri-phase")

@@ -34,10 +34,10 @@ import random
 import statistics
 from pathlib import Path
 
-from adapter.policies.latency import LatencyModel
 from simulator.profiles import resolve_curves
 from simulator.service import ServiceCurve
 from slackwise_cli.results import stage_samples
+from slackwise_policies.latency import LatencyModel
 
 SIZES = (1, 2, 4, 8, 16, 32)
 FUNCTIONS = ("digits", "embed", "qa", "ner", "imagenet", "face_detect", "face_embed",

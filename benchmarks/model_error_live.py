@@ -9,18 +9,18 @@ open-loop Poisson load at each rate from ``benchmarks/loadgen.py`` in its own pr
 client's P95 and P99 from when each request was scheduled.
 
 Each fixed fleet runs twice: with the adapter's defaults (it waits for company when that pays,
-rule 6 of :mod:`adapter.policies.batching`) and with ``adapter.max_wait_ms: 0`` (whatever is
+rule 6 of :mod:`slackwise_policies.batching`) and with ``adapter.max_wait_ms: 0`` (whatever is
 queued leaves when a slot frees: the work-conserving batching the replay assumes), so the table
 tells the models' error from the part of the live latency that is the policy spending slack.
 
 Each model is then fed what the adapter saw in that same run: every answer's batch size and the
 adapter's round trip to the replica (``X-Batch-Size``, ``Server-Timing: upstream``), put into the
-adapter's own :class:`adapter.policies.latency.LatencyModel` (seeded from the profile's fit, as
+adapter's own :class:`slackwise_policies.latency.LatencyModel` (seeded from the profile's fit, as
 the adapter seeds it), and the batch limit AIMD had at the end of the run. Predicted at the run's
 measured rate and fixed count:
 
-* ``replay`` (:func:`adapter.policies.replay.replay_percentile`, the advisor's default);
-* ``batched`` (:func:`adapter.policies.percentile.response_time_percentile`, the analytic one).
+* ``replay`` (:func:`slackwise_policies.replay.replay_percentile`, the advisor's default);
+* ``batched`` (:func:`slackwise_policies.percentile.response_time_percentile`, the analytic one).
 
 Error = (predicted - live) / live against the client's percentile, per run; the table gives
 medians over ``--repeat`` runs with their ranges, and the adapter's own P95 (arrival to answer,
@@ -45,12 +45,12 @@ from typing import Any
 import httpx
 from peer_systems import ROOT, Running, Setup, start
 
-from adapter.policies.latency import LatencyModel
-from adapter.policies.percentile import ServiceModel, response_time_percentile
-from adapter.policies.replay import ObservedService, replay_percentile
 from simulator.profiles import resolve_curves
 from slackwise_cli.repeats import commit
 from slackwise_cli.results import machine
+from slackwise_policies.latency import LatencyModel
+from slackwise_policies.percentile import ServiceModel, response_time_percentile
+from slackwise_policies.replay import ObservedService, replay_percentile
 
 MODEL = "embed"
 SLO_MS = 150.0

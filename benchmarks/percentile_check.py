@@ -5,10 +5,10 @@ simulator (the adapter's own batching, work-conserving: ``max_wait_ms: 0``, the 
 service curve of the function's CPU profile) and the measured P95 and P99 response times are
 set against two models:
 
-* ``replay`` (:mod:`adapter.policies.replay`, the advisor's default), fed what the controller
+* ``replay`` (:mod:`slackwise_policies.replay`, the advisor's default), fed what the controller
   observed in that run: each batch size's median and P95 round trip from the function's latency
   model at the end of the run, and its fitted estimate where a size has too few samples;
-* ``batched`` (:func:`adapter.policies.percentile.response_time_percentile`), with the service
+* ``batched`` (:func:`slackwise_policies.percentile.response_time_percentile`), with the service
   model the clairvoyant scalers used before (:func:`simulator.comparison.clairvoyant_service`:
   the profile's linear fit and its largest P95/mean spread).
 
@@ -30,13 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from adapter.policies.percentile import min_replicas, queue_state, response_time_percentile
-from adapter.policies.replay import ObservedService, replay_min_replicas, replay_percentile
-from adapter.policies.slack import stage_policy
 from simulator.comparison import clairvoyant_service
 from simulator.config import parse_sim_config
 from simulator.engine import Simulation
 from simulator.profiles import resolve_curves
+from slackwise_policies.percentile import min_replicas, queue_state, response_time_percentile
+from slackwise_policies.replay import ObservedService, replay_min_replicas, replay_percentile
+from slackwise_policies.slack import stage_policy
 
 REPLICAS = (1, 2, 4, 8)
 UTILISATIONS = (0.1, 0.3, 0.5, 0.7, 0.85)

@@ -20,12 +20,12 @@ import sys
 import time
 from pathlib import Path
 
-from adapter.policies.slack import stage_policy
 from simulator.config import load_sim_config
 from simulator.engine import Simulation
 from simulator.runner import curves_for
 from slackwise_cli.repeats import commit
 from slackwise_cli.results import machine
+from slackwise_policies.slack import stage_policy
 
 CONFIG = Path(__file__).resolve().parents[1] / "experiments" / "sim" / "scale-1000.yaml"
 

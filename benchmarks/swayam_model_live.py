@@ -4,7 +4,7 @@
 a busy one bounces a request with 429 at once, as Swayam's backends do) and the RAND frontend
 (:class:`loadtests.rand_dispatch.RandDispatcher`) sends them open-loop Poisson load at a
 utilisation ``ρ`` of their measured capacity: each request to a backend chosen at random,
-another random one ``Δ`` after a bounce. The model (:mod:`adapter.policies.swayam_model`, the
+another random one ``Δ`` after a bounce. The model (:mod:`slackwise_policies.swayam_model`, the
 advisor's ``model: swayam``) is then given what that run measured, nothing else:
 
 * ``d1 = d2`` = half the median bounce round trip (the frontend-to-backend trip and back);
@@ -38,13 +38,13 @@ from typing import Any
 import httpx
 import numpy as np
 
-from adapter.policies.percentile import ServiceModel
-from adapter.policies.swayam_model import RandDispatch, rand_response_percentile_ms
 from functions.samples import sample_instances
 from functions.server_process import ServerProcess
 from loadtests.rand_dispatch import GaveUp, RandDispatcher, Served
 from slackwise_cli.repeats import commit
 from slackwise_cli.results import machine
+from slackwise_policies.percentile import ServiceModel
+from slackwise_policies.swayam_model import RandDispatch, rand_response_percentile_ms
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "embed"

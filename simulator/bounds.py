@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from adapter.policies.throughput_split import AppPath, StageFleet, highest_rate
 from simulator.config import SimConfig
 from simulator.inputs import InputSizes
 from simulator.run_setup import app_slos_ms
 from simulator.service import ServiceCurve
+from slackwise_policies.throughput_split import AppPath, StageFleet, highest_rate
 
 __all__ = ["Ceiling", "throughput_ceiling", "waited_ceiling"]
 
@@ -76,7 +76,7 @@ def waited_ceiling(config: SimConfig, curves: Mapping[str, ServiceCurve]) -> flo
     slot: the highest rate (app requests a second, in the apps' weights) at which, for every
     app, the sum over its stages of ``L(n) · (1 + 1 / slots)`` fits its SLO, ``n`` the least
     batch with which the function's slots carry its share (GS-T's least budgets,
-    :func:`adapter.policies.throughput_split.highest_rate`, with no room left for bursts). A
+    :func:`slackwise_policies.throughput_split.highest_rate`, with no room left for bursts). A
     request that reaches a function whose every slot is busy waits for the first to free, up
     to a batch's time over the slots when they are staggered evenly; at the ceiling every slot
     is busy. A model, not a bound: it is what a policy whose batches wait for a free slot can

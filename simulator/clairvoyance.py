@@ -29,12 +29,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from adapter.policies.slack import StagePolicy
 from simulator.compliance import compliance_pct
 from simulator.config import SimConfig
 from simulator.engine import Simulation
 from simulator.scalers import FixedScaler
 from simulator.service import ServiceCurve
+from slackwise_policies.slack import StagePolicy
 
 __all__ = ["late_ticks", "simulated_need"]
 

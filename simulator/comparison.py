@@ -27,8 +27,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
-from adapter.policies.advisor_settings import AdvisorSettings
-from adapter.policies.percentile import ServiceModel, min_replicas
 from simulator.clairvoyance import simulated_need
 from simulator.comparison_case import Case, bootstrap_count, case_for, scaler_row, scaler_settings
 from simulator.config import AutoscalingConfig, SimConfig
@@ -41,6 +39,8 @@ from simulator.runner import curves_for
 from simulator.scalers import KpaScaler, Scaler
 from simulator.service import ServiceCurve
 from simulator.swayam_scalers import AdvisorScaler, OwnedScaler, window_needs
+from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.percentile import ServiceModel, min_replicas
 
 __all__ = [
     "add_ratios",

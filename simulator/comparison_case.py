@@ -14,7 +14,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from adapter.policies.slack import StagePolicy, stage_policy
 from simulator.compliance import compliance_pct
 from simulator.config import AutoscalingConfig, SimConfig
 from simulator.results import SimResult
@@ -22,6 +21,7 @@ from simulator.run_setup import app_slos_ms
 from simulator.runner import arrivals_for, curves_for
 from simulator.service import ServiceCurve
 from simulator.swayam_scalers import Clairvoyant, window_needs
+from slackwise_policies.slack import StagePolicy, stage_policy
 
 __all__ = ["Case", "bootstrap_count", "case_for", "run_arrivals", "scaler_row", "scaler_settings"]
 

@@ -9,7 +9,7 @@ Schema (every key optional unless marked)::
     rate_rps: 400                     # offered load, Poisson, split over apps by weight
     warmup_fraction: 0.05             # the first arrivals are served but not reported
     service: lognormal                # lognormal (measured median and P95) | deterministic
-    policies: [FIFO-NB, ..., GS]      # default: every policy of adapter.policies.slack.POLICIES
+    policies: [FIFO-NB, ..., GS]      # default: every policy of slackwise_policies.slack.POLICIES
     sla: {max_violation_pct: 1.0}     # the SLA holds when at most this share misses the SLO
     search: {requests: 20000, tolerance: 0.02, low_rps: 1, high_rps: 100000}
     trace: {name: nasa, start_s: 0, duration_s: 600, downsample: 1, step_s: null}
@@ -63,10 +63,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from adapter.policies.advisor_settings import AdvisorSettings
-from adapter.policies.batching_settings import BatchingSettings
-from adapter.policies.latency import LatencyModelKind
-from adapter.policies.slack import POLICIES, stage_policy
 from simulator.config_sections import (
     SearchConfig as SearchConfig,
 )
@@ -87,6 +83,10 @@ from slackwise_config.reader import read_yaml
 from slackwise_config.typed import check_value
 from slackwise_core.knative_scaling import AutoscalerConfig
 from slackwise_core.scaling_values import ScalingConfigError
+from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.batching_settings import BatchingSettings
+from slackwise_policies.latency import LatencyModelKind
+from slackwise_policies.slack import POLICIES, stage_policy
 
 __all__ = [
     "SCALERS",
@@ -160,7 +160,8 @@ class SimConfig:
     scaling: Scaling
     autoscaler: AutoscalerConfig
     aimd: bool
-    #: the live adapter's batching settings, from the same keys (adapter.policies.batching_settings)
+    #: the live adapter's batching settings, from the same keys
+    #: (slackwise_policies.batching_settings)
     batching: BatchingSettings
     functions: Mapping[str, SimFunction]
     apps: Mapping[str, SimApp]
@@ -312,9 +313,7 @@ def parse_sim_config(raw: Any, source: str = "<config>", base_dir: Path | None =
         raise r.fail("seed", f"must be an integer, got {seed!r}")
     auto_raw = data.get("autoscaling")
     autoscaling = None if auto_raw is None else _autoscaling(r, auto_raw, apps)
-    rate = r.number(data, "rate_rps", "", 100.0)
-    if rate <= 0:
-        raise r.fail("rate_rps", f"must be positive, got {rate:g}")
+    rate = r.positive(data, "rate_rps", "", 100.0)
     return SimConfig(
         source=source,
         workload=str(data.get("workload", Path(source).stem)),

@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.policies.batching_settings import SIMULATOR_P95_EVERY, BatchingSettings
 from slackwise_config import Reader
 from slackwise_config.experiment import disturbance
 from slackwise_config.model import Disturbance
 from slackwise_config.typed import settings_from
+from slackwise_policies.batching_settings import SIMULATOR_P95_EVERY, BatchingSettings
 
 __all__ = [
     "SearchConfig",

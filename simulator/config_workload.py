@@ -104,19 +104,13 @@ def _app(r: Reader, name: str, raw: Any, functions: Mapping[str, SimFunction]) -
     data = r.mapping(raw, path)
     r.only(data, path, {"stages", "weight", "slo_ms", "slo_factor", "inputs"})
     stages = stage_list(r, data, path, functions)
-    weight = r.number(data, "weight", path, 1.0)
-    if weight <= 0:
-        raise r.fail(f"{path}.weight", f"must be positive, got {weight:g}")
+    weight = r.positive(data, "weight", path, 1.0)
     slo_ms = None
     if "slo_ms" in data:
         if "slo_factor" in data:
             raise r.fail(f"{path}.slo_ms", "give slo_ms or slo_factor, not both")
-        slo_ms = r.number(data, "slo_ms", path, 0.0)
-        if slo_ms <= 0:
-            raise r.fail(f"{path}.slo_ms", f"must be positive, got {slo_ms:g}")
-    factor = r.number(data, "slo_factor", path, 5.0)
-    if factor <= 0:
-        raise r.fail(f"{path}.slo_factor", f"must be positive, got {factor:g}")
+        slo_ms = r.positive(data, "slo_ms", path, 0.0)
+    factor = r.positive(data, "slo_factor", path, 5.0)
     return SimApp(
         name=name,
         stages=tuple(stages),

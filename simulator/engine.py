@@ -2,15 +2,15 @@
 
 Virtual time, one heap of events (arrival, batch done, re-decide, replica ready, metric sample,
 scaler tick). Every decision is made by the object the live adapter's dispatcher drives: each
-function's :class:`adapter.policies.controller.Controller` (queue in the policy's order, latency
+function's :class:`slackwise_policies.controller.Controller` (queue in the policy's order, latency
 model seeded from the profile's linear fit as ``adapter.serving.wiring.latency_prior`` seeds the
 live one, optionally the ``slackwise`` preset's AIMD, the batch sizes in use). Whenever something
 changes at a function (an arrival, a finished batch, the timer its last step asked for, a replica
 becoming ready) the engine takes :meth:`Controller.step` steps until it sends nothing more, and
 feeds each finished batch back with :meth:`Controller.completed`. A request entering stage ``k``
-of its app gets the deadline :meth:`adapter.policies.slack.StagePolicy.stage_deadline` gives it,
+of its app gets the deadline :meth:`slackwise_policies.slack.StagePolicy.stage_deadline` gives it,
 from the stages' latency estimates at their batch sizes in use
-(:func:`adapter.policies.estimates.stage_estimates`), as :mod:`adapter.serving.chains` does.
+(:func:`slackwise_policies.estimates.stage_estimates`), as :mod:`adapter.serving.chains` does.
 
 What the engine adds is only the world: Poisson (or trace-driven) arrivals, batch service times
 drawn from the measured profile (:class:`simulator.service.ServiceCurve`, slowed in a disturbance's
@@ -33,8 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from adapter.policies.batching import BatchDecision
-from adapter.policies.slack import StagePolicy
 from simulator.config import SimConfig
 from simulator.disturbance import finish_s
 from simulator.inputs import InputSizes
@@ -44,6 +42,8 @@ from simulator.run_setup import app_slos_ms, make_scaler, poisson_arrivals
 from simulator.scalers import FunctionState, Scaler, ScalerHooks
 from simulator.service import ServiceCurve
 from simulator.stations import AppRoute, SharedSplit, Station
+from slackwise_policies.batching import BatchDecision
+from slackwise_policies.slack import StagePolicy
 
 __all__ = [
     "AppResult",

@@ -26,13 +26,13 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from adapter.policies.percentile import min_replicas
 from simulator.clairvoyance import simulated_need
 from simulator.comparison import clairvoyant_service
 from simulator.comparison_case import bootstrap_count, case_for, scaler_row
 from simulator.config import SimConfig
 from simulator.engine import Simulation
 from simulator.swayam_scalers import Clairvoyant, window_needs
+from slackwise_policies.percentile import min_replicas
 
 __all__ = ["hindsight_counts", "hindsight_run"]
 

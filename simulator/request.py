@@ -1,5 +1,5 @@
 """One simulated app request as it walks its chain: what the shared function queues order and
-batch (an :class:`adapter.policies.queue.Queued`, as the live adapter's requests are)."""
+batch (an :class:`slackwise_policies.queue.Queued`, as the live adapter's requests are)."""
 
 from __future__ import annotations
 

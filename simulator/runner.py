@@ -26,7 +26,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from adapter.policies.slack import PAPER_SUFFIX, VARIANTS, stage_policy
 from simulator.config import SimConfig
 from simulator.engine import SimResult, Simulation
 from simulator.fleet_search import fewest_per_function
@@ -34,6 +33,7 @@ from simulator.pool import map_jobs
 from simulator.profiles import resolve_curves
 from simulator.run_setup import app_slos_ms
 from simulator.service import ServiceCurve
+from slackwise_policies.slack import PAPER_SUFFIX, VARIANTS, stage_policy
 
 __all__ = [
     "arrivals_for",

@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from adapter.policies.latency import LatencyModel
 from knative.kpa import KPA
 from slackwise_core.knative_scaling import ScalingSpec
+from slackwise_policies.latency import LatencyModel
 
 __all__ = ["FixedScaler", "FunctionState", "KpaScaler", "Scaler", "ScalerHooks"]
 

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adapter.policies.controller import Controller
-from adapter.policies.estimates import stage_estimates, stage_gains
-from adapter.policies.latency import LatencyModel
-from adapter.policies.modes import SLACKWISE
-from adapter.policies.slack import StagePolicy
-from adapter.policies.throughput_split import AppPath, ThroughputSplit
 from knative.meter import ConcurrencyMeter
 from simulator.config import SimConfig
 from simulator.config_workload import SimFunction
 from simulator.inputs import InputSizes
 from simulator.request import SimRequest
 from simulator.service import ServiceCurve
+from slackwise_policies.controller import Controller
+from slackwise_policies.estimates import stage_estimates, stage_gains
+from slackwise_policies.latency import LatencyModel
+from slackwise_policies.modes import SLACKWISE
+from slackwise_policies.slack import StagePolicy
+from slackwise_policies.throughput_split import AppPath, ThroughputSplit
 
 __all__ = ["AppRoute", "SharedSplit", "Station"]
 

@@ -2,8 +2,8 @@
 
 * :class:`Clairvoyant` — Swayam's ClairA, which knows the future and "provisions in the past".
   Here the need of each ``tick_s`` window is the percentile model's fewest replicas
-  (:func:`adapter.policies.percentile.min_replicas`) for the *realised* arrival count of that window
-  (:func:`window_needs`), with the true service curve and the SLA's service level and SLO:
+  (:func:`slackwise_policies.percentile.min_replicas`) for the *realised* arrival count of that
+  window (:func:`window_needs`), with the true service curve and the SLA's service level and SLO:
 
   - **ClairA1** (``lookahead_s = 0, collect_s = 0``, run with zero cold start): at every window
     exactly its need, started instantly and released at the window's end: the size of the
@@ -19,7 +19,7 @@
   comparison isolates the replica counts. Both keep one replica while the function has work (a
   request always finds a server eventually).
 * :class:`AdvisorScaler` — Knative's KPA with the live adapter's advisor pinning its floor: the
-  live adapter's :class:`adapter.policies.advisor_driver.AdvisorDriver` (advisor, hybrid
+  live adapter's :class:`slackwise_policies.advisor_driver.AdvisorDriver` (advisor, hybrid
   keep-alive and evidence per function) is fed every arrival, every measured cold start (how
   long a batch waited for a replica) and the function's own learning latency model; each tick it
   decides with the KPA's last desired count in force and the pin is the KPA's ``min_scale``:
@@ -37,11 +37,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-from adapter.policies.advisor_driver import URGENT_GAP_S, AdvisorDriver
-from adapter.policies.advisor_settings import AdvisorSettings
-from adapter.policies.function_autoscaler import FunctionAutoscaler
-from adapter.policies.latency import LatencyModel
 from simulator.scalers import FunctionState, KpaScaler
+from slackwise_policies.advisor_driver import URGENT_GAP_S, AdvisorDriver
+from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.function_autoscaler import FunctionAutoscaler
+from slackwise_policies.latency import LatencyModel
 
 __all__ = ["AdvisorScaler", "Clairvoyant", "OwnedScaler", "clair_span", "window_needs"]
 
@@ -132,7 +132,7 @@ class Clairvoyant:
 
 class _Learning:
     """What both learning scalers share: the live adapter's
-    :class:`adapter.policies.advisor_driver.AdvisorDriver`, fed from the engine's events as
+    :class:`slackwise_policies.advisor_driver.AdvisorDriver`, fed from the engine's events as
     ``adapter.serving.advisor_loop`` feeds it from the request path."""
 
     def __init__(

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,48 +73,6 @@ def _cmd_up(args: argparse.Namespace) -> int:
     return _run(_up(_load(args.config)))
 
 
-def _cmd_serve(args: argparse.Namespace) -> int:
-    from slackwise_cli import serve
-
-    return serve.run(args)
-
-
-def _cmd_experiment(args: argparse.Namespace) -> int:
-    from slackwise_cli import experiment_command
-
-    return experiment_command.run(args)
-
-
-def _cmd_manifests(args: argparse.Namespace) -> int:
-    from knative.cluster import manifests_command
-
-    return manifests_command.run(args)
-
-
-def _cmd_deploy(args: argparse.Namespace) -> int:
-    from knative.cluster import cli as cluster_cli
-
-    return cluster_cli.run_deploy(args)
-
-
-def _cmd_status(args: argparse.Namespace) -> int:
-    from knative.cluster import cli as cluster_cli
-
-    return cluster_cli.run_status(args)
-
-
-def _cmd_delete(args: argparse.Namespace) -> int:
-    from knative.cluster import cli as cluster_cli
-
-    return cluster_cli.run_delete(args)
-
-
-def _cmd_replay(args: argparse.Namespace) -> int:
-    from loadtests import replay
-
-    return replay.run(args)
-
-
 def _cmd_demo(args: argparse.Namespace) -> int:
     from slackwise_cli.demo import DemoPlan, run_demo
 
@@ -166,18 +124,6 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_profile(args: argparse.Namespace) -> int:
-    from functions import profile
-
-    return profile.run(args)
-
-
-def _cmd_simulate(args: argparse.Namespace) -> int:
-    from slackwise_cli import simulate as simulator_cli
-
-    return simulator_cli.run(args)
-
-
 def _cmd_report(args: argparse.Namespace) -> int:
     from slackwise_cli import report
 
@@ -220,19 +166,19 @@ def build_parser() -> argparse.ArgumentParser:
     from slackwise_cli import serve as serve_cli
 
     serve_cli.add_arguments(serve)
-    serve.set_defaults(func=_cmd_serve)
+    serve.set_defaults(func=serve_cli.run)
 
     exp = sub.add_parser("experiment", help="replay a trace through direct, mlproxy, slackwise")
     from slackwise_cli import experiment_command
 
     experiment_command.add_arguments(exp)
-    exp.set_defaults(func=_cmd_experiment)
+    exp.set_defaults(func=experiment_command.run)
 
     rep = sub.add_parser("replay", help="open-loop replay of a trace against a URL")
     from loadtests import replay
 
     replay.add_arguments(rep)
-    rep.set_defaults(func=_cmd_replay)
+    rep.set_defaults(func=replay.run)
 
     _cluster_commands(sub)
 
@@ -244,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     from slackwise_cli import simulate as simulator_cli
 
     simulator_cli.add_arguments(simulate)
-    simulate.set_defaults(func=_cmd_simulate)
+    simulate.set_defaults(func=simulator_cli.run)
 
     report = sub.add_parser(
         "report", help="re-render the docs' result tables from their JSON (--run: re-run first)"
@@ -272,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     from functions import profile
 
     profile.add_arguments(prof)
-    prof.set_defaults(func=_cmd_profile)
+    prof.set_defaults(func=profile.run)
     return parser
 
 
@@ -282,15 +228,28 @@ def _cluster_commands(sub: Any) -> None:
 
     man = sub.add_parser("manifests", help="write Knative manifests for the config")
     manifests_command.add_arguments(man)
-    man.set_defaults(func=_cmd_manifests)
-    for name, helptext, func in (
-        ("deploy", "apply the functions to a Knative cluster and wait for Ready", _cmd_deploy),
-        ("status", "show the functions on a Knative cluster", _cmd_status),
-        ("delete", "delete the functions from a Knative cluster", _cmd_delete),
+    man.set_defaults(func=manifests_command.run)
+    for name, helptext in (
+        ("deploy", "apply the functions to a Knative cluster and wait for Ready"),
+        ("status", "show the functions on a Knative cluster"),
+        ("delete", "delete the functions from a Knative cluster"),
     ):
         cmd = sub.add_parser(name, help=helptext)
         cli_args.add_deploy_arguments(cmd)
-        cmd.set_defaults(func=func)
+        cmd.set_defaults(func=_on_cluster(name))
+
+
+def _on_cluster(name: str) -> Callable[[argparse.Namespace], int]:
+    """``run_<name>`` of the cluster commands, imported when it runs (it needs the optional
+    ``kubernetes`` client, which the parser must not)."""
+
+    def command(args: argparse.Namespace) -> int:
+        from knative.cluster import cli as cluster_cli
+
+        run: Callable[[argparse.Namespace], int] = getattr(cluster_cli, f"run_{name}")
+        return run(args)
+
+    return command
 
 
 def _demo_arguments(demo: argparse.ArgumentParser) -> None:

@@ -13,7 +13,7 @@ oldest request still out) and sets each function's cores through
 * ``roma``: a CT controller per app (PI, Eqs. 11–12) under Algorithm 2's supervisor (no GPU on
   this machine, so no GPU scheduler: ROMA's CPU half, which is also RR+CT here);
 * ``roma_ff``: the same with a feed-forward floor under each demand, the cores the last
-  second's arrivals call for at ``ff_utilization`` (:func:`adapter.policies.roma.load_floor`,
+  second's arrivals call for at ``ff_utilization`` (:func:`slackwise_policies.roma.load_floor`,
   one request's work measured on the warm replica before the run);
 * ``rr_rules``: ±1 core at ≥ 0.8 / ≤ 0.2 × SLA, every 15 s;
 * ``rr_max``: every core, split evenly; ``rr_min``: one core, split evenly.
@@ -46,10 +46,10 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from adapter.policies.roma import CoreController, NodeCores, RuleController, load_floor, supervise
 from simulator.roma import RomaConfig, arrivals, summary_row
 from slackwise_cli.roma_load import Load, median_s
 from slackwise_config import Config, parse_config
+from slackwise_policies.roma import CoreController, NodeCores, RuleController, load_floor, supervise
 
 if TYPE_CHECKING:
     from adapter.serving.state import AdapterState

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import httpx
 
-from adapter.policies.roma import response_signal
+from slackwise_policies.roma import response_signal
 
 __all__ = ["Load", "median_s"]
 

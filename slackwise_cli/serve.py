@@ -72,6 +72,20 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     )
 
 
+#: the flags that override a key of the config's ``adapter`` section (flag: key), when given
+_ADAPTER_FLAGS = {
+    "host": "host",
+    "probe_port": "probe_port",
+    "platform_url": "platform_url",
+    "platform": "platform",
+    "serving_version": "serving_version",
+    "namespace": "namespace",
+    "kubeconfig": "kubeconfig",
+    "context": "kube_context",
+    "stage_policy": "stage_policy",
+}
+
+
 def run(args: argparse.Namespace) -> int:
     from adapter.serving.app import create_app
     from adapter.serving.http_server import serve
@@ -84,47 +98,24 @@ def run(args: argparse.Namespace) -> int:
             config = _with_advisor(config, capacity=args.capacity)
     if args.headroom is not None:
         config = _with_advisor(config, headroom=_headroom_flag(args.headroom))
-    cluster_flags = (args.namespace, args.kubeconfig, args.context)
-    if args.host or args.probe_port is not None:
+    if args.probe_port is not None and not 0 <= args.probe_port <= 65535:
+        raise SystemExit(f"slackwise: --probe-port must be a TCP port, got {args.probe_port}")
+    given = {
+        setting: getattr(args, flag)
+        for flag, setting in _ADAPTER_FLAGS.items()
+        if getattr(args, flag) not in (None, "")
+    }
+    if "stage_policy" in given:
+        from slackwise_policies.slack import stage_policy
+
+        try:
+            given["stage_policy"] = stage_policy(given["stage_policy"]).name
+        except ValueError as exc:
+            raise SystemExit(f"slackwise: --stage-policy: {exc}") from None
+    if given:
         import dataclasses
 
-        if args.probe_port is not None and not 0 <= args.probe_port <= 65535:
-            raise SystemExit(f"slackwise: --probe-port must be a TCP port, got {args.probe_port}")
-        adapter = dataclasses.replace(config.adapter, host=args.host or config.adapter.host)
-        if args.probe_port is not None:
-            adapter = dataclasses.replace(adapter, probe_port=args.probe_port)
-        config = dataclasses.replace(config, adapter=adapter)
-    if (
-        args.platform_url
-        or args.platform
-        or args.stage_policy
-        or args.serving_version
-        or any(cluster_flags)
-    ):
-        import dataclasses
-
-        from adapter.policies.slack import stage_policy
-
-        adapter = config.adapter
-        if args.platform_url:
-            adapter = dataclasses.replace(adapter, platform_url=args.platform_url)
-        if args.platform:
-            adapter = dataclasses.replace(adapter, platform=args.platform)
-        if args.serving_version:
-            adapter = dataclasses.replace(adapter, serving_version=args.serving_version)
-        if args.namespace:
-            adapter = dataclasses.replace(adapter, namespace=args.namespace)
-        if args.kubeconfig:
-            adapter = dataclasses.replace(adapter, kubeconfig=args.kubeconfig)
-        if args.context:
-            adapter = dataclasses.replace(adapter, kube_context=args.context)
-        if args.stage_policy:
-            try:
-                chosen = stage_policy(args.stage_policy).name
-            except ValueError as exc:
-                raise SystemExit(f"slackwise: --stage-policy: {exc}") from None
-            adapter = dataclasses.replace(adapter, stage_policy=chosen)
-        config = dataclasses.replace(config, adapter=adapter)
+        config = dataclasses.replace(config, adapter=dataclasses.replace(config.adapter, **given))
     try:
         app = create_app(config, mode=args.mode, advisor=advisor)
     except ValueError as exc:

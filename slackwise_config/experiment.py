@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from adapter.policies.slack import STAGE_POLICIES
 from slackwise_config.model import (
     ADVISOR_MODE,
     APP_EXPERIMENT_MODES,
@@ -20,6 +19,7 @@ from slackwise_config.model import (
     headroom_of,
 )
 from slackwise_config.reader import Reader, choice
+from slackwise_policies.slack import STAGE_POLICIES
 
 __all__ = ["disturbance", "experiment_config", "parse_modes", "policy_name"]
 
@@ -34,7 +34,7 @@ def parse_modes(text: Any, where: str = "modes", *, app: bool = False) -> tuple[
     """A list (or comma-separated string) of experiment modes, checked.
 
     A function's modes are ``direct``, ``mlproxy`` and ``slackwise``. An app's are ``mlproxy``,
-    ``slackwise`` and the stage policies of :mod:`adapter.policies.slack` (``direct`` has no
+    ``slackwise`` and the stage policies of :mod:`slackwise_policies.slack` (``direct`` has no
     orchestrator
     to walk a chain); policy names are case-insensitive and come back spelled as defined.
     """
@@ -87,15 +87,9 @@ def experiment_config(
         app = r.string(data, "app", path, None)
         if app not in apps:
             raise r.fail(f"{path}.app", f"no app named {app!r}")
-    max_rps = r.number(data, "max_rps", path, 0.0)
-    if max_rps <= 0:
-        raise r.fail(f"{path}.max_rps", f"must be positive, got {max_rps:g}")
-    step_s = r.number(data, "step_s", path, 1.0)
-    if step_s <= 0:
-        raise r.fail(f"{path}.step_s", f"must be positive, got {step_s:g}")
-    duration_s = r.number(data, "duration_s", path, 120.0)
-    if duration_s <= 0:
-        raise r.fail(f"{path}.duration_s", f"must be positive, got {duration_s:g}")
+    max_rps = r.positive(data, "max_rps", path, 0.0)
+    step_s = r.positive(data, "step_s", path, 1.0)
+    duration_s = r.positive(data, "duration_s", path, 120.0)
     default = APP_EXPERIMENT_MODES if app else EXPERIMENT_MODES
     try:
         modes = parse_modes(data.get("modes", list(default)), app=app is not None)

@@ -27,13 +27,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from adapter.policies.admission import Late
-from adapter.policies.advisor_settings import AdvisorSettings
-from adapter.policies.aimd import AIMDSettings
-from adapter.policies.batching_settings import LIVE_KEYS, BatchingSettings
-from adapter.policies.latency import LatencyModelKind
-from adapter.policies.modes import ModeName, aimd_settings
-from adapter.policies.slack import STAGE_POLICIES
 from slackwise_config.cores import check_cores, core_settings
 from slackwise_config.device import device_setting
 from slackwise_config.experiment import experiment_config, parse_modes, policy_name
@@ -62,6 +55,13 @@ from slackwise_config.typed import check_value, overrides_from, settings_from
 from slackwise_config.upstream import upstream_config
 from slackwise_core.knative_scaling import AutoscalerConfig, resolve_spec
 from slackwise_core.scaling_values import ScalingConfigError
+from slackwise_policies.admission import Late
+from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.aimd import AIMDSettings
+from slackwise_policies.batching_settings import LIVE_KEYS, BatchingSettings
+from slackwise_policies.latency import LatencyModelKind
+from slackwise_policies.modes import ModeName, aimd_settings
+from slackwise_policies.slack import STAGE_POLICIES
 
 __all__ = ["advisor_settings", "load_config", "parse_config", "parse_modes"]
 
@@ -168,9 +168,7 @@ def _function(r: Reader, name: str, raw: Any, autoscaler: AutoscalerConfig) -> F
         raise r.fail(f"{path}.image", f"must be a string, got {image!r}")
     slo_ms = None
     if "slo_ms" in data:
-        slo_ms = r.number(data, "slo_ms", path, 0.0)
-        if slo_ms <= 0:
-            raise r.fail(f"{path}.slo_ms", f"must be positive, got {slo_ms:g}")
+        slo_ms = r.positive(data, "slo_ms", path, 0.0)
     late = None if data.get("late") is None else check_value(r, Late, data["late"], f"{path}.late")
     return FunctionConfig(
         upstream=upstream_config(r, data.get("upstream"), f"{path}.upstream"),
@@ -209,9 +207,7 @@ def _app(r: Reader, name: str, raw: Any, functions: Mapping[str, FunctionConfig]
         check_chain(kinds)
     except NoEdge as exc:
         raise r.fail(f"{path}.stages", f"{' -> '.join(stages)}: {exc}") from None
-    slo = r.number(data, "slo_ms", path, 0.0)
-    if slo <= 0:
-        raise r.fail(f"{path}.slo_ms", f"must be positive, got {slo:g}")
+    slo = r.positive(data, "slo_ms", path, 0.0)
     percentile = r.number(
         data, "percentile", path, AppConfig(name=name, stages=(), slo_ms=slo).percentile
     )

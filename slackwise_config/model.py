@@ -10,16 +10,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from adapter.policies.admission import Late
-from adapter.policies.advisor_config import DEFAULT_PERCENTILE
-from adapter.policies.advisor_settings import AdvisorSettings
-from adapter.policies.batching_settings import BatchingSettings
-from adapter.policies.latency import LatencyModelKind
-from adapter.policies.modes import ModeName
 from slackwise_config.cores import CoreSettings
 from slackwise_config.gpu import GpuSettings
 from slackwise_config.hpa import HpaSettings
 from slackwise_core.knative_scaling import AutoscalerConfig, ScalingSpec
+from slackwise_policies.admission import Late
+from slackwise_policies.advisor_config import DEFAULT_PERCENTILE
+from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.batching_settings import BatchingSettings
+from slackwise_policies.latency import LatencyModelKind
+from slackwise_policies.modes import ModeName
 
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 VARIANTS = ("cpu", "gpu")
@@ -161,19 +161,19 @@ class AdapterConfig:
     kube_context: str | None = None
     ingress: str | None = None
     #: ``max_wait_ms``, ``wait_utilization`` and ``path_margin_ms``, keys of ``adapter`` itself
-    #: (adapter.policies.batching_settings, the one place their defaults are written)
+    #: (slackwise_policies.batching_settings, the one place their defaults are written)
     batching: BatchingSettings = field(default_factory=BatchingSettings)
     #: how chains split their SLO over stages and batch (GS, ED-*, EDF-*, FIFO-NB:
-    #: adapter.policies.slack)
+    #: slackwise_policies.slack)
     stage_policy: str = "GS"
     #: how a batch's time is estimated: ``linear`` (GrandSLAM Eq. 2, a + b·n) or ``curve`` (the
-    #: measured median per batch size, monotone; adapter.policies.latency)
+    #: measured median per batch size, monotone; slackwise_policies.latency)
     latency_model: LatencyModelKind = "linear"
     #: price a request's stages for its input's size (GrandSLAM's ETC per input size), learnt
-    #: per function from its batches (adapter.policies.input_cost); off: every request as the mix
+    #: per function from its batches (slackwise_policies.input_cost); off: every request as the mix
     etc_by_input: bool = False
     #: the ``adapter.aimd`` keys given, over the mode's own :class:`AIMDSettings`
-    #: (:meth:`adapter.policies.modes.ModePreset.with_aimd`; checked when loaded)
+    #: (:meth:`slackwise_policies.modes.ModePreset.with_aimd`; checked when loaded)
     aimd: Mapping[str, Any] = field(default_factory=dict)
     advisor: AdvisorSettings = field(default_factory=AdvisorSettings)
     #: ROMA's CT controllers over the CPU functions' cores (slackwise_config.cores)

@@ -36,6 +36,11 @@ class Reader:
     def fail(self, path: str, message: str) -> ConfigError:
         return ConfigError(f"{self.source}: {path}: {message}")
 
+    @staticmethod
+    def at(path: str, key: str) -> str:
+        """Where ``key`` of the section at ``path`` is (the key alone at the top level)."""
+        return f"{path}.{key}" if path else key
+
     def mapping(self, value: Any, path: str) -> Mapping[str, Any]:
         if value is None:
             return {}
@@ -49,8 +54,10 @@ class Reader:
     def only(self, data: Mapping[str, Any], path: str, allowed: set[str]) -> None:
         unknown = sorted(set(data) - allowed)
         if unknown:
-            where = f"{path}.{unknown[0]}" if path else unknown[0]
-            raise self.fail(where, f"unknown key; expected one of {', '.join(sorted(allowed))}")
+            raise self.fail(
+                self.at(path, unknown[0]),
+                f"unknown key; expected one of {', '.join(sorted(allowed))}",
+            )
 
     def integer(
         self,
@@ -64,11 +71,11 @@ class Reader:
     ) -> int:
         value = data.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(f"{path}.{key}", f"must be an integer, got {value!r}")
+            raise self.fail(self.at(path, key), f"must be an integer, got {value!r}")
         if value < low:
-            raise self.fail(f"{path}.{key}", f"must be >= {low}, got {value}")
+            raise self.fail(self.at(path, key), f"must be >= {low}, got {value}")
         if high is not None and value > high:
-            raise self.fail(f"{path}.{key}", f"must be <= {high}, got {value}")
+            raise self.fail(self.at(path, key), f"must be <= {high}, got {value}")
         return value
 
     def number(
@@ -83,17 +90,24 @@ class Reader:
     ) -> float:
         value = data.get(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(f"{path}.{key}", f"must be a number, got {value!r}")
+            raise self.fail(self.at(path, key), f"must be a number, got {value!r}")
         if value < low:
-            raise self.fail(f"{path}.{key}", f"must be >= {low:g}, got {value}")
+            raise self.fail(self.at(path, key), f"must be >= {low:g}, got {value}")
         if value > high:
-            raise self.fail(f"{path}.{key}", f"must be <= {high:g}, got {value}")
+            raise self.fail(self.at(path, key), f"must be <= {high:g}, got {value}")
         return float(value)
+
+    def positive(self, data: Mapping[str, Any], key: str, path: str, default: float) -> float:
+        """A number above zero."""
+        value = self.number(data, key, path, default)
+        if value <= 0:
+            raise self.fail(self.at(path, key), f"must be positive, got {value:g}")
+        return value
 
     def string(self, data: Mapping[str, Any], key: str, path: str, default: str | None) -> str:
         value = data.get(key, default)
         if not isinstance(value, str) or not value:
-            raise self.fail(f"{path}.{key}", f"must be a non-empty string, got {value!r}")
+            raise self.fail(self.at(path, key), f"must be a non-empty string, got {value!r}")
         return value
 
     def strings(self, value: Any, path: str) -> dict[str, str]:
@@ -101,7 +115,7 @@ class Reader:
         out: dict[str, str] = {}
         for key, item in data.items():
             if not isinstance(item, str):
-                raise self.fail(f"{path}.{key}", f"must be a string (quote it), got {item!r}")
+                raise self.fail(self.at(path, key), f"must be a string (quote it), got {item!r}")
             out[key] = item
         return out
 
@@ -111,7 +125,7 @@ def choice(
 ) -> str:
     value = r.string(data, key, path, default)
     if value not in allowed:
-        raise r.fail(f"{path}.{key}", f"must be one of {', '.join(allowed)}, got {value!r}")
+        raise r.fail(r.at(path, key), f"must be one of {', '.join(allowed)}, got {value!r}")
     return value
 
 
@@ -120,21 +134,21 @@ def optional_string(r: Reader, data: Mapping[str, Any], key: str, path: str) -> 
     if value is None:
         return None
     if not isinstance(value, str) or not value:
-        raise r.fail(f"{path}.{key}", f"must be a non-empty string, got {value!r}")
+        raise r.fail(r.at(path, key), f"must be a non-empty string, got {value!r}")
     return value
 
 
 def fraction(r: Reader, data: Mapping[str, Any], key: str, path: str, default: float) -> float:
     value = r.number(data, key, path, default)
     if not 0.0 < value <= 1.0:
-        raise r.fail(f"{path}.{key}", f"must be in (0, 1], got {value:g}")
+        raise r.fail(r.at(path, key), f"must be in (0, 1], got {value:g}")
     return value
 
 
 def flag(r: Reader, data: Mapping[str, Any], key: str, path: str, default: bool) -> bool:
     value = data.get(key, default)
     if not isinstance(value, bool):
-        raise r.fail(f"{path}.{key}", f"must be true or false, got {value!r}")
+        raise r.fail(r.at(path, key), f"must be true or false, got {value!r}")
     return value
 
 
@@ -142,7 +156,7 @@ def name_list(r: Reader, data: Mapping[str, Any], key: str, path: str) -> tuple[
     """A list of names under ``key`` (empty when absent); anything else is named."""
     listed = data.get(key, [])
     if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
-        raise r.fail(f"{path}.{key}", f"must be a list of function names, got {listed!r}")
+        raise r.fail(r.at(path, key), f"must be a list of function names, got {listed!r}")
     return tuple(listed)
 
 

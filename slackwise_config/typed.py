@@ -2,7 +2,7 @@
 
 Each policy owns a frozen, keyword-only settings dataclass whose fields carry their one default
 and whose ``__post_init__`` checks each value, raising
-:class:`adapter.policies.settings_error.SettingsError` with the key. :func:`settings_from`
+:class:`slackwise_policies.settings_error.SettingsError` with the key. :func:`settings_from`
 reads a section into such a type by the field annotations alone: an unknown key is named with
 the known ones, a value of the wrong kind (a string for a number, ``yes`` quoted, a list) is
 named with its key, and what the type itself refuses comes back with the file and the section
@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from adapter.policies.settings_error import SettingsError
 from slackwise_config.reader import Reader
+from slackwise_policies.settings_error import SettingsError
 
 __all__ = ["check_value", "named", "overrides_from", "read_fields", "settings_from"]
 

@@ -11,8 +11,9 @@ webhook does.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
+from typing import TypeVar
 
 from slackwise_core.autoscaler_config import AutoscalerConfig as AutoscalerConfig
 from slackwise_core.durations import parse_duration
@@ -81,6 +82,9 @@ _ALIASES = {
 }
 
 
+_T = TypeVar("_T")
+
+
 def _annotation(annotations: Mapping[str, str], name: str) -> str | None:
     key = f"{GROUP}/{name}"
     value = annotations.get(key)
@@ -94,37 +98,44 @@ def _annotation(annotations: Mapping[str, str], name: str) -> str | None:
     return value
 
 
-def _number(annotations: Mapping[str, str], name: str) -> float | None:
+def _parsed(annotations: Mapping[str, str], name: str, parse: Callable[[str], _T]) -> _T | None:
+    """The annotation ``name`` read by ``parse`` (None when absent); its ValueError, keyed."""
     raw = _annotation(annotations, name)
     if raw is None:
         return None
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise ScalingConfigError(f"{GROUP}/{name}: {exc}") from None
+
+
+def _finite(raw: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise ScalingConfigError(f"{GROUP}/{name}: {raw!r} is not a number") from None
+        raise ValueError(f"{raw!r} is not a number") from None
     if not math.isfinite(value):
-        raise ScalingConfigError(f"{GROUP}/{name}: {raw!r} is not a finite number")
+        raise ValueError(f"{raw!r} is not a finite number")
     return value
 
 
-def _integer(annotations: Mapping[str, str], name: str) -> int | None:
-    raw = _annotation(annotations, name)
-    if raw is None:
-        return None
+def _whole(raw: str) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise ScalingConfigError(f"{GROUP}/{name}: {raw!r} is not an integer") from None
+        raise ValueError(f"{raw!r} is not an integer") from None
+
+
+def _number(annotations: Mapping[str, str], name: str) -> float | None:
+    return _parsed(annotations, name, _finite)
+
+
+def _integer(annotations: Mapping[str, str], name: str) -> int | None:
+    return _parsed(annotations, name, _whole)
 
 
 def _duration(annotations: Mapping[str, str], name: str) -> tuple[float, str] | None:
-    raw = _annotation(annotations, name)
-    if raw is None:
-        return None
-    try:
-        return parse_duration(raw), raw
-    except ValueError as exc:
-        raise ScalingConfigError(f"{GROUP}/{name}: {exc}") from None
+    return _parsed(annotations, name, lambda raw: (parse_duration(raw), raw))
 
 
 #: the annotation names :func:`resolve_spec` understands (others under the group are refused)

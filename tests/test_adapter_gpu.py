@@ -174,7 +174,6 @@ def test_a_poisoned_member_of_a_gpu_batch_fails_alone() -> None:
     halves goes to the GPU executable again, never to the replicas."""
     import orjson
 
-    from adapter.policies.modes import SLACKWISE
     from adapter.serving.dispatcher import Dispatcher
     from adapter.serving.metrics import AdapterMetrics
     from adapter.serving.pending import Pending
@@ -182,6 +181,7 @@ def test_a_poisoned_member_of_a_gpu_batch_fails_alone() -> None:
     from adapter.serving.wiring import latency_prior
     from slackwise_core.clock import VirtualClock
     from slackwise_core.http1 import Http1Response
+    from slackwise_policies.modes import SLACKWISE
     from tests.test_adapter import FakeView, config
 
     class Executable:
@@ -256,7 +256,6 @@ def _route_run(policy: str, waits: dict[str, list[float]], *, until: float = 1.0
     dispatchers are not started), so whatever is served is the route's doing."""
     import orjson
 
-    from adapter.policies.modes import SLACKWISE
     from adapter.serving.dispatcher import Dispatcher
     from adapter.serving.gpu_route import GpuRoute
     from adapter.serving.metrics import AdapterMetrics
@@ -265,6 +264,7 @@ def _route_run(policy: str, waits: dict[str, list[float]], *, until: float = 1.0
     from adapter.serving.wiring import latency_prior
     from slackwise_core.clock import VirtualClock
     from slackwise_core.http1 import Http1Response
+    from slackwise_policies.modes import SLACKWISE
     from tests.test_adapter import FakeView
 
     clock = VirtualClock()

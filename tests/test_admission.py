@@ -1,4 +1,4 @@
-"""Admission at the door (adapter.policies.admission), pure: refused when the evidence says
+"""Admission at the door (slackwise_policies.admission), pure: refused when the evidence says
 late, admitted when nothing ahead could make it late, Retry-After in whole seconds."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from adapter.policies.admission import at_the_door, expected_finish
+from slackwise_policies.admission import at_the_door, expected_finish
 
 
 def est(n: int) -> float:
@@ -63,7 +63,7 @@ def test_the_adapters_own_lag_refuses_before_the_queue_is_judged() -> None:
 
 
 def test_a_queue_refusal_holds_for_the_requests_after_it_within_a_bound() -> None:
-    from adapter.policies.admission import HOLD_MAX_S, holds_until
+    from slackwise_policies.admission import HOLD_MAX_S, holds_until
 
     slightly = door(40)  # five rounds: 130 ms + 12 ms, 42 ms late
     assert slightly is not None
@@ -79,7 +79,7 @@ def test_a_queue_refusal_holds_for_the_requests_after_it_within_a_bound() -> Non
 
 
 def test_the_drain_pace_is_evidence_only_while_backlogs_keep_measuring_it() -> None:
-    from adapter.policies.admission import Drain
+    from slackwise_policies.admission import Drain
 
     drain = Drain(alpha=1.0, stale_s=1.0)
     assert drain.s_per_instance(0.0) is None  # nothing measured yet
@@ -106,7 +106,7 @@ def test_the_lateness_margin_rises_on_late_finishes_is_capped_and_falls_back() -
     samples are late, never goes past ``cap`` of the SLO, and returns to 0 once all is well."""
     import random
 
-    from adapter.policies.admission import Lateness
+    from slackwise_policies.admission import Lateness
 
     lateness = Lateness(step=0.02, share=0.99, cap=0.5)
     slo = 0.1
@@ -141,11 +141,11 @@ def _flood(margin: bool, *, rate: float = 1500.0, slo: float = 0.1, seconds: flo
     virtual time; (admitted, of them in time, refused) after ``warmup``."""
     import random
 
-    from adapter.policies.admission import Lateness
-    from adapter.policies.controller import Controller
-    from adapter.policies.latency import LatencyModel
-    from adapter.policies.modes import preset
-    from adapter.policies.queue import QueuedRequest
+    from slackwise_policies.admission import Lateness
+    from slackwise_policies.controller import Controller
+    from slackwise_policies.latency import LatencyModel
+    from slackwise_policies.modes import preset
+    from slackwise_policies.queue import QueuedRequest
 
     rng = random.Random(3)
     c: Controller[QueuedRequest] = Controller(
@@ -200,10 +200,10 @@ def test_a_chains_first_stage_judges_the_whole_chain() -> None:
     """Nothing queued at the first stage, but the stages after it are expected to take most of
     the SLO: the first stage refuses (a later stage never does), where the same request alone
     is admitted."""
-    from adapter.policies.controller import Controller
-    from adapter.policies.latency import LatencyModel
-    from adapter.policies.modes import preset
-    from adapter.policies.queue import QueuedRequest
+    from slackwise_policies.controller import Controller
+    from slackwise_policies.latency import LatencyModel
+    from slackwise_policies.modes import preset
+    from slackwise_policies.queue import QueuedRequest
 
     def controller() -> Controller[QueuedRequest]:
         model = LatencyModel(a_ms=10.0, b_ms_per_item=1.0)
@@ -235,7 +235,7 @@ def test_the_chain_walker_prices_the_stages_after_the_first() -> None:
 def test_a_sample_with_no_slo_left_moves_nothing() -> None:
     """A chain's stage entered past the chain's deadline has a negative budget: no evidence
     about the door (it used to drive the margin below zero through the cap)."""
-    from adapter.policies.admission import Lateness
+    from slackwise_policies.admission import Lateness
 
     lateness = Lateness()
     lateness.finished(2.0, 1.0, -0.5, given_up=True)
@@ -246,10 +246,10 @@ def test_a_refused_request_is_no_company_for_a_batch() -> None:
     """The rate a batch may wait for company by counts what the door admits: under a flood it
     refuses, the refused requests would otherwise make a lone admitted request wait for
     batch-mates that never come."""
-    from adapter.policies.controller import Controller
-    from adapter.policies.latency import LatencyModel
-    from adapter.policies.modes import preset
-    from adapter.policies.queue import QueuedRequest
+    from slackwise_policies.controller import Controller
+    from slackwise_policies.latency import LatencyModel
+    from slackwise_policies.modes import preset
+    from slackwise_policies.queue import QueuedRequest
 
     c: Controller[QueuedRequest] = Controller(
         name="f", preset=preset("slackwise"), model=LatencyModel(a_ms=5.0, b_ms_per_item=1.0),
@@ -273,11 +273,11 @@ def test_behind_the_door_a_backlog_goes_in_batches_that_keep_up_not_one_at_a_tim
     late answers were such heads: after batches of 8-10 the head's slack shrank, the tail rule
     cut the batches to 1-2, each slot served one request per 60 ms instead of ten per 145, and
     the queue behind them aged past its deadlines. A short queue's head is served as before."""
-    from adapter.policies.controller import Controller
-    from adapter.policies.latency import LatencyModel
-    from adapter.policies.modes import preset
-    from adapter.policies.queue import QueuedRequest
-    from adapter.policies.scheduling import sustaining_batch
+    from slackwise_policies.controller import Controller
+    from slackwise_policies.latency import LatencyModel
+    from slackwise_policies.modes import preset
+    from slackwise_policies.queue import QueuedRequest
+    from slackwise_policies.scheduling import sustaining_batch
 
     def queued(late: str, keep: int = 120) -> tuple[Controller[QueuedRequest], float]:
         model = LatencyModel(a_ms=40.0, b_ms_per_item=4.0)  # P99 with no samples: 1.2 x

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.policies.advisor import Advisor
-from adapter.policies.advisor_config import AdvisorConfig, AdvisorDecision
-from adapter.policies.advisor_settings import AdvisorSettings
-from adapter.policies.function_autoscaler import function_autoscaler
-from adapter.policies.latency import LatencyModel
-from adapter.policies.percentile import ServiceModel, min_replicas, response_time_percentile
-from adapter.policies.settings_error import SettingsError
+from slackwise_policies.advisor import Advisor
+from slackwise_policies.advisor_config import AdvisorConfig, AdvisorDecision
+from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.function_autoscaler import function_autoscaler
+from slackwise_policies.latency import LatencyModel
+from slackwise_policies.percentile import ServiceModel, min_replicas, response_time_percentile
+from slackwise_policies.settings_error import SettingsError
 
 #: one request per batch, 20 ms each: 50 requests/s per replica at most
 SERVICE = ServiceModel(a_ms=20.0, distribution="deterministic")

@@ -1,7 +1,7 @@
 """The live advisor loop and the simulator's scalers are one advisor: fed the same arrivals,
 measured cold starts and outcomes, they decide the same count at every tick.
 
-Both run :class:`adapter.policies.advisor_driver.AdvisorDriver`; what this checks is that each
+Both run :class:`slackwise_policies.advisor_driver.AdvisorDriver`; what this checks is that each
 side hands it the same facts (the count in force, the time, which function), so a simulated
 result speaks for the live adapter. The live side is the real
 :class:`adapter.serving.advisor_loop.Autoscaling` writing to a platform that holds what it is
@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from adapter.policies.advisor_config import DEFAULT_PERCENTILE
-from adapter.policies.latency import LatencyModel
 from adapter.serving.advisor_loop import Autoscaling
 from functions.headers import PLATFORM_WAIT_MS
 from knative.local.events import ReplicaCounts
 from simulator.scalers import FunctionState, KpaScaler
 from simulator.swayam_scalers import AdvisorScaler, OwnedScaler
 from slackwise_config import Config, parse_config
+from slackwise_policies.advisor_config import DEFAULT_PERCENTILE
+from slackwise_policies.latency import LatencyModel
 
 
 class Clock:

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.policies.aimd import AIMD, AIMDDecision, AIMDSettings
-from adapter.policies.modes import MLPROXY, PRESETS, SLACKWISE, preset
+from slackwise_policies.aimd import AIMD, AIMDDecision, AIMDSettings
+from slackwise_policies.modes import MLPROXY, PRESETS, SLACKWISE, preset
 
 
 def aimd_with(**settings: Any) -> AIMD:

@@ -10,8 +10,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from adapter.policies.advisor_settings import AdvisorSettings
-from adapter.policies.slack import stage_policy
 from simulator.compliance import compliance_pct, compliant_windows
 from simulator.config import parse_sim_config
 from simulator.engine import Simulation
@@ -20,6 +18,8 @@ from simulator.service import ServiceCurve
 from simulator.swayam_scalers import AdvisorScaler, Clairvoyant, OwnedScaler, window_needs
 from slackwise_cli.main import main
 from slackwise_config import ConfigError
+from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.slack import stage_policy
 
 TINY_CONFIG = Path(__file__).resolve().parents[1] / "experiments" / "sim" / "tiny.yaml"
 IDLE = FunctionState(ready=0, starting=0, inflight=0, queued=0)
@@ -343,7 +343,6 @@ def test_a_trimmed_clairvoyant_is_minimal_one_replica_fewer_anywhere_breaks_it(
     SLA somewhere. Checked here by brute force, window by window."""
     from dataclasses import replace as copy
 
-    from adapter.policies.slack import stage_policy
     from simulator.clairvoyance import late_ticks
     from simulator.comparison import scaler_run
     from simulator.comparison_case import run_arrivals
@@ -352,6 +351,7 @@ def test_a_trimmed_clairvoyant_is_minimal_one_replica_fewer_anywhere_breaks_it(
     from simulator.run_setup import app_slos_ms
     from simulator.runner import curves_for
     from simulator.swayam_scalers import Clairvoyant
+    from slackwise_policies.slack import stage_policy
 
     trace = tmp_path / "load.rps.txt"
     trace.write_text("\n".join(["10"] * 8 + ["60"] * 8 + ["10"] * 8) + "\n")

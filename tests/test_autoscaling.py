@@ -15,8 +15,6 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from adapter.policies.advisor_settings import AdvisorSettings
-from adapter.policies.latency import LatencyModel
 from adapter.serving.advisor_loop import Autoscaling
 from adapter.serving.platform_view import PinUnsupported
 from functions.gossip import FrontendTally, parse_window
@@ -26,6 +24,8 @@ from knative.cluster.view import KnativeView
 from knative.local.events import ReplicaCounts
 from slackwise_config import Config, ConfigError, parse_config
 from slackwise_core.clock import VirtualClock
+from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.latency import LatencyModel
 from tests.kube.fake_api import FakeKubernetes
 from tests.upstreams import HandlerUpstream
 

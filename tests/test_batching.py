@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.policies.batching import BatchDecision, decide
-from adapter.policies.batching_settings import BatchingSettings
-from adapter.policies.latency import LatencyModel
-from adapter.policies.queue import QueuedRequest
+from slackwise_policies.batching import BatchDecision, decide
+from slackwise_policies.batching_settings import BatchingSettings
+from slackwise_policies.latency import LatencyModel
+from slackwise_policies.queue import QueuedRequest
 
 
 @dataclass(frozen=True)

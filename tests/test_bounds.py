@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from adapter.policies.slack import stage_policy
 from simulator.bounds import throughput_ceiling, waited_ceiling
 from simulator.config import parse_sim_config
 from simulator.engine import Simulation
 from simulator.service import ServiceCurve
+from slackwise_policies.slack import stage_policy
 
 
 def _curve(name: str, a_ms: float, b_ms: float) -> ServiceCurve:

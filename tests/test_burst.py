@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.policies.advisor import Advisor
-from adapter.policies.advisor_config import BURST_U, AdvisorConfig
-from adapter.policies.advisor_settings import AdvisorSettings
-from adapter.policies.burst import BurstThreshold
-from adapter.policies.function_autoscaler import function_autoscaler
-from adapter.policies.latency import LatencyModel
-from adapter.policies.percentile import ServiceModel
-from adapter.policies.settings_error import SettingsError
+from slackwise_policies.advisor import Advisor
+from slackwise_policies.advisor_config import BURST_U, AdvisorConfig
+from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.burst import BurstThreshold
+from slackwise_policies.function_autoscaler import function_autoscaler
+from slackwise_policies.latency import LatencyModel
+from slackwise_policies.percentile import ServiceModel
+from slackwise_policies.settings_error import SettingsError
 
 SERVICE = ServiceModel(a_ms=5.0, distribution="deterministic")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.policies.estimates import BatchSizeTracker, stage_estimates, stage_gains
-from adapter.policies.latency import LatencyModel
+from slackwise_policies.estimates import BatchSizeTracker, stage_estimates, stage_gains
+from slackwise_policies.latency import LatencyModel
 
 
 def test_estimates_read_each_model_at_its_rounded_batch_size() -> None:

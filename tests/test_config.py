@@ -129,7 +129,7 @@ def test_the_readme_config_reference_is_valid() -> None:
 
 
 def test_aimd_overrides_leave_the_rest_to_the_mode() -> None:
-    from adapter.policies.modes import MLPROXY, SLACKWISE
+    from slackwise_policies.modes import MLPROXY, SLACKWISE
 
     config = parse_config(
         {

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from adapter.policies.crowding import Crowding
+from slackwise_policies.crowding import Crowding
 
 
 def seen(crowding: Crowding, now: float, ahead: int, latency_s: float, count: int = 8) -> None:

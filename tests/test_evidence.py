@@ -1,4 +1,4 @@
-"""Evidence over the model (adapter.policies.evidence), pure on the virtual clock: the count steps
+"""Evidence over the model (slackwise_policies.evidence), pure on the virtual clock: the count steps
 up at once when measured outcomes disagree with the estimate, again after each setup time while
 they still do, and steps back down one at a time once they agree."""
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from adapter.policies.evidence import Evidence, EvidenceConfig
+from slackwise_policies.evidence import Evidence, EvidenceConfig
 
 
 def feed(ev: Evidence, start: float, seconds: float, per_s: int, miss_every: int) -> float:
@@ -151,7 +151,7 @@ def test_a_few_overdue_among_many_timely_answers_are_tolerated() -> None:
 
 
 def test_the_latency_models_recent_view_sees_a_step_the_window_still_hides() -> None:
-    from adapter.policies.latency import LatencyModel
+    from slackwise_policies.latency import LatencyModel
 
     model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
     t = 0.0
@@ -169,9 +169,9 @@ def test_the_latency_models_recent_view_sees_a_step_the_window_still_hides() -> 
 
 
 def test_once_service_times_step_the_advisor_replays_the_service_times_of_now() -> None:
-    from adapter.policies.advisor_settings import AdvisorSettings
-    from adapter.policies.function_autoscaler import function_autoscaler
-    from adapter.policies.latency import LatencyModel
+    from slackwise_policies.advisor_settings import AdvisorSettings
+    from slackwise_policies.function_autoscaler import function_autoscaler
+    from slackwise_policies.latency import LatencyModel
 
     model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
     auto = function_autoscaler(
@@ -212,9 +212,9 @@ def test_the_recent_view_forgets_a_stall_once_it_is_over() -> None:
 
 
 def test_a_step_in_service_time_is_seen_as_drift_before_anything_misses() -> None:
-    from adapter.policies.advisor_settings import AdvisorSettings
-    from adapter.policies.function_autoscaler import function_autoscaler
-    from adapter.policies.latency import LatencyModel
+    from slackwise_policies.advisor_settings import AdvisorSettings
+    from slackwise_policies.function_autoscaler import function_autoscaler
+    from slackwise_policies.latency import LatencyModel
 
     def build(evidence: bool) -> tuple[Any, LatencyModel]:
         model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
@@ -251,7 +251,7 @@ def test_a_step_in_service_time_is_seen_as_drift_before_anything_misses() -> Non
 
 
 def test_drift_needs_a_few_batches_at_sizes_the_window_knows() -> None:
-    from adapter.policies.latency import LatencyModel
+    from slackwise_policies.latency import LatencyModel
 
     model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
     t = 0.0
@@ -268,9 +268,9 @@ def test_drift_needs_a_few_batches_at_sizes_the_window_knows() -> None:
 
 
 def test_a_burst_beyond_the_forecast_is_counted_in_full_once_the_evidence_disagrees() -> None:
-    from adapter.policies.advisor_settings import AdvisorSettings
-    from adapter.policies.function_autoscaler import function_autoscaler
-    from adapter.policies.latency import LatencyModel
+    from slackwise_policies.advisor_settings import AdvisorSettings
+    from slackwise_policies.function_autoscaler import function_autoscaler
+    from slackwise_policies.latency import LatencyModel
 
     def run(evidence: bool) -> list[int]:
         model = LatencyModel.from_prior(5.0, 1.0, window_s=30.0)
@@ -310,10 +310,10 @@ def test_a_burst_beyond_the_forecast_is_counted_in_full_once_the_evidence_disagr
 
 
 def test_a_noisy_second_is_not_a_burst() -> None:
-    from adapter.policies.advisor_config import BURST_RATIO
-    from adapter.policies.advisor_settings import AdvisorSettings
-    from adapter.policies.function_autoscaler import function_autoscaler
-    from adapter.policies.latency import LatencyModel
+    from slackwise_policies.advisor_config import BURST_RATIO
+    from slackwise_policies.advisor_settings import AdvisorSettings
+    from slackwise_policies.function_autoscaler import function_autoscaler
+    from slackwise_policies.latency import LatencyModel
 
     auto = function_autoscaler(
         "f", AdvisorSettings(enabled=True, default_setup_s=1.0, keep_alive=False,

@@ -1,4 +1,4 @@
-"""Headroom from evidence (adapter.policies.headroom) on the virtual clock: calm service holds no
+"""Headroom from evidence (slackwise_policies.headroom) on the virtual clock: calm service holds no
 spare, a volatile one holds one that goes after it calms, never above max-scale, and the live
 loop and the simulator's owned count decide the same."""
 
@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from adapter.policies.advisor_settings import AdvisorSettings
-from adapter.policies.function_autoscaler import FunctionAutoscaler, function_autoscaler
-from adapter.policies.headroom import Headroom, HeadroomConfig, parse_headroom
-from adapter.policies.latency import LatencyModel
 from adapter.serving.advisor_loop import Autoscaling
 from knative.local.events import ReplicaCounts
 from simulator.scalers import FunctionState
 from simulator.swayam_scalers import OwnedScaler
 from slackwise_config import ConfigError, parse_config
+from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.function_autoscaler import FunctionAutoscaler, function_autoscaler
+from slackwise_policies.headroom import Headroom, HeadroomConfig, parse_headroom
+from slackwise_policies.latency import LatencyModel
 
 SLO_MS = 300.0
 RATE = 30  # requests per second

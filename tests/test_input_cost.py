@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from adapter.policies.input_cost import InputCost, batch_input_bytes
+from slackwise_policies.input_cost import InputCost, batch_input_bytes
 
 SMALL, LARGE = 1000.0, 4000.0
 #: face_detect measured 3.81x for a photo at twice the side (experiments/sim/input-costs.json)

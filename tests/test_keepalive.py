@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from adapter.policies.keepalive import KeepAlive, KeepAliveConfig
+from slackwise_policies.keepalive import KeepAlive, KeepAliveConfig
 
 
 def test_too_few_gaps_fall_back_to_the_fixed_grace() -> None:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.policies.latency import LatencyModel, LatencyModels
-from adapter.policies.latency_curve import Curve
+from slackwise_policies.latency import LatencyModel, LatencyModels
+from slackwise_policies.latency_curve import Curve
 
 
 def feed_linear(

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = (
     "slackwise_cli",
     "adapter",
+    "slackwise_policies",
     "slackwise_core",
     "slackwise_config",
     "functions",
@@ -128,9 +129,9 @@ def test_the_module_map_takes_each_docstrings_first_sentence() -> None:
     [
         # a batching setting's default value is written in one module, the policy's own
         (r"\b(wait_utilization|target_utilization)\s*:\s*float\s*=\s*\d",
-         "adapter/policies/batching_settings.py"),
-        (r"\bpath_margin_ms\s*:\s*float\s*=\s*\d", "adapter/policies/batching_settings.py"),
-        (r"\bestimate_alpha\s*:\s*float\s*=\s*\d", "adapter/policies/batching_settings.py"),
+         "slackwise_policies/batching_settings.py"),
+        (r"\bpath_margin_ms\s*:\s*float\s*=\s*\d", "slackwise_policies/batching_settings.py"),
+        (r"\bestimate_alpha\s*:\s*float\s*=\s*\d", "slackwise_policies/batching_settings.py"),
         # a function's largest batch: the config model's constant, used by both readers
         (r"\"max_batch\",\s*path,\s*\d", None),
         (r"\bmax_batch\s*:\s*int\s*=\s*\d", None),

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from adapter.policies.latency import LatencyModel
-from adapter.policies.paper_batching import algorithm_1
-from adapter.policies.queue import RequestQueue
-from adapter.policies.scheduling import next_batch
-from adapter.policies.slack import PAPER_SUFFIX, POLICIES, VARIANTS, stage_policy
+from slackwise_policies.latency import LatencyModel
+from slackwise_policies.paper_batching import algorithm_1
+from slackwise_policies.queue import RequestQueue
+from slackwise_policies.scheduling import next_batch
+from slackwise_policies.slack import PAPER_SUFFIX, POLICIES, VARIANTS, stage_policy
 
 
 @dataclass

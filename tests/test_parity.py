@@ -21,10 +21,6 @@ from typing import Any
 import orjson
 import pytest
 
-from adapter.policies.batching_settings import SIMULATOR_P95_EVERY, BatchingSettings
-from adapter.policies.latency import LatencyModel
-from adapter.policies.modes import SLACKWISE
-from adapter.policies.slack import POLICIES, stage_policy
 from adapter.serving.chains import Chain
 from adapter.serving.dispatcher import Dispatcher
 from adapter.serving.metrics import AdapterMetrics
@@ -38,6 +34,10 @@ from simulator.service import ServiceCurve
 from slackwise_config import parse_config
 from slackwise_core.clock import VirtualClock
 from slackwise_core.http1 import Http1Response
+from slackwise_policies.batching_settings import SIMULATOR_P95_EVERY, BatchingSettings
+from slackwise_policies.latency import LatencyModel
+from slackwise_policies.modes import SLACKWISE
+from slackwise_policies.slack import POLICIES, stage_policy
 
 NODES = 2
 MAX_BATCH = 16

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.policies.latency import LatencyModel
-from adapter.policies.percentile import (
+from slackwise_policies.latency import LatencyModel
+from slackwise_policies.percentile import (
     ServiceModel,
     erlang_c,
     min_replicas,
@@ -204,7 +204,7 @@ def test_bad_arguments_name_the_value() -> None:
 
 
 def test_the_shared_search_finds_the_first_count_that_meets_from_any_start() -> None:
-    from adapter.policies.fewest import fewest_meeting
+    from slackwise_policies.fewest import fewest_meeting
 
     asked: list[int] = []
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.policies.pruning import PruningConfig, expected_finish, judge
+from slackwise_policies.pruning import PruningConfig, expected_finish, judge
 
 ON_LATE = PruningConfig(enabled=True)
 ON_PREDICTED = PruningConfig(enabled=True, mode="predicted")

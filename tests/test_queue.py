@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from adapter.policies.queue import RequestQueue
 from adapter.serving.pending import Pending
+from slackwise_policies.queue import RequestQueue
 
 
 def pending(loop: asyncio.AbstractEventLoop, seq: int, deadline: float) -> Pending:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.policies.rate import RatePredictor
+from slackwise_policies.rate import RatePredictor
 
 
 def feed(predictor: RatePredictor, rates: list[int], start: int = 0) -> float:

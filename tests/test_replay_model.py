@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.policies.advisor import Advisor
-from adapter.policies.advisor_config import AdvisorConfig
-from adapter.policies.latency import LatencyModel
-from adapter.policies.percentile import ServiceModel
-from adapter.policies.replay import (
+from slackwise_policies.advisor import Advisor
+from slackwise_policies.advisor_config import AdvisorConfig
+from slackwise_policies.latency import LatencyModel
+from slackwise_policies.percentile import ServiceModel
+from slackwise_policies.replay import (
     ObservedService,
     quantised_up,
     replay_min_replicas,

@@ -1,4 +1,4 @@
-"""ROMA's policies (adapter.policies.roma) by hand, and its simulated evaluation
+"""ROMA's policies (slackwise_policies.roma) by hand, and its simulated evaluation
 (simulator.roma)."""
 
 from __future__ import annotations
@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from adapter.policies.roma import (
+from simulator.roma import SYSTEMS, parse_roma_config, run_roma
+from slackwise_cli.main import main
+from slackwise_config import ConfigError
+from slackwise_policies.roma import (
     CoreController,
     GpuCandidate,
     NodeCores,
@@ -21,9 +24,6 @@ from adapter.policies.roma import (
     round_robin,
     supervise,
 )
-from simulator.roma import SYSTEMS, parse_roma_config, run_roma
-from slackwise_cli.main import main
-from slackwise_config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 

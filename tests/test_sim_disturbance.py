@@ -10,8 +10,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from adapter.policies.advisor_settings import AdvisorSettings
-from adapter.policies.slack import stage_policy
 from simulator.config import parse_sim_config
 from simulator.disturbance import finish_s
 from simulator.engine import Simulation
@@ -20,6 +18,8 @@ from simulator.service import ServiceCurve
 from simulator.swayam_scalers import OwnedScaler
 from slackwise_config import ConfigError
 from slackwise_config.model import Disturbance
+from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.slack import stage_policy
 
 SLOW = Disturbance(kind="slow", start_s=10.0, duration_s=10.0, factor=4.0)
 PAUSE = Disturbance(kind="pause", start_s=10.0, duration_s=5.0)

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from adapter.policies.slack import stage_policy
 from simulator.config import parse_sim_config
 from simulator.engine import Simulation
 from simulator.inputs import InputSizes
 from simulator.request import SimRequest
 from simulator.service import ServiceCurve
 from slackwise_config import ConfigError
+from slackwise_policies.slack import stage_policy
 
 
 def _curve(name: str, a_ms: float = 8.0, b_ms: float = 2.0) -> ServiceCurve:

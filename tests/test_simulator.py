@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from adapter.policies.slack import POLICIES, stage_policy
 from simulator.config import load_sim_config, parse_sim_config
 from simulator.engine import Simulation
 from simulator.runner import curves_for
 from simulator.service import ServiceCurve
 from slackwise_cli.main import main
 from slackwise_config import ConfigError
+from slackwise_policies.slack import POLICIES, stage_policy
 
 TINY = Path(__file__).resolve().parents[1] / "experiments" / "sim" / "tiny.yaml"
 

@@ -1,5 +1,5 @@
-"""Stage slack (adapter.policies.slack) and the shared scheduling step
-(adapter.policies.scheduling)."""
+"""Stage slack (slackwise_policies.slack) and the shared scheduling step
+(slackwise_policies.scheduling)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.policies.queue import RequestQueue
-from adapter.policies.scheduling import next_batch
-from adapter.policies.slack import (
+from slackwise_policies.queue import RequestQueue
+from slackwise_policies.scheduling import next_batch
+from slackwise_policies.slack import (
     POLICIES,
     marginal_budgets,
     proportional_budgets,

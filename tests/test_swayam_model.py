@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from adapter.policies.advisor import Advisor
-from adapter.policies.advisor_config import AdvisorConfig
-from adapter.policies.percentile import ServiceModel
-from adapter.policies.swayam_model import (
+from slackwise_policies.advisor import Advisor
+from slackwise_policies.advisor_config import AdvisorConfig
+from slackwise_policies.percentile import ServiceModel
+from slackwise_policies.swayam_model import (
     RandDispatch,
     rand_min_replicas,
     rand_response_cdf,

@@ -1,5 +1,5 @@
-"""GS-T: the SLO split by what binds (adapter.policies.throughput_split) and the batching for
-throughput that goes with it (adapter.policies.scheduling's ``sustain_slots``). Pure, on a
+"""GS-T: the SLO split by what binds (slackwise_policies.throughput_split) and the batching for
+throughput that goes with it (slackwise_policies.scheduling's ``sustain_slots``). Pure, on a
 virtual clock."""
 
 from __future__ import annotations
@@ -10,17 +10,17 @@ from dataclasses import dataclass
 
 import pytest
 
-from adapter.policies.lagged_p95 import LaggedP95
-from adapter.policies.latency import LatencyModel
-from adapter.policies.queue import RequestQueue
-from adapter.policies.scheduling import (
+from slackwise_policies.lagged_p95 import LaggedP95
+from slackwise_policies.latency import LatencyModel
+from slackwise_policies.queue import RequestQueue
+from slackwise_policies.scheduling import (
     cheapest_batch,
     efficient_batch,
     next_batch,
     sustaining_batch,
 )
-from adapter.policies.slack import proportional_budgets, stage_policy
-from adapter.policies.throughput_split import (
+from slackwise_policies.slack import proportional_budgets, stage_policy
+from slackwise_policies.throughput_split import (
     HEADROOM,
     AppPath,
     StageFleet,
@@ -340,9 +340,9 @@ def test_the_cheapest_batch_follows_a_curve_that_bends() -> None:
 
 
 def _controller(policy: str, a_ms: float, b_ms: float) -> object:
-    from adapter.policies.controller import Controller
-    from adapter.policies.latency import LatencyModel
-    from adapter.policies.modes import preset
+    from slackwise_policies.controller import Controller
+    from slackwise_policies.latency import LatencyModel
+    from slackwise_policies.modes import preset
 
     return Controller(
         name="f", preset=preset("slackwise"), model=LatencyModel(a_ms=a_ms, b_ms_per_item=b_ms),
@@ -369,7 +369,7 @@ def test_batching_for_throughput_sends_no_batch_past_the_efficient_size(
     (imagenet on this CPU) sends them one at a time, and one whose fixed cost is small against
     its members' no larger a batch than is worth their wait, unless the slots free now could
     not take the queue at that size (a backlog: then the cheapest per instance)."""
-    from adapter.policies.queue import QueuedRequest
+    from slackwise_policies.queue import QueuedRequest
 
     c = _controller(policy, a_ms, 16.0)
     for seq in range(16):

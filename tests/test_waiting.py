@@ -1,4 +1,4 @@
-"""Waiting for company only when it pays: the rule in adapter.policies.batching and its inputs."""
+"""Waiting for company only when it pays: the rule in slackwise_policies.batching and its inputs."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.policies.batching import BatchDecision, decide
-from adapter.policies.batching_settings import BatchingSettings
-from adapter.policies.queue import QueuedRequest
-from adapter.policies.waiting import PathMargin, RecentRate
+from slackwise_policies.batching import BatchDecision, decide
+from slackwise_policies.batching_settings import BatchingSettings
+from slackwise_policies.queue import QueuedRequest
+from slackwise_policies.waiting import PathMargin, RecentRate
 from tests.test_batching import Linear
 
 

@@ -1,11 +1,11 @@
-"""The advisor at work: feeds the advisor's driver (:mod:`adapter.policies.advisor_driver`, the
+"""The advisor at work: feeds the advisor's driver (:mod:`slackwise_policies.advisor_driver`, the
 one the simulator's scalers run) from the request path and writes what it decides to the platform.
 
 What the live adapter sees and hands over (the policies themselves are pure and clock-injected):
 
 * **Arrivals**: every admitted request's instances (:meth:`Autoscaling.arrived`), for the rate
   regression, and the idle gaps between them for the hybrid keep-alive histogram
-  (:class:`adapter.policies.keepalive.KeepAlive`).
+  (:class:`slackwise_policies.keepalive.KeepAlive`).
 * **Setup time**: a batch sent while no replica was ready waited for a cold start; the time the
   platform held it (``x-platform-wait-ms`` from the local platform, otherwise the round trip
   minus the batch's estimated service time) is one sample of ``t_setup``
@@ -28,16 +28,16 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 
-from adapter.policies.advisor_config import DEFAULT_PERCENTILE
-from adapter.policies.advisor_driver import AdvisorDriver
-from adapter.policies.advisor_settings import AdvisorSettings
-from adapter.policies.function_autoscaler import FunctionAutoscaler
-from adapter.policies.latency import LatencyModel
 from adapter.serving.background import cancel_and_wait
 from adapter.serving.platform_view import PinUnsupported, PlatformView
 from functions.headers import COLD_START, FRONTENDS, MODEL_LOAD_MS, PLATFORM_WAIT_MS
 from slackwise_config import FunctionConfig
 from slackwise_core.clock import Clock
+from slackwise_policies.advisor_config import DEFAULT_PERCENTILE
+from slackwise_policies.advisor_driver import AdvisorDriver
+from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.function_autoscaler import FunctionAutoscaler
+from slackwise_policies.latency import LatencyModel
 
 __all__ = ["Autoscaling"]
 
@@ -46,7 +46,7 @@ logger = logging.getLogger(__name__)
 
 class Autoscaling:
     """The advisor of every function of one adapter (an
-    :class:`adapter.policies.advisor_driver.AdvisorDriver`, the one the simulator's scalers
+    :class:`slackwise_policies.advisor_driver.AdvisorDriver`, the one the simulator's scalers
     run), and the loop that writes what it decides to the platform."""
 
     def __init__(

@@ -9,7 +9,7 @@ Routes:
   ``X-Cold-Start``.
 - ``POST /v1/apps/{app}:predict``: the app's chain of functions (GrandSLAM). The request gets
   the app's end-to-end deadline; at each stage the stage policy (``adapter.stage_policy``:
-  :mod:`adapter.policies.slack`) gives it a stage deadline, it joins that function's queue (shared
+  :mod:`slackwise_policies.slack`) gives it a stage deadline, it joins that function's queue (shared
   by every
   app that uses the function) and rides a batch; its predictions become the next stage's instances
   through the edge adapter between the two kinds (:mod:`functions.edges`). With GS the stage
@@ -34,8 +34,6 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
-from adapter.policies.modes import preset
-from adapter.policies.slack import stage_policy
 from adapter.serving.chains import Chain, share_split
 from adapter.serving.input_limits import InputLimits
 from adapter.serving.platform_view import PlatformView
@@ -47,6 +45,8 @@ from adapter.serving.wiring import latency_prior, running
 from functions.signature import Signature, signature
 from slackwise_config import Config
 from slackwise_core.clock import Clock, MonotonicClock
+from slackwise_policies.modes import preset
+from slackwise_policies.slack import stage_policy
 
 __all__ = ["create_app", "latency_prior"]
 

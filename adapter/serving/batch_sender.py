@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from adapter.policies.batching import BatchDecision
-from adapter.policies.controller import Controller
 from adapter.serving.accounting import Accounting
 from adapter.serving.advisor_loop import Autoscaling
 from adapter.serving.errors import AdapterError, UpstreamFailed, UpstreamRejected, UpstreamTimeout
@@ -21,6 +19,8 @@ from functions.headers import COLD_START, COMPUTE_MS, FRONTEND_ID, FRONTEND_WIND
 from slackwise_config import FunctionConfig
 from slackwise_core.clock import Clock
 from slackwise_core.http1 import Http1Response
+from slackwise_policies.batching import BatchDecision
+from slackwise_policies.controller import Controller
 
 __all__ = ["BatchSender"]
 

@@ -1,14 +1,13 @@
 """A chain of functions (an app) walked for one request: GrandSLAM's stage slack, live.
 
 :class:`Chain` holds what one app needs to run a request through its stages: the stage policy
-(:mod:`adapter.policies.slack`), the edge adapter between each pair of stages
-(:mod:`functions.edges`) and
-the dispatchers of its functions (shared with every other app that uses them). At each stage the
-request gets the deadline the policy gives it from the stages' latency estimates at the batch
-sizes in use (:func:`adapter.policies.estimates.stage_estimates`), joins that function's queue as a
-:class:`adapter.serving.pending.Pending` carrying the chain's end-to-end deadline too, and waits for
-its
-share of a batch; its predictions then become the next stage's instances through the edge.
+(:mod:`slackwise_policies.slack`), the edge adapter between each pair of stages
+(:mod:`functions.edges`) and the dispatchers of its functions (shared with every other app that uses
+them). At each stage the request gets the deadline the policy gives it from the stages' latency
+estimates at the batch sizes in use (:func:`slackwise_policies.estimates.stage_estimates`), joins
+that function's queue as a :class:`adapter.serving.pending.Pending` carrying the chain's end-to-end
+deadline too, and waits for its share of a batch; its predictions then become the next stage's
+instances through the edge.
 
 Every request leaves one record with its per-stage queue, round trip and compute, whatever
 happened to it; :meth:`ChainResult.headers` turns the same timings into ``Server-Timing``.
@@ -23,11 +22,6 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.policies.admission import MIN_RETRY_S, expected_finish
-from adapter.policies.crowding import Crowding
-from adapter.policies.estimates import stage_estimates, stage_gains
-from adapter.policies.slack import StagePolicy
-from adapter.policies.throughput_split import AppPath, StageFleet, ThroughputSplit
 from adapter.serving.dispatcher import Dispatcher
 from adapter.serving.errors import AdapterError, Refused, StageOutputUnusable
 from adapter.serving.metrics import AdapterMetrics
@@ -37,6 +31,11 @@ from functions.edges import Edge, EdgeError, edge_for
 from functions.headers import ARRIVED_COLD
 from slackwise_config import AppConfig, FunctionConfig
 from slackwise_core.clock import Clock, deadline_for
+from slackwise_policies.admission import MIN_RETRY_S, expected_finish
+from slackwise_policies.crowding import Crowding
+from slackwise_policies.estimates import stage_estimates, stage_gains
+from slackwise_policies.slack import StagePolicy
+from slackwise_policies.throughput_split import AppPath, StageFleet, ThroughputSplit
 
 __all__ = ["Chain", "ChainResult", "share_split"]
 
@@ -128,7 +127,7 @@ class Chain:
     def after_first_s(self, dispatchers: Mapping[str, Dispatcher]) -> float:
         """What the stages after the first are expected to take for a request admitted now:
         at each, the queue ahead of it at the batches that function sends, and its own batch
-        (the door's arithmetic, :func:`adapter.policies.admission.expected_finish`)."""
+        (the door's arithmetic, :func:`slackwise_policies.admission.expected_finish`)."""
         total = 0.0
         for fn in self.app.stages[1:]:
             d = dispatchers[fn]
@@ -149,7 +148,7 @@ class Chain:
     ) -> None:
         """Refuse (429, counted at the first stage's door) a request arriving at ``now``, due at
         ``deadline``, that the requests in flight ahead of it would make late, by what such
-        crowds were measured to take (:class:`adapter.policies.crowding.Crowding`)."""
+        crowds were measured to take (:class:`slackwise_policies.crowding.Crowding`)."""
         if not self.judged(dispatchers):
             return
         refusal = self.crowding.judge(now, self.in_flight, deadline - now)
@@ -381,7 +380,7 @@ def _record(
 
 
 def share_split(chains: Mapping[str, Chain]) -> ThroughputSplit | None:
-    """One :class:`adapter.policies.throughput_split.ThroughputSplit` over every app, given to
+    """One :class:`slackwise_policies.throughput_split.ThroughputSplit` over every app, given to
     each chain, when their policy is throughput-aware (GS-T); None otherwise."""
     if not chains or not next(iter(chains.values())).policy.throughput_aware:
         return None
@@ -397,7 +396,7 @@ def _fleets(
     split: ThroughputSplit, dispatchers: Mapping[str, Dispatcher], now: float
 ) -> dict[str, StageFleet]:
     """Every function the split's apps visit, as it sees them ``now``
-    (:meth:`adapter.policies.controller.Controller.stage_fleet`)."""
+    (:meth:`slackwise_policies.controller.Controller.stage_fleet`)."""
     out = {}
     for path in split.apps.values():
         for fn in path.stages:

@@ -4,9 +4,9 @@ controller, under the node's supervisor (``adapter.cores``, :mod:`slackwise_conf
 The adapter is where the response times are: each function's dispatcher reports every request it
 answers (:meth:`CoreControl.answered`, the time from its arrival at that function to its answer,
 queueing in the adapter included) and every arrival (:meth:`CoreControl.arrived`). Every
-``period_s`` the loop reads, per function, :func:`adapter.policies.roma.response_signal` of the
+``period_s`` the loop reads, per function, :func:`slackwise_policies.roma.response_signal` of the
 period (the mean of its answers, or the age of its oldest queued request when that is longer),
-and :class:`adapter.policies.roma.NodeCores` turns them into cores against ``alpha`` × the
+and :class:`slackwise_policies.roma.NodeCores` turns them into cores against ``alpha`` × the
 function's SLO, scaled to ``node_cores``; the platform view sets them (a cgroup quota on the
 local platform, ``PUT .../cores`` on a remote one, an in-place pod resize on Knative). With
 ``feed_forward`` the demand starts from the cores the period's arrivals call for, at one
@@ -28,11 +28,11 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 
-from adapter.policies.roma import CoreController, NodeCores, load_floor, response_signal
 from adapter.serving.background import cancel_and_wait
 from adapter.serving.platform_view import PinUnsupported, PlatformView
 from slackwise_config import CoreSettings, FunctionConfig
 from slackwise_core.clock import Clock
+from slackwise_policies.roma import CoreController, NodeCores, load_floor, response_signal
 
 __all__ = ["CoreControl", "controlled"]
 

@@ -1,7 +1,7 @@
 """One function's dispatch loop: drive its controller, send each batch upstream, answer each
 member.
 
-Every decision is the :class:`adapter.policies.controller.Controller`'s (the simulator drives the
+Every decision is the :class:`slackwise_policies.controller.Controller`'s (the simulator drives the
 same one): what to admit, which batch to send and when, the batch limit, and what an answer teaches.
 This loop adds what is live: the futures the handlers wait on, the batches' tasks, and three
 helpers: the door (:mod:`adapter.serving.door`: what is refused before it queues), the sender
@@ -22,16 +22,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from adapter.policies.aimd import AIMD, AIMDDecision
-from adapter.policies.batching import BatchDecision
-from adapter.policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
-from adapter.policies.controller import Controller
-from adapter.policies.estimates import BatchSizeTracker
-from adapter.policies.latency import LatencyModel
-from adapter.policies.modes import ModePreset
-from adapter.policies.queue import RequestQueue
-from adapter.policies.slack import StagePolicy
-from adapter.policies.waiting import PathMargin
 from adapter.serving.accounting import Accounting
 from adapter.serving.advisor_loop import Autoscaling
 from adapter.serving.background import cancel_and_wait
@@ -52,6 +42,16 @@ from adapter.serving.records import RecordWriter
 from adapter.serving.upstream import Upstream
 from slackwise_config import FunctionConfig
 from slackwise_core.clock import Clock
+from slackwise_policies.aimd import AIMD, AIMDDecision
+from slackwise_policies.batching import BatchDecision
+from slackwise_policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
+from slackwise_policies.controller import Controller
+from slackwise_policies.estimates import BatchSizeTracker
+from slackwise_policies.latency import LatencyModel
+from slackwise_policies.modes import ModePreset
+from slackwise_policies.queue import RequestQueue
+from slackwise_policies.slack import StagePolicy
+from slackwise_policies.waiting import PathMargin
 
 logger = logging.getLogger(__name__)
 

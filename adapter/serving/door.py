@@ -2,7 +2,7 @@
 
 Stopping (503), a full queue (503), and, under ``late: predict`` (slackwise mode's default),
 a request the queue ahead or the adapter's own delay would make late
-(:mod:`adapter.policies.admission`: 429, or 503 while no replica is ready). Every refusal
+(:mod:`slackwise_policies.admission`: 429, or 503 while no replica is ready). Every refusal
 carries ``Retry-After``; every refusal is counted (``slackwise_refused``). The check runs before
 a predict's body is parsed, so a refusal under overload costs next to nothing.
 """
@@ -13,15 +13,15 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from adapter.policies.admission import DoorRefusal, holds_until
 from adapter.serving.errors import AdapterError, Overloaded, ShuttingDown, refusal_error
 from adapter.serving.loop_lag import NO_LAG, LoopLagReader
+from slackwise_policies.admission import DoorRefusal, holds_until
 
 if TYPE_CHECKING:
     from prometheus_client import Counter
 
-    from adapter.policies.controller import Controller
     from adapter.serving.pending import Pending
+    from slackwise_policies.controller import Controller
 
 __all__ = ["Door"]
 
@@ -71,7 +71,7 @@ class Door:
 
     def held(self, now: float) -> AdapterError | None:
         """The refusal that still answers a request arriving at ``now``
-        (:func:`adapter.policies.admission.holds_until`), counted as one more; None when the
+        (:func:`slackwise_policies.admission.holds_until`), counted as one more; None when the
         rule must be asked. The adapter's server answers it before parsing anything, so under
         overload a refusal costs a read and a write."""
         if now >= self._held_until or self.closing:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from adapter.policies.admission import DoorRefusal
+from slackwise_policies.admission import DoorRefusal
 
 
 class ServingError(Exception):

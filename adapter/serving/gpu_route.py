@@ -7,12 +7,12 @@ route is offered every arrival before the function's own slots are (ROMA's order
 takes first), and takes again whenever its batch is answered. Each turn:
 
 * the functions with a queue are scored by Algorithm 1
-  (:func:`adapter.policies.roma.gpu_choice`: the estimated response times of their queued
+  (:func:`slackwise_policies.roma.gpu_choice`: the estimated response times of their queued
   requests and the mean of their answers over the last second, against ``alpha`` × their SLO);
   ``round_robin`` takes them in turn;
 * the batch is one request (``roma``) or, with ``roma_batched``, the most of that function's
   queue the GPU can serve while its head still meets its deadline
-  (:func:`adapter.policies.roma.gpu_batch`);
+  (:func:`slackwise_policies.roma.gpu_batch`);
 * it leaves the head of the function's queue (:meth:`Dispatcher.take`, the queue's own order,
   deadlines first) and is sent and answered by that function's dispatcher
   (:meth:`Dispatcher.send_via`), outside its replicas' slots and without teaching their latency
@@ -33,12 +33,12 @@ import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from adapter.policies.latency import LatencyModel
-from adapter.policies.roma import GpuCandidate, gpu_batch, gpu_choice, round_robin
 from adapter.serving.upstream import SendFailed, Upstream
 from slackwise_config import GpuSettings
 from slackwise_core.clock import Clock
 from slackwise_core.http1 import Http1Response
+from slackwise_policies.latency import LatencyModel
+from slackwise_policies.roma import GpuCandidate, gpu_batch, gpu_choice, round_robin
 
 if TYPE_CHECKING:
     from adapter.serving.dispatcher import Dispatcher

@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from adapter.policies.aimd import AIMDDecision
-from adapter.policies.batching import BatchDecision
+from slackwise_policies.aimd import AIMDDecision
+from slackwise_policies.batching import BatchDecision
 
 __all__ = ["ELSEWHERE", "Observer", "Offload", "log_tuned"]
 

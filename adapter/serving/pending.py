@@ -55,7 +55,7 @@ class Pending:
     #: the W3C ``traceparent`` it came with (valid ones only): forwarded to its function
     traceparent: str | None = None
     #: bytes per instance of the request's body as it arrived, at every stage of a chain (0:
-    #: unknown): what its input's size costs is priced from it (adapter.policies.input_cost)
+    #: unknown): what its input's size costs is priced from it (slackwise_policies.input_cost)
     input_bytes: float = 0.0
 
     @property

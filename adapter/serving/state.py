@@ -7,8 +7,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from adapter.policies.modes import ModePreset
-from adapter.policies.slack import StagePolicy
 from adapter.serving.advisor_loop import Autoscaling
 from adapter.serving.chains import Chain
 from adapter.serving.cores import CoreControl
@@ -21,6 +19,8 @@ from adapter.serving.probe_port import ProbePort
 from adapter.serving.records import RecordWriter
 from slackwise_config import Config
 from slackwise_core.clock import Clock
+from slackwise_policies.modes import ModePreset
+from slackwise_policies.slack import StagePolicy
 
 __all__ = ["AdapterState"]
 

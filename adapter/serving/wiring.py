@@ -12,8 +12,6 @@ from pathlib import Path
 
 import httpx
 
-from adapter.policies.input_cost import InputCost
-from adapter.policies.latency import LatencyModel
 from adapter.serving import routes
 from adapter.serving.advisor_loop import Autoscaling
 from adapter.serving.cores import CoreControl
@@ -34,6 +32,8 @@ from adapter.serving.records import RecordWriter
 from adapter.serving.state import AdapterState
 from adapter.serving.upstream import HttpUpstream, PlatformUpstream, RoutedUpstream, Upstream
 from slackwise_config import Config
+from slackwise_policies.input_cost import InputCost
+from slackwise_policies.latency import LatencyModel
 
 __all__ = ["latency_prior", "running"]
 

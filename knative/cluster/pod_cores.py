@@ -1,6 +1,6 @@
 """CPU cores of a function's pods set in place: ROMA's actuation on Kubernetes.
 
-ROMA's CT controller (:class:`adapter.policies.roma.CoreController`) decides, every second, how
+ROMA's CT controller (:class:`slackwise_policies.roma.CoreController`) decides, every second, how
 many cores each model's CPU executable gets. On the local platform that is a cgroup quota
 (:meth:`knative.local.platform.LocalPlatform.set_cores`); on Kubernetes it is the pod's in-place
 resize (``PATCH pods/{name}/resize``, Kubernetes >= 1.33): the container's CPU request (and its

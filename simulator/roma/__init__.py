@@ -14,11 +14,11 @@ system        GPU                            CPU cores per executable
 ============  =============================  ====================================================
 
 ``roma_batched`` adds what the paper does not do: a GPU serves a batch of the chosen model's
-queue sized by its head's slack (:func:`adapter.policies.roma.gpu_batch`), not one request.
+queue sized by its head's slack (:func:`slackwise_policies.roma.gpu_batch`), not one request.
 ``roma_ff`` is ``roma`` with a feed-forward floor under each CT controller's demand: the cores
 the last second's arrivals call for at ``ff_utilization``, counting the CPUs' share of them as
 the GPUs and the CPUs split that second's starts
-(:func:`adapter.policies.roma.load_floor`).
+(:func:`slackwise_policies.roma.load_floor`).
 
 Where: :mod:`simulator.roma.config` reads the ``roma:`` section, :mod:`simulator.roma.system`
 steps one system, :mod:`simulator.roma.run` runs them all.

@@ -12,11 +12,11 @@ from typing import Any
 
 import yaml
 
-from adapter.policies.settings_error import integer, number, within
 from functions.device import parse_device
 from slackwise_config.gpu import GPU_MAX_BATCH
 from slackwise_config.reader import Reader, read_yaml
 from slackwise_config.typed import named, read_fields
+from slackwise_policies.settings_error import integer, number, within
 
 __all__ = ["RomaApp", "RomaConfig", "is_roma_config", "load_roma_config", "parse_roma_config"]
 

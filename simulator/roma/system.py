@@ -12,7 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapter.policies.roma import (
+from simulator.roma.config import RomaApp, RomaConfig
+from simulator.service import ServiceCurve
+from slackwise_policies.roma import (
     CoreController,
     GpuCandidate,
     RuleController,
@@ -22,8 +24,6 @@ from adapter.policies.roma import (
     round_robin,
     supervise,
 )
-from simulator.roma.config import RomaApp, RomaConfig
-from simulator.service import ServiceCurve
 
 __all__ = ["SYSTEMS", "arrivals", "simulate_system", "summary_row"]
 

@@ -8,9 +8,9 @@ no batch of late requests. When even the head cannot make its deadline alone, th
 "under the SLA" is empty; it then goes alone (a batch is never empty, and the paper's loop must
 execute it to make progress).
 
-The project's own :func:`adapter.policies.batching.decide` adds those rules (they are why its
+The project's own :func:`slackwise_policies.batching.decide` adds those rules (they are why its
 ED-DYN and EDF-DYN cannot stall the way the paper saw its own stall); the ``-paper`` policies of
-:mod:`adapter.policies.slack` run this instead, so both families can be measured.
+:mod:`slackwise_policies.slack` run this instead, so both families can be measured.
 
 Algorithm 1 plans the whole queue into consecutive windows, each one's budget reduced by the
 latency of the windows before it (``Slack_q``): the windows run one after another on one
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adapter.policies.batching import BatchDecision, LatencyEstimator
-from adapter.policies.queue import Queued
+from slackwise_policies.batching import BatchDecision, LatencyEstimator
+from slackwise_policies.queue import Queued
 
 __all__ = ["algorithm_1"]
 

@@ -1,6 +1,6 @@
 """What the decision to wait for company reads from the live path (time injected, pure).
 
-:func:`adapter.policies.batching.decide` waits for a bigger batch only when the arrivals expected
+:func:`slackwise_policies.batching.decide` waits for a bigger batch only when the arrivals expected
 within
 the remaining slack make one worth its wait. It needs two measurements:
 

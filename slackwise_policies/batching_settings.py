@@ -3,7 +3,7 @@ built once from the config (``adapter.serving.wiring``, and the simulator's stat
 and taken whole by the controller, so every default is written here and only here.
 
 * ``max_wait_ms``: the longest the oldest member may wait for company (None: until its dispatch
-  timeout, MLProxy's design; 0: work-conserving), :func:`adapter.policies.batching.decide` rule 7.
+  timeout, MLProxy's design; 0: work-conserving), :func:`slackwise_policies.batching.decide` rule 7.
 * ``wait_utilization``: waiting for company pays only while one replica's slots could not keep
   up with batches of the size at hand at this busy fraction (rule 6).
 * ``path_margin_ms``: the floor of the path's own latency kept off a batch's dispatch timeout
@@ -11,7 +11,7 @@ and taken whole by the controller, so every default is written here and only her
 * ``estimate_alpha``: how fast the batch sizes in use (a chain's stage estimates) follow change.
 * ``p95_every`` / ``p95_max_age_s``: the P95 the decisions read. 0 (the live adapter's default)
   reads the latency model's own after every batch; N > 0 reads one refreshed every N warm
-  batches or ``p95_max_age_s``, whichever comes first (:class:`adapter.policies.lagged_p95.
+  batches or ``p95_max_age_s``, whichever comes first (:class:`slackwise_policies.lagged_p95.
   LaggedP95`; the simulator's default is 32, since at millions of batches the model's sort after
   every batch is most of a run). Live and simulated loops given the same value send the same
   batches (tests/test_parity.py).
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from adapter.policies.settings_error import integer, number, within
+from slackwise_policies.settings_error import integer, number, within
 
 __all__ = ["DEFAULT_BATCHING", "LIVE_KEYS", "SIMULATOR_P95_EVERY", "BatchingSettings"]
 

@@ -2,10 +2,9 @@
 
 An app is a chain of functions with one end-to-end SLO. Every stage's queue orders its requests by
 their *stage* deadline and batches as far as every member's stage deadline allows
-(:func:`adapter.policies.batching.decide`), so how the SLO is split decides how greedily each stage
-may
-batch. A :class:`StagePolicy` names one way of splitting and batching; :data:`POLICIES` holds
-GrandSLAM's (seed 000, §4.2–4.4) and the baselines it is compared with in §6 (Figs. 11–13):
+(:func:`slackwise_policies.batching.decide`), so how the SLO is split decides how greedily each
+stage may batch. A :class:`StagePolicy` names one way of splitting and batching; :data:`POLICIES`
+holds GrandSLAM's (seed 000, §4.2–4.4) and the baselines it is compared with in §6 (Figs. 11–13):
 
 * **GS** (GrandSLAM): the budget of stage ``m`` is proportional to its estimated latency ``L_m``
   at the batch sizes in use (Eq. 4): ``slack_m = L_m / (L_a + … + L_m + …) × SLA``. With slack
@@ -23,7 +22,7 @@ GrandSLAM's (seed 000, §4.2–4.4) and the baselines it is compared with in §6
 * **GS-T** (beyond the paper): Eq. 4's split with every stage raised to the least budget with
   which its function carries its share of the highest rate the fleet can carry in the measured
   mix of apps, the time taken from the other stages in Eq. 4's proportions
-  (:mod:`adapter.policies.throughput_split`): the function that binds gets the budget its
+  (:mod:`slackwise_policies.throughput_split`): the function that binds gets the budget its
   batches need; where none needs more than Eq. 4 gives it, the split is GS's.
 * **GS-M** (beyond the paper): every stage gets its estimated latency, and the time beyond their
   sum goes where batching pays, in proportion to ``gain × latency`` (``gain``: how much a
@@ -35,7 +34,7 @@ GrandSLAM's (seed 000, §4.2–4.4) and the baselines it is compared with in §6
 **As in the paper** (the ``-paper`` policies, ``ED-DYN-paper``, ...): the same stage deadlines and
 batch sizes, with none of this project's additions to the batching: no waiting for company only
 when it pays, no MLProxy dispatch timeout, no late requests moved behind savable ones, and the
-dynamic batch is Algorithm 1 as written (:mod:`adapter.policies.paper_batching`). The paper's
+dynamic batch is Algorithm 1 as written (:mod:`slackwise_policies.paper_batching`). The paper's
 baselines are these; the plain names are the *strengthened* baselines, which share the project's
 additions with GS, so a gain over them is the stage deadlines' alone. ``GS-paper`` is GS without
 the additions (how much of GS's gain they buy).
@@ -176,12 +175,13 @@ class StagePolicy:
     batching: Batching
     static_batch: int = 0
     #: price each stage by its ETC with the queueing term (Eq. 1): its batch latency times the
-    #: rounds of batches queued ahead (:func:`adapter.policies.estimates.stage_estimates`)
+    #: rounds of batches queued ahead (:func:`slackwise_policies.estimates.stage_estimates`)
     queue_aware: bool = False
     #: split by what binds: each stage raised to the least budget its function needs at the
-    #: highest rate the fleet carries in the measured mix (:mod:`adapter.policies.throughput_split`)
+    #: highest rate the fleet carries in the measured mix
+    #: (:mod:`slackwise_policies.throughput_split`)
     throughput_aware: bool = False
-    #: batch for throughput under load (:func:`adapter.policies.scheduling.next_batch`'s
+    #: batch for throughput under load (:func:`slackwise_policies.scheduling.next_batch`'s
     #: ``sustain_slots``): give up what only a batch too small to keep up could serve, and send
     #: apart what costs as much together
     sustain: bool = False
@@ -271,7 +271,7 @@ GS_M = replace(GS, name="GS-M", division="marginal")
 FIFO_DYN = replace(FIFO_NB, name="FIFO-DYN", batching="dynamic")
 GS_NB = replace(GS, name="GS-NB", batching="none")
 #: beyond the paper: Eq. 4 with every stage raised to the budget its function needs to carry its
-#: share of the highest rate the fleet carries (:mod:`adapter.policies.throughput_split`)
+#: share of the highest rate the fleet carries (:mod:`slackwise_policies.throughput_split`)
 GS_T = replace(GS, name="GS-T", throughput_aware=True, sustain=True)
 #: GS-T's two parts apart (the ablation): its split with GS's batching, and the batching for
 #: throughput with each stage policy's own deadlines

@@ -4,9 +4,9 @@
 in, a :class:`BatchDecision` out. The adapter's loop, the simulator and the tests all call it.
 Deadlines and arrivals are in seconds, latencies in milliseconds. Two estimates of a batch of
 ``n`` instances are used: the expected time ``E(n)`` (GrandSLAM's ETC, the model's linear fit,
-:meth:`adapter.policies.latency.LatencyModel.estimate_ms`) decides which requests can share a
+:meth:`slackwise_policies.latency.LatencyModel.estimate_ms`) decides which requests can share a
 batch, and
-the tail ``P95(n)`` (MLProxy's monitor, :meth:`adapter.policies.latency.LatencyModel.p95_ms`)
+the tail ``P95(n)`` (MLProxy's monitor, :meth:`slackwise_policies.latency.LatencyModel.p95_ms`)
 decides how
 long the batch may wait for more. Judging membership by the tail would close batches early on
 every noisy sample; on a busy machine that means more, smaller batches, more work per request
@@ -77,13 +77,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from adapter.policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
-from adapter.policies.queue import Queued
+from slackwise_policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
+from slackwise_policies.queue import Queued
 
 __all__ = ["BatchDecision", "LatencyEstimator", "Reason", "decide"]
 
 #: ``"activate"``, ``"static"`` and ``"busy"`` are never returned by :func:`decide`; they come
-#: from :func:`adapter.policies.scheduling.next_batch`: a request sent to wake a function that has
+#: from :func:`slackwise_policies.scheduling.next_batch`: a request sent to wake a function that has
 #: no ready
 #: replica (scale from zero), a batch of a fixed-size or no-batching policy, no free slot
 Reason = Literal[
@@ -104,7 +104,7 @@ Reason = Literal[
 
 
 class LatencyEstimator(Protocol):
-    """The part of :class:`adapter.policies.latency.LatencyModel` that :func:`decide` uses."""
+    """The part of :class:`slackwise_policies.latency.LatencyModel` that :func:`decide` uses."""
 
     def p95_ms(self, n: int, now: float) -> float: ...
 

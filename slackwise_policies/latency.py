@@ -33,7 +33,7 @@ Rules chosen where the papers leave room:
   function's max batch), each a deque of at most ``max_samples_per_size`` samples younger than
   ``window_s``, also kept sorted, so a nearest-rank percentile is a lookup. The P95 is
   not forced to grow with ``n``: an observed P95 at one size may sit below the fit's at a smaller
-  size; :func:`adapter.policies.batching.decide` checks each candidate size on its own.
+  size; :func:`slackwise_policies.batching.decide` checks each candidate size on its own.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Literal, TypedDict, Unpack, get_args
 
-from adapter.policies.latency_curve import Curve, interpolate, prior_points
+from slackwise_policies.latency_curve import Curve, interpolate, prior_points
 
 __all__ = ["LATENCY_MODELS", "LatencyModel", "LatencyModelKind", "LatencyModels", "LatencySettings"]
 
@@ -373,7 +373,7 @@ class LatencyModel:
         ``recent_s``: the batches sent and answered within the last seconds only, when they
         hold at least two of ``n`` (what the service time is *now*, when measured outcomes say the
         window's no longer holds:
-        :class:`adapter.policies.evidence.Evidence`); else the whole window, as without it."""
+        :class:`slackwise_policies.evidence.Evidence`); else the whole window, as without it."""
         window = self._by_size.get(n)
         if window is None:
             return None

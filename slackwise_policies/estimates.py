@@ -4,9 +4,9 @@ GrandSLAM (seed 000, Eq. 4) splits an app's SLO over its stages in proportion to
 latency "at the batch sizes in use". Both the live adapter (``POST /v1/apps/{app}:predict``) and
 the simulator take that vector from here, so the rule exists once: a :class:`BatchSizeTracker`
 per function follows the sizes of the batches it dispatches, and :func:`stage_estimates` reads
-every stage's :class:`adapter.policies.batching.LatencyEstimator` at its tracked size. The result
+every stage's :class:`slackwise_policies.batching.LatencyEstimator` at its tracked size. The result
 is the
-``estimates_ms`` argument of :meth:`adapter.policies.slack.StagePolicy.stage_deadline`.
+``estimates_ms`` argument of :meth:`slackwise_policies.slack.StagePolicy.stage_deadline`.
 
 Pure: no clock, no I/O.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from adapter.policies.batching import LatencyEstimator
+from slackwise_policies.batching import LatencyEstimator
 
 __all__ = ["BatchSizeTracker", "stage_estimates", "stage_gains"]
 

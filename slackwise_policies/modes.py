@@ -3,7 +3,7 @@
 Plain frozen data the adapter reads once at start-up:
 
 * ``slackwise``: queues ordered by deadline (GrandSLAM §4.3 request reordering), deadline-aware
-  :func:`adapter.policies.batching.decide` (Algorithm 1 prefix plus the MLProxy dispatch
+  :func:`slackwise_policies.batching.decide` (Algorithm 1 prefix plus the MLProxy dispatch
   timeout), and a cold-aware AIMD that judges what the batch size controls: the batches' own
   service times against the SLO, and misses of requests that were dispatched in time (a request
   that waited past its slack in the queue says the function is short of capacity, not that
@@ -18,7 +18,7 @@ The paper leaves ``TO_thresh`` to the user. MLProxy's preset uses 0.9 (nearly ev
 on a timeout, so the limit is larger than the arrival rate can fill); slackwise's shrinks the
 limit once half the batches leave on a timeout, and on more than 1 % of misses.
 
-AIMD's settings are one type, :class:`adapter.policies.aimd.AIMDSettings`, whose defaults are
+AIMD's settings are one type, :class:`slackwise_policies.aimd.AIMDSettings`, whose defaults are
 MLProxy's Algorithm 2; slackwise's preset names what it changes. A config's ``adapter.aimd``
 keys are that type's fields and override the mode's (:meth:`ModePreset.with_aimd`), live and in
 the simulator alike.
@@ -31,9 +31,9 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
-from adapter.policies.admission import Late
-from adapter.policies.aimd import AIMD, AIMDSettings
-from adapter.policies.settings_error import SettingsError
+from slackwise_policies.admission import Late
+from slackwise_policies.aimd import AIMD, AIMDSettings
+from slackwise_policies.settings_error import SettingsError
 
 __all__ = [
     "MLPROXY",
@@ -64,7 +64,7 @@ class ModePreset:
     deadline_aware: bool
     aimd: AIMDSettings = field(default_factory=AIMDSettings)
     aimd_signal: AIMDSignal = "response"
-    #: wait for company only when it pays (adapter.policies.batching rule 6); MLProxy waits until
+    #: wait for company only when it pays (slackwise_policies.batching rule 6); MLProxy waits until
     #: its dispatch timeout whatever the rate
     wait_pays: bool = False
     #: a request the evidence says would finish late, when the function does not say

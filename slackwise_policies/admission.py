@@ -12,7 +12,7 @@ refused when either of two pieces of evidence says it would finish late:
   ``queued`` instances ahead of it, batches of ``batch_limit``,
   ``slots`` batches at a time and the latency model's estimate per batch size, its expected
   finish is ``now + rounds·est(limit) + est(own batch)`` (:func:`expected_finish`, the same
-  arithmetic as :mod:`adapter.policies.pruning`, with the request's own batch sized as it
+  arithmetic as :mod:`slackwise_policies.pruning`, with the request's own batch sized as it
   would be rather than full), or, when it is later, from the pace the queue was *measured* to
   drain at while backlogged (:class:`Drain`: the adapter's own work included, which the model
   of the replicas' round trip does not see), plus the path's measured margin. A function with

@@ -40,7 +40,7 @@ import statistics
 from collections import deque
 from dataclasses import dataclass
 
-from adapter.policies.settings_error import SettingsError
+from slackwise_policies.settings_error import SettingsError
 
 __all__ = ["Headroom", "HeadroomConfig", "parse_headroom"]
 

@@ -22,7 +22,7 @@ outcomes set it, as an integral controller on the share of requests that miss:
   at most a quarter of the allowance missed; between the two it holds.
 * It starts at ``start`` (Swayam's 2) and stays within ``[least, most]``.
 
-The advisor's other evidence (:mod:`adapter.policies.evidence`) answers a gross disagreement (5 %
+The advisor's other evidence (:mod:`slackwise_policies.evidence`) answers a gross disagreement (5 %
 missing) at once with a floor that doubles; this answers the chronic one under it, which a P99
 SLO cannot afford and that floor does not see. Requests that waited for a cold start are not
 reported to it (the function's autoscaler leaves them out, as for the evidence's floor). Pure:

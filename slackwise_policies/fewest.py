@@ -1,6 +1,6 @@
 """The fewest replicas that meet a target, given a check that holds from some count on: from a
 lower bound, gallop up (1, 2, 4... more), then bisect. Shared by the percentile model's and the
-replay model's searches (:mod:`adapter.policies.percentile`, :mod:`adapter.policies.replay`)."""
+replay model's searches (:mod:`slackwise_policies.percentile`, :mod:`slackwise_policies.replay`)."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ and the ``p``-th percentile wait is Eq. 1, ``ω_p = d1 + (ln(1 − p/100)/ln ρ 
 The execution time is one request's (``n = 1`` of the :class:`ServiceModel`): Swayam's backends
 do not batch. ``mu`` counts every slot as a backend (``replicas × slots_per_replica``).
 
-This is the model to compare against Swayam as published; :mod:`adapter.policies.percentile` is the
-one for how the adapter actually serves (one queue, batches). Pure arithmetic: milliseconds,
+This is the model to compare against Swayam as published; :mod:`slackwise_policies.percentile` is
+the one for how the adapter actually serves (one queue, batches). Pure arithmetic: milliseconds,
 requests per second, percent.
 """
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from adapter.policies.percentile import ServiceModel
+from slackwise_policies.percentile import ServiceModel
 
 __all__ = [
     "RandDispatch",

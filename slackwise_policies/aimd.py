@@ -53,7 +53,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from adapter.policies.settings_error import SettingsError, boolean, integer, number, within
+from slackwise_policies.settings_error import SettingsError, boolean, integer, number, within
 
 __all__ = ["AIMD", "AIMDDecision", "AIMDSettings", "Action", "WindowStats"]
 
@@ -89,7 +89,7 @@ class AIMDDecision:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AIMDSettings:
     """How one mode tunes its functions' max batch size (``adapter.aimd`` sets any field over
-    the mode's own, :mod:`adapter.policies.modes`). The defaults are MLProxy's Algorithm 2 as
+    the mode's own, :mod:`slackwise_policies.modes`). The defaults are MLProxy's Algorithm 2 as
     published: start at 1, +1 every 30 s, x0.8 on a P95 above 80 % of the SLO or on more than
     ``timeout_ratio_threshold`` of the batches leaving on their timeout (the paper leaves it to
     the user), cold starts judged like any sample, no miss test, no growth behind a backlog."""

@@ -3,7 +3,7 @@
 :func:`next_batch` is the step the adapter's dispatch loop and the simulator both take whenever
 something changes (an arrival, a finished batch, a timer): it demotes the requests that can no
 longer make their deadline, applies the stage policy's batching (dynamic, none or static) and the
-platform's capacity, and returns a :class:`adapter.policies.batching.BatchDecision`. It mutates
+platform's capacity, and returns a :class:`slackwise_policies.batching.BatchDecision`. It mutates
 only the
 queue's order (demotion), never pops: the caller pops ``decision.take`` entries and sends them.
 
@@ -21,11 +21,11 @@ import math
 from collections.abc import Callable
 from typing import TypeVar
 
-from adapter.policies.batching import MIN_RELIEF, BatchDecision, LatencyEstimator, decide
-from adapter.policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
-from adapter.policies.paper_batching import algorithm_1
-from adapter.policies.queue import Queued, RequestQueue
-from adapter.policies.slack import Batching
+from slackwise_policies.batching import MIN_RELIEF, BatchDecision, LatencyEstimator, decide
+from slackwise_policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
+from slackwise_policies.paper_batching import algorithm_1
+from slackwise_policies.queue import Queued, RequestQueue
+from slackwise_policies.slack import Batching
 
 __all__ = ["cheapest_batch", "efficient_batch", "next_batch", "sustaining_batch"]
 
@@ -65,10 +65,10 @@ def next_batch(
     ``late_limit`` caps a batch of late requests (dynamic, deadline-aware only).
     ``settings`` (the function's batching settings, taken whole), ``arrival_rate``, ``slots``
     (ready replicas × containerConcurrency) and ``margin_s`` go to
-    :func:`adapter.policies.batching.decide` (whether waiting for company pays, and how long).
+    :func:`slackwise_policies.batching.decide` (whether waiting for company pays, and how long).
     ``as_in_paper``: GrandSLAM's baselines as the paper defines them: late requests stay where
     their deadline puts them, and dynamic batches are Algorithm 1 as written
-    (:func:`adapter.policies.paper_batching.algorithm_1`: no waiting, no timeout).
+    (:func:`slackwise_policies.paper_batching.algorithm_1`: no waiting, no timeout).
     ``sustain_slots`` (the fleet's slots; 0: off): batching for throughput (:func:`_demote`,
     :func:`_apart`). ``tail_membership`` goes to :func:`decide` too."""
     if not queue:

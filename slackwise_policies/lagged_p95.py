@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from adapter.policies.latency import LatencyModel
+from slackwise_policies.latency import LatencyModel
 
 __all__ = ["LaggedP95"]
 

@@ -151,7 +151,7 @@ class RequestQueue(Generic[T]):
     def demote(self, hopeless: Callable[[T], bool]) -> int:
         """Move the run of requests at the head that ``hopeless`` selects behind the rest
         (deadline order only). A hopeless request further back is moved once it reaches the
-        head; until then :func:`adapter.policies.batching.decide` lets it ride along without
+        head; until then :func:`slackwise_policies.batching.decide` lets it ride along without
         holding a
         batch back, so only the head run matters, and the step stays proportional to it."""
         items = self._items

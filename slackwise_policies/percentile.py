@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal, Protocol
 
-from adapter.policies.fewest import fewest_meeting
+from slackwise_policies.fewest import fewest_meeting
 
 __all__ = [
     "Distribution",
@@ -101,7 +101,7 @@ class ServiceModel:
 
     ``a_ms + b_ms_per_item·n`` is the mean round trip of a batch of ``n`` (the latency model's
     fit, at least ``floor_ms``); ``spread`` is its P95 over the mean (≥ 1; the latency model's
-    :meth:`~adapter.policies.latency.LatencyModel.spread`), used by the log-normal shape only.
+    :meth:`~slackwise_policies.latency.LatencyModel.spread`), used by the log-normal shape only.
     ``batch_limit`` is the batch cap in use (AIMD's limit within the function's max batch);
     ``slots_per_replica`` is ``containerConcurrency`` (Knative's 0, unlimited, counts as 1, as
     the dispatcher does).

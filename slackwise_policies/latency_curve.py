@@ -1,7 +1,7 @@
 """The measured curve of a function's batch latency: a monotone piecewise-linear function of the
 batch size through the medians measured at each size (and, where none was measured yet, a
 profile's, scaled by how the measured sizes compare with it), for
-:meth:`adapter.policies.latency.LatencyModel.estimate_ms`."""
+:meth:`slackwise_policies.latency.LatencyModel.estimate_ms`."""
 
 from __future__ import annotations
 

@@ -1,16 +1,16 @@
 """The response-time percentile by replaying the controller's own batching on what it observed.
 
-The analytic model (:mod:`adapter.policies.percentile`) assumes one mean batch size and one
+The analytic model (:mod:`slackwise_policies.percentile`) assumes one mean batch size and one
 spread for every size. Under work-conserving, deadline-aware batching neither holds: on several
 replicas half the batches are single requests while a busy spell leaves with batches of 15–20,
 and the service time of each size has its own spread. That is why the analytic model is
 optimistic on four or more replicas (``docs/advisor.md``). This model keeps nothing of that
 algebra: it replays Poisson arrivals at the given rate through ``replicas × slots`` servers with
-the batching rule the controller applies (:func:`adapter.policies.batching.decide` with
+the batching rule the controller applies (:func:`slackwise_policies.batching.decide` with
 ``max_wait_ms: 0``: a free slot takes the longest queue prefix whose estimate ``E(n)`` still meets
 the head's deadline, and a head that cannot make it leaves with the late requests behind it),
 each batch's service drawn from a log-normal with the **median and P95 the controller observed
-for that batch size** (:meth:`adapter.policies.latency.LatencyModel.observed_ms`; the fitted
+for that batch size** (:meth:`slackwise_policies.latency.LatencyModel.observed_ms`; the fitted
 estimate and spread where a size has too few samples, and past the largest size observed no less
 than the observed curve continued at its own slope: the sizes a rise in load brings are the ones
 not yet seen). The batch-size distribution is then not assumed but produced by the same rule as
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Protocol
 
-from adapter.policies.fewest import fewest_meeting
+from slackwise_policies.fewest import fewest_meeting
 
 __all__ = [
     "ObservedService",
@@ -335,7 +335,7 @@ def replay_min_replicas(
 ) -> int:
     """The fewest replicas whose replayed ``percentile`` is within ``slo_ms`` (``max_replicas``
     when none is); 0 at rate 0. Starts at the stability bound (full batches at their median)
-    and gallops, then bisects, as :func:`adapter.policies.percentile.min_replicas` does. With a
+    and gallops, then bisects, as :func:`slackwise_policies.percentile.min_replicas` does. With a
     ``window``, the percentile of every ``window`` consecutive requests (Swayam's SLA)."""
     if isinstance(max_replicas, bool) or max_replicas < 1:
         raise ValueError(f"max_replicas must be an integer >= 1, got {max_replicas!r}")

@@ -2,7 +2,7 @@
 measured: the evidence a chain's door judges by when its model cannot see the crowd.
 
 A chain's first stage prices the stages after it from their queues and latency models
-(:func:`adapter.policies.admission.expected_finish`). What that arithmetic cannot see is the
+(:func:`slackwise_policies.admission.expected_finish`). What that arithmetic cannot see is the
 crowd already inside the chain: the requests that were admitted a moment ago and are still at
 the first stage will be ahead at every later one, and on a fleet whose stages share cores every
 request in flight slows the others down. Live, with the img-query chain on one core at ten

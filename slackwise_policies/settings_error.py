@@ -2,9 +2,9 @@
 the bad key and its value, and the checks that raise it.
 
 Each policy owns its settings type (frozen, keyword-only, one default a field, checked in
-``__post_init__``): :class:`adapter.policies.aimd.AIMDSettings`,
-:class:`adapter.policies.advisor_config.AdvisorConfig`,
-:class:`adapter.policies.advisor_settings.AdvisorSettings`... The YAML loader
+``__post_init__``): :class:`slackwise_policies.aimd.AIMDSettings`,
+:class:`slackwise_policies.advisor_config.AdvisorConfig`,
+:class:`slackwise_policies.advisor_settings.AdvisorSettings`... The YAML loader
 (:mod:`slackwise_config`) builds those types directly and prefixes ``key`` with the file and the
 section it read, so a user reads ``slackwise.yaml: adapter.aimd.mult: must be within (0, 1),
 got 1.5``.

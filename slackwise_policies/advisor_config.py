@@ -1,4 +1,4 @@
-"""An advisor's settings and what one of its decisions says (:mod:`adapter.policies.advisor`
+"""An advisor's settings and what one of its decisions says (:mod:`slackwise_policies.advisor`
 decides): the fields, their one default each, and their checks, which name the field and the
 value."""
 
@@ -8,8 +8,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from adapter.policies.percentile import ServiceModel
-from adapter.policies.settings_error import SettingsError, boolean, integer, number, one_of, within
+from slackwise_policies.percentile import ServiceModel
+from slackwise_policies.settings_error import (
+    SettingsError,
+    boolean,
+    integer,
+    number,
+    one_of,
+    within,
+)
 
 __all__ = [
     "BURST_RATIO",
@@ -42,7 +49,7 @@ BURST_RATIO = 1.5
 
 #: the percentile an SLO bounds when its app does not say (``apps.X.percentile``)
 DEFAULT_PERCENTILE = 95.0
-#: the advisor's defaults that a deployment may change (adapter.policies.advisor_settings)
+#: the advisor's defaults that a deployment may change (slackwise_policies.advisor_settings)
 HISTORY_S = 500.0
 BURST_U = 2.0
 MIN_SCALE_IN_GAP_S = 60.0
@@ -64,7 +71,7 @@ class AdvisorConfig:
     limit); ``default_setup_s`` the cold start assumed before one is measured (Swayam: 10 s;
     here 5 s, and 60 s between scale-ins: what the deployments run with);
     ``max_replicas`` the largest pin; ``collect_ms`` and ``overhead_ms`` go to the percentile
-    model (see :func:`adapter.policies.percentile.response_time_percentile`).
+    model (see :func:`slackwise_policies.percentile.response_time_percentile`).
     """
 
     slo_ms: float
@@ -73,7 +80,7 @@ class AdvisorConfig:
     bucket_s: float = 1.0
     current_window_s: float = CURRENT_WINDOW_S
     #: the burst threshold ``U``, or ``auto``: set by the measured misses
-    #: (:mod:`adapter.policies.burst`)
+    #: (:mod:`slackwise_policies.burst`)
     burst_u: float | Literal["auto"] = BURST_U
     frontends: int = 1
     min_scale_in_gap_s: float = MIN_SCALE_IN_GAP_S
@@ -86,10 +93,10 @@ class AdvisorConfig:
     collect_ms: float = 0.0
     overhead_ms: float = 0.0
     #: the resource model: ``replay`` (the controller's batching replayed on the service times
-    #: it observed per batch size: :mod:`adapter.policies.replay`; ``batched`` until the first
+    #: it observed per batch size: :mod:`slackwise_policies.replay`; ``batched`` until the first
     #: observations are passed in), ``batched`` (the analytic model of one queue served in
-    #: batches: :mod:`adapter.policies.percentile`) or ``swayam`` (the paper's random dispatch of
-    #: single requests, Eq. 1 and Theorem 2: :mod:`adapter.policies.swayam_model`)
+    #: batches: :mod:`slackwise_policies.percentile`) or ``swayam`` (the paper's random dispatch of
+    #: single requests, Eq. 1 and Theorem 2: :mod:`slackwise_policies.swayam_model`)
     model: ResourceModel = "replay"
     #: Swayam's SLA window: 0 judges the replay's percentile over its whole run; ``N`` asks it
     #: of every ``N`` consecutive requests (sliding by ``N`` / 100), as the SLA's compliance
@@ -153,7 +160,7 @@ class AdvisorDecision:
     burst_u: float
     percentile_ms: float
     service: ServiceModel = field(repr=False)
-    #: the headroom factor the model rate carries (adapter.policies.headroom; 1: none) and how
+    #: the headroom factor the model rate carries (slackwise_policies.headroom; 1: none) and how
     #: many of ``needed`` it added (the count at the rate without it, subtracted)
     headroom: float = 1.0
     spare: int = 0

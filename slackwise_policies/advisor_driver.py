@@ -1,7 +1,7 @@
 """The advisor's driver: every function's autoscaler, fed from the request path, and what each
 decision asks the platform to hold (pure, clock-injected).
 
-One driver runs everywhere the advisor decides, as one :class:`adapter.policies.controller.
+One driver runs everywhere the advisor decides, as one :class:`slackwise_policies.controller.
 Controller` runs every batching decision: the live adapter's loop
 (:class:`adapter.serving.advisor_loop.Autoscaling`) feeds it what its requests report and
 writes what it asks for to the platform; the simulator's scalers
@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from adapter.policies.advisor_settings import AdvisorSettings
-from adapter.policies.function_autoscaler import FunctionAutoscaler, function_autoscaler
-from adapter.policies.latency import LatencyModel
+from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.function_autoscaler import FunctionAutoscaler, function_autoscaler
+from slackwise_policies.latency import LatencyModel
 
 __all__ = ["URGENT_GAP_S", "AdvisorDriver", "Step"]
 

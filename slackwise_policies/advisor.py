@@ -4,7 +4,7 @@ Swayam (Middleware'17 §4) provisions ahead of demand because a backend takes ``
 start. Each frontend, on its own: predicts the request rate ``t_setup`` ahead by linear
 regression over its history (§4.2), scales its local rate by the number of frontends ``n_F`` to
 get the global rate, multiplies by the burst threshold ``U``, and asks an analytical model for
-the fewest backends that keep the SLO percentile (§4.3, here :func:`adapter.policies.percentile.
+the fewest backends that keep the SLO percentile (§4.3, here :func:`slackwise_policies.percentile.
 min_replicas`, adapted to batched service). A larger count is acted on at once (proactive
 scale-out); a smaller one only after a minimum time between scale-ins (``RegulateScaleDown``,
 Algorithm 1), so that short oscillations do not churn replicas.
@@ -42,24 +42,24 @@ import math
 from collections import deque
 from collections.abc import Callable
 
-from adapter.policies.advisor_config import (
+from slackwise_policies.advisor_config import (
     BURST_RATIO,
     BURST_U,
     AdvisorConfig,
     AdvisorDecision,
     Reason,
 )
-from adapter.policies.burst import BurstThreshold
-from adapter.policies.fewest import fewest_meeting
-from adapter.policies.percentile import ServiceModel, min_replicas, response_time_percentile
-from adapter.policies.rate import RatePredictor
-from adapter.policies.replay import (
+from slackwise_policies.burst import BurstThreshold
+from slackwise_policies.fewest import fewest_meeting
+from slackwise_policies.percentile import ServiceModel, min_replicas, response_time_percentile
+from slackwise_policies.rate import RatePredictor
+from slackwise_policies.replay import (
     ObservedService,
     quantised_up,
     replay_min_replicas,
     replay_percentile,
 )
-from adapter.policies.swayam_model import (
+from slackwise_policies.swayam_model import (
     RandDispatch,
     rand_min_replicas,
     rand_response_percentile_ms,
@@ -103,7 +103,7 @@ class Advisor:
         #: what the controller observed per batch size (the replay model's input)
         self.observed: ObservedService | None = None
         self._replayed: dict[tuple[float, ObservedService], tuple[int, float]] = {}
-        #: ``burst_u: auto``: U set by the measured misses (:mod:`adapter.policies.burst`)
+        #: ``burst_u: auto``: U set by the measured misses (:mod:`slackwise_policies.burst`)
         self.burst: BurstThreshold | None = None
         if config.burst_u == "auto":
             self.burst = BurstThreshold(percentile=config.percentile, start=BURST_U)
@@ -226,7 +226,7 @@ class Advisor:
     ) -> tuple[float, float, float]:
         """The local forecast ``t_setup`` ahead, the current local rate and the rate the model
         sizes for (the larger of the two when ``floor_at_current``, × ``n_F`` × ``U`` ×
-        ``headroom``: :mod:`adapter.policies.headroom`). With
+        ``headroom``: :mod:`slackwise_policies.headroom`). With
         ``recent_s`` (while measured outcomes disagree with the model), the rate over only the
         last ``recent_s`` replaces it when it is at least ``BURST_RATIO`` times as high: a
         burst beyond the forecast counts in full at once, not spread over

@@ -8,7 +8,7 @@ what to do; the caller does it:
 
 * :meth:`Controller.admit` queues an admitted request, or (``late: predict``, the default)
   says it would finish late and should be refused at the door now
-  (:mod:`adapter.policies.admission`).
+  (:mod:`slackwise_policies.admission`).
 * :meth:`Controller.step` is one scheduling step: answer the requests whose deadline passed
   (``late: prune`` or ``predict``), tune the limit when a period ended, and pick the batch to
   send now, or the time to look again (:class:`Step`). The caller sends ``step.batch`` and calls
@@ -30,24 +30,24 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from adapter.policies.admission import DoorRefusal, Drain, Late, Lateness, at_the_door
-from adapter.policies.aimd import AIMD, AIMDDecision
-from adapter.policies.batching import BatchDecision, LatencyEstimator
-from adapter.policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
-from adapter.policies.estimates import BatchSizeTracker
-from adapter.policies.input_cost import InputCost, batch_input_bytes
-from adapter.policies.lagged_p95 import LaggedP95
-from adapter.policies.latency import LatencyModel
-from adapter.policies.modes import ModePreset
-from adapter.policies.queue import Queued, RequestQueue
-from adapter.policies.scheduling import (
+from slackwise_policies.admission import DoorRefusal, Drain, Late, Lateness, at_the_door
+from slackwise_policies.aimd import AIMD, AIMDDecision
+from slackwise_policies.batching import BatchDecision, LatencyEstimator
+from slackwise_policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
+from slackwise_policies.estimates import BatchSizeTracker
+from slackwise_policies.input_cost import InputCost, batch_input_bytes
+from slackwise_policies.lagged_p95 import LaggedP95
+from slackwise_policies.latency import LatencyModel
+from slackwise_policies.modes import ModePreset
+from slackwise_policies.queue import Queued, RequestQueue
+from slackwise_policies.scheduling import (
     cheapest_batch,
     efficient_batch,
     next_batch,
 )
-from adapter.policies.slack import Batching, StagePolicy
-from adapter.policies.throughput_split import StageFleet
-from adapter.policies.waiting import PathMargin, RecentRate
+from slackwise_policies.slack import Batching, StagePolicy
+from slackwise_policies.throughput_split import StageFleet
+from slackwise_policies.waiting import PathMargin, RecentRate
 
 __all__ = ["Controller", "DoorRefusal", "Late", "Step"]
 
@@ -153,7 +153,7 @@ class Controller(Generic[T]):
         late: the queue ahead, or the adapter's own loop running ``lag_s`` late (None: not
         judged, a later stage of a chain). ``after_s``: what the stages after this one are
         expected to take (a chain is judged whole at its first stage). An admitted request
-        is held to account when it finishes (:class:`adapter.policies.admission.Lateness`)."""
+        is held to account when it finishes (:class:`slackwise_policies.admission.Lateness`)."""
         due = _due(item)
         if self.late == "predict" and lag_s is not None:
             refusal = self._judge(now, due, item.size, ready, lag_s, after_s)
@@ -258,7 +258,7 @@ class Controller(Generic[T]):
     def _set_cap(self, now: float, free: int) -> None:
         """The largest batch worth its members' wait: by the model's line as it is now or by its
         curve as it was at most a second ago, whichever is larger
-        (:func:`adapter.policies.scheduling.efficient_batch`, :func:`cheapest_batch`, a tenth
+        (:func:`slackwise_policies.scheduling.efficient_batch`, :func:`cheapest_batch`, a tenth
         of the least cost per instance allowed); while a backlog waits (more queued than the
         ``free`` slots take at that size), the cheapest per instance by the curve itself: then
         throughput is what the members wait for. 1 when the line says a batch costs at least its

@@ -1,6 +1,6 @@
 """A chain's SLO split by what binds: each stage the budget its function needs to carry its load.
 
-GrandSLAM's Eq. 4 (:mod:`adapter.policies.slack`) gives a stage a share of its app's SLO in
+GrandSLAM's Eq. 4 (:mod:`slackwise_policies.slack`) gives a stage a share of its app's SLO in
 proportion to its latency at the batch sizes in use. Whether a function carries its load depends
 on something else: how large its batches can grow within its budget. A function whose nodes are
 few for its share of the load needs batches of ``n`` with ``slots · n / L(n)`` at or above its
@@ -40,7 +40,7 @@ grew past what carried the load (docs/simulator.md, GS-T).
 
 :class:`ThroughputSplit` keeps the measured mix (app arrivals, decayed with a half-life) and
 recomputes every app's split once a period; the budgets it returns are the ``estimates_ms`` a
-proportional :class:`adapter.policies.slack.StagePolicy` splits by, so slack forwarding
+proportional :class:`slackwise_policies.slack.StagePolicy` splits by, so slack forwarding
 re-splits the time left over the remaining stages in the same proportions, and admission is
 unchanged. Pure: the clock is an argument.
 """

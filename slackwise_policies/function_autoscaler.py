@@ -1,5 +1,5 @@
 """One function's autoscaling policy: Swayam's advisor, the hybrid keep-alive histogram, and the
-pin they imply (pure; :mod:`adapter.policies.advisor_driver` holds one per function, live and in
+pin they imply (pure; :mod:`slackwise_policies.advisor_driver` holds one per function, live and in
 the simulator)."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from adapter.policies.advisor import Advisor
-from adapter.policies.advisor_config import MAX_REPLICAS, AdvisorDecision
-from adapter.policies.advisor_settings import AdvisorSettings
-from adapter.policies.evidence import Evidence
-from adapter.policies.headroom import Headroom, HeadroomConfig, parse_headroom
-from adapter.policies.keepalive import KeepAlive, KeepAliveConfig
-from adapter.policies.latency import LatencyModel
-from adapter.policies.percentile import ServiceModel
-from adapter.policies.replay import ObservedService
+from slackwise_policies.advisor import Advisor
+from slackwise_policies.advisor_config import MAX_REPLICAS, AdvisorDecision
+from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.evidence import Evidence
+from slackwise_policies.headroom import Headroom, HeadroomConfig, parse_headroom
+from slackwise_policies.keepalive import KeepAlive, KeepAliveConfig
+from slackwise_policies.latency import LatencyModel
+from slackwise_policies.percentile import ServiceModel
+from slackwise_policies.replay import ObservedService
 
 __all__ = [
     "DRIFT_RATIO",
@@ -123,7 +123,7 @@ class FunctionAutoscaler:
 
     def headroom_factor(self, now: float) -> float:
         """The spare the measured volatility asks for at ``now``, as a factor on the rate the
-        model sizes for (:mod:`adapter.policies.headroom`); 1 while a swing is under way (the
+        model sizes for (:mod:`slackwise_policies.headroom`); 1 while a swing is under way (the
         model replays the recent service times already) or with ``headroom: 0``. The evidence
         is taken once per ``now``: :meth:`prepare` and :meth:`decide` see the same factor."""
         if self._factor is not None and self._factor[0] == now:
@@ -171,8 +171,8 @@ class FunctionAutoscaler:
         """One advisor decision at ``now`` and the pin it implies (see :meth:`pin_for`), raised
         by the evidence while measured outcomes (and ``overdue``: requests queued past their
         deadline) disagree with the model (``current``: the count in force, default
-        ``kpa_wants``); :meth:`adapter.policies.advisor_driver.AdvisorDriver.step` calls this, live
-        and simulated."""
+        ``kpa_wants``); :meth:`slackwise_policies.advisor_driver.AdvisorDriver.step` calls this,
+        live and simulated."""
         decision = self.advisor.decide(
             now,
             kpa_wants=kpa_wants,
@@ -246,7 +246,7 @@ def function_autoscaler(
     now: float,
 ) -> FunctionAutoscaler:
     """One function's advisor and keep-alive built from the adapter's advisor settings (for
-    :class:`adapter.policies.advisor_driver.AdvisorDriver`, live and simulated alike)."""
+    :class:`slackwise_policies.advisor_driver.AdvisorDriver`, live and simulated alike)."""
     config = settings.config_for(
         slo_ms=slo_ms, percentile=percentile, max_replicas=max_scale or MAX_REPLICAS
     )

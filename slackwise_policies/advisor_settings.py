@@ -1,8 +1,8 @@
-"""A deployment's advisor (``adapter.advisor``; the simulator's ``advisor`` section too): whether
-it runs, whether it owns each function's count or pins a floor under the platform's autoscaler,
-its lease and tick, and the numbers of each function's :class:`AdvisorConfig` a deployment may
-set. One type, one default a field (the advisor's own, from :mod:`adapter.policies.advisor_config`);
-the YAML loader builds it directly, and :meth:`AdvisorSettings.config_for` makes each function's
+"""A deployment's advisor (``adapter.advisor``; the simulator's ``advisor`` section too): whether it
+runs, whether it owns each function's count or pins a floor under the platform's autoscaler, its
+lease and tick, and the numbers of each function's :class:`AdvisorConfig` a deployment may set. One
+type, one default a field (the advisor's own, from :mod:`slackwise_policies.advisor_config`); the
+YAML loader builds it directly, and :meth:`AdvisorSettings.config_for` makes each function's
 :class:`AdvisorConfig` from it and the function's SLO."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from adapter.policies.advisor_config import (
+from slackwise_policies.advisor_config import (
     BURST_U,
     CURRENT_WINDOW_S,
     DEFAULT_PERCENTILE,
@@ -20,8 +20,8 @@ from adapter.policies.advisor_config import (
     AdvisorConfig,
     ResourceModel,
 )
-from adapter.policies.headroom import parse_headroom
-from adapter.policies.settings_error import boolean, number, one_of
+from slackwise_policies.headroom import parse_headroom
+from slackwise_policies.settings_error import boolean, number, one_of
 
 __all__ = ["CAPACITIES", "AdvisorSettings", "Capacity"]
 
@@ -45,7 +45,7 @@ class AdvisorSettings:
     #: seconds between decisions
     tick_s: float = 1.0
     #: the burst threshold U on the forecast rate, or ``auto``: raised while more requests miss
-    #: than the SLO allows, lowered while they do not (adapter.policies.burst)
+    #: than the SLO allows, lowered while they do not (slackwise_policies.burst)
     burst_u: float | Literal["auto"] = BURST_U
     history_s: float = HISTORY_S
     min_scale_in_gap_s: float = MIN_SCALE_IN_GAP_S
@@ -60,9 +60,9 @@ class AdvisorSettings:
     #: replay (the controller's batching replayed on what it observed), batched (the analytic
     #: model of how the adapter serves) or swayam (the paper's RAND model)
     model: ResourceModel = "replay"
-    #: the count answers to measured outcomes (adapter.policies.evidence); false is an ablation
+    #: the count answers to measured outcomes (slackwise_policies.evidence); false is an ablation
     evidence: bool = True
-    #: spare capacity from the measured volatility (adapter.policies.headroom): 0 (the default)
+    #: spare capacity from the measured volatility (slackwise_policies.headroom): 0 (the default)
     #: holds none, ``auto`` half the largest swing seen in the last five minutes, another number
     #: scales it (auto is not the default until it is measured to pay: docs/advisor.md)
     headroom: float | Literal["auto"] = 0.0
