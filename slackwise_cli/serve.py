@@ -98,24 +98,7 @@ def run(args: argparse.Namespace) -> int:
             config = _with_advisor(config, capacity=args.capacity)
     if args.headroom is not None:
         config = _with_advisor(config, headroom=_headroom_flag(args.headroom))
-    if args.probe_port is not None and not 0 <= args.probe_port <= 65535:
-        raise SystemExit(f"slackwise: --probe-port must be a TCP port, got {args.probe_port}")
-    given = {
-        setting: getattr(args, flag)
-        for flag, setting in _ADAPTER_FLAGS.items()
-        if getattr(args, flag) not in (None, "")
-    }
-    if "stage_policy" in given:
-        from slackwise_policies.slack import stage_policy
-
-        try:
-            given["stage_policy"] = stage_policy(given["stage_policy"]).name
-        except ValueError as exc:
-            raise SystemExit(f"slackwise: --stage-policy: {exc}") from None
-    if given:
-        import dataclasses
-
-        config = dataclasses.replace(config, adapter=dataclasses.replace(config.adapter, **given))
+    config = with_flags(config, args)
     try:
         app = create_app(config, mode=args.mode, advisor=advisor)
     except ValueError as exc:
@@ -137,6 +120,29 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise SystemExit(f"slackwise: cannot listen on {host}:{port}: {exc}") from None
     return 0
+
+
+def with_flags(config: Config, args: argparse.Namespace) -> Config:
+    """``config`` with the adapter keys that ``args`` gives (``_ADAPTER_FLAGS``), checked."""
+    if args.probe_port is not None and not 0 <= args.probe_port <= 65535:
+        raise SystemExit(f"slackwise: --probe-port must be a TCP port, got {args.probe_port}")
+    given = {
+        setting: getattr(args, flag)
+        for flag, setting in _ADAPTER_FLAGS.items()
+        if getattr(args, flag) not in (None, "")
+    }
+    if "stage_policy" in given:
+        from slackwise_policies.slack import stage_policy
+
+        try:
+            given["stage_policy"] = stage_policy(given["stage_policy"]).name
+        except ValueError as exc:
+            raise SystemExit(f"slackwise: --stage-policy: {exc}") from None
+    if not given:
+        return config
+    import dataclasses
+
+    return dataclasses.replace(config, adapter=dataclasses.replace(config.adapter, **given))
 
 
 def _headroom_flag(text: str) -> float | str:

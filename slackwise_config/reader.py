@@ -99,7 +99,7 @@ class Reader:
 
     def positive(self, data: Mapping[str, Any], key: str, path: str, default: float) -> float:
         """A number above zero."""
-        value = self.number(data, key, path, default)
+        value = self.number(data, key, path, default, low=-math.inf)
         if value <= 0:
             raise self.fail(self.at(path, key), f"must be positive, got {value:g}")
         return value

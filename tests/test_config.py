@@ -168,3 +168,36 @@ def test_bad_adapter_hpa_settings_name_the_key_and_the_value(
     with pytest.raises(ConfigError) as info:
         parse_config(raw, "bad.yaml")
     assert f"bad.yaml: {needle}" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        (base(slo_ms=0), "exp.yaml: functions.digits.slo_ms: must be positive, got 0"),
+        (
+            {**base(), "apps": {"a": {"stages": ["digits"], "slo_ms": 0}}},
+            "exp.yaml: apps.a.slo_ms: must be positive, got 0",
+        ),
+        (
+            {**base(), "experiment": {"function": "digits", "trace": "twitter", "max_rps": -2}},
+            "exp.yaml: experiment.max_rps: must be positive, got -2",
+        ),
+    ],
+)
+def test_a_number_that_must_be_positive_is_refused_at_its_key(raw: Any, where: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw, "exp.yaml")
+    assert str(info.value) == where
+
+
+def test_a_top_level_key_is_named_without_a_leading_dot() -> None:
+    from simulator.config import parse_sim_config
+
+    doc = {
+        "rate_rps": 0,
+        "functions": {"f": {"max_batch": 8}},
+        "apps": {"app": {"stages": ["f"], "slo_ms": 60}},
+    }
+    with pytest.raises(ConfigError) as info:
+        parse_sim_config(doc, "sim.yaml")
+    assert str(info.value) == "sim.yaml: rate_rps: must be positive, got 0"
