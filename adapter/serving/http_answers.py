@@ -80,6 +80,20 @@ class Unparsed:
         #: each function's held refusal, as the bytes written for it
         self._canned: dict[str, tuple[AdapterError, bytes]] = {}
 
+    def status_bytes(self, data: bytes) -> bytes | None:
+        """The whole answer (closing the connection) to the status or health read ``data``
+        starts, or None when it is not one (:func:`status_answer`)."""
+        line = data[: data.find(b"\r\n")].split(b" ")
+        if len(line) != 3:
+            return None
+        path = line[1].split(b"?", 1)[0].decode("latin-1")
+        found = status_answer(self.state, line[0].decode("latin-1"), path)
+        if found is None:
+            return None
+        status, body = found
+        head = response_head(status, [(b"content-type", b"application/json")], len(body), True)
+        return head + body
+
     def shed(self, data: bytes, waited_s: float) -> bytes | None:
         """The canned 503 for the one whole predict ``data`` is, refused because reads wait
         ``waited_s`` in line (the connection stays open); None when ``data`` is not one whole

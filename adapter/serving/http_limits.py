@@ -8,9 +8,12 @@ import math
 import socket
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapter.serving.errors import ServingError
+
+if TYPE_CHECKING:
+    from adapter.serving.accept_trim import AcceptTrim
 
 __all__ = [
     "BODY_STALL_S",
@@ -138,18 +141,26 @@ class AcceptQueue:
         self._rate = 0.0
         self._rate_at = -math.inf  # when the pace was last measured
         self._wait_s = 0.0
+        #: refuses the oldest waiting connections once the wait passes its ``after_s``
+        #: (:mod:`adapter.serving.accept_trim`); None: the queue is only read
+        self.trim: AcceptTrim | None = None
 
     def wait_s(self, now: float) -> float:
         last, _, _ = self._then
         if now - last < self.every_s:
             return self._wait_s
-        return self.observe(now, self._queued_now())
-
-    def _queued_now(self) -> int:
-        """Connections waiting over every listening socket (several share the port). Each is
-        read: a sample scaled up turned the two or three a burst leaves waiting at light load
-        into a wait long enough to shed."""
-        return sum(_queued(sock) for sock in self.socks)
+        # each socket is read: a sample scaled up turned the two or three a burst leaves
+        # waiting at light load into a wait long enough to shed
+        queued = [_queued(sock) for sock in self.socks]
+        wait = self.observe(now, sum(queued))
+        trim = self.trim
+        if trim is not None and wait > trim.after_s and self._rate > 0.0:
+            # the queue stands: its oldest are refused at the socket, the rest are in time
+            taken = trim.trim(queued, self._rate * trim.after_s, wait)
+            left = max(0, sum(queued) - taken)
+            self._then = (now, self.accepted, left)
+            self._wait_s = left / self._rate
+        return self._wait_s
 
     def observe(self, now: float, queued: int) -> float:
         """One reading: ``queued`` connections wait at ``now``; the wait it implies (pure)."""

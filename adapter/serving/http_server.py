@@ -26,6 +26,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from adapter.serving.accept_trim import AcceptTrim
 from adapter.serving.http_connection import Connection
 from adapter.serving.http_shared import Server
 from adapter.serving.listen import bind_early
@@ -94,6 +95,11 @@ async def _serve(
         gc.freeze()
         sockets = [sock for listener in listeners for sock in listener.sockets]
         server.unparsed.backlog.socks = sockets
+        trim = None
+        if isinstance(where, list):  # the sockets are ours: the queue's oldest can be refused
+            trim = AcceptTrim(loop, where, server.trim_after_s, server.unparsed.status_bytes)
+            server.unparsed.backlog.socks = where
+            server.unparsed.backlog.trim = trim
         bound = int(sockets[0].getsockname()[1])
         if ready is not None:
             ready(bound)
@@ -114,3 +120,5 @@ async def _serve(
             conn.transport.close()
     for listener in listeners:
         await listener.wait_closed()
+    if trim is not None:
+        trim.close()

@@ -43,6 +43,10 @@ class Server:
         #: what is answered before it is parsed: shed for the loop's lag, held refusals
         tightest_s = min(self.endpoint.slos.values(), default=1000.0) / 1000.0
         self.unparsed = Unparsed(self.state, loop, shed_after_s=0.5 * tightest_s)
+        #: the wait in the kernel's accept queue past which its oldest connections are refused
+        #: at the socket (:mod:`adapter.serving.accept_trim`): a tenth of the tightest SLO, at
+        #: most 10 ms (what is kept has nearly all of its SLO left, and a refusal comes soon)
+        self.trim_after_s = min(0.1 * tightest_s, 0.01)
         #: client reads within a bounded share of each loop turn (the rest wait, paused), and
         #: the refusals of a congested line within 2 % of the tightest SLO a turn
         self.reads = ReadBudget(loop, refuse_s=0.02 * tightest_s, turn_s=self.state.lag.recent_s)

@@ -8,20 +8,24 @@ taken was reported only after the platform had started. :func:`bind_early` binds
 server listens on the same sockets when the lifespan is up (until then a connection is refused,
 as before).
 
-**Why several.** The event loop's libuv accepts one connection per listening socket per turn
-of the loop (libuv/libuv#3696, 2022: accepting in a loop mostly costs a failed ``accept``). A
-turn of the adapter's loop under a flood is a few milliseconds long (its read budget, its
-refusals, the replicas' answers), so one socket accepted a few hundred connections a second: a
-client that opens a connection per request waited in the kernel's accept queue, hundreds deep,
-while a third of the adapter's core sat idle, and the door, seeing that wait, refused nearly
-everything (digits at 3x its capacity with a connection per request: 5 % of it served, a
-refusal's P99 332 ms). Where the kernel balances connections over sockets that share a port
-(``SO_REUSEPORT`` on Linux), :data:`LISTENERS` sockets accept that many connections a turn
-(with 32 the accept queue still stood 100-150 deep, 35 ms, at 3,600 new connections a second;
-with 128, 5-15 ms). Past what the core can accept and refuse at all (digits at about 3x its
-capacity with new connections) the queues, 4,096 deep in all, fill and a connection waits
-about a second to be read, where with one socket it waited in its handshake
-(``docs/reliability.md``, "A connection per request"). The port is checked free first with
+**Why several, and why few.** The event loop's libuv accepts one connection per listening
+socket per turn of the loop (libuv/libuv#3696, 2022: accepting in a loop mostly costs a failed
+``accept``), so ``LISTENERS`` sockets sharing the port (``SO_REUSEPORT`` on Linux, where the
+kernel balances connections over them) are how many new connections one turn takes in. That is
+a bound on what the loop takes on, and it is the right place for one: every connection the loop
+accepts costs it about 100 µs (a transport, a protocol object, a read, a decision, a write, a
+close) whether it is answered or refused. With 128 sockets the loop took in nearly every
+connection of a flood and spent its core refusing them (digits at twice its capacity with a
+connection per request: 20 % of it served); what it does not take in now waits in the kernel's
+queue, whose oldest are refused at the socket for about 40 µs each once they would wait longer
+than their SLO allows (:mod:`adapter.serving.accept_trim`). Tried by hand at 9,000 new
+connections a second (two runs each, digits, the generator on a core of its own): 4 sockets
+answered 2,055 and 2,235 a second within the SLO, 8 2,468 and 1,343, 16 1,039 and 1,107; the
+before and after is measured in ``docs/reliability.md`` ("Drop-head at the accept queue").
+Four take in up to 4 a turn: at light load a turn is a fraction of a millisecond, so that is
+thousands a second before any queue stands.
+
+The port is checked free first with
 a socket of its own (a group of ``SO_REUSEPORT`` sockets would otherwise let a second adapter
 of the same user join it silently); only processes of the same user can join the group
 afterwards, as Linux enforces.
@@ -35,9 +39,9 @@ import sys
 __all__ = ["LISTENERS", "bind_early"]
 
 #: listening sockets on the adapter's port where the kernel balances connections over them: the
-#: connections one turn of the loop can accept (a turn under a flood is 5-20 ms, so 128 of them
-#: accept more new connections a second than one core can answer)
-LISTENERS = 128
+#: connections one turn of the loop accepts (the rest wait in the kernel's queue, whose oldest
+#: are refused at the socket once they would be late: :mod:`adapter.serving.accept_trim`)
+LISTENERS = 4
 
 
 def bind_early(host: str, port: int, count: int = LISTENERS) -> list[socket.socket]:
