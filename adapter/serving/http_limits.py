@@ -8,12 +8,9 @@ import math
 import socket
 import struct
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from adapter.serving.errors import ServingError
-
-if TYPE_CHECKING:
-    from adapter.serving.accept_trim import AcceptTrim
 
 __all__ = [
     "BODY_STALL_S",
@@ -114,6 +111,15 @@ def whole_request(data: bytes) -> bytes | None:
     return parts[1] if len(data) == end + 4 + length else None
 
 
+class Trim(Protocol):
+    """Refuses the oldest connections of a standing accept queue
+    (:class:`adapter.serving.accept_trim.AcceptTrim`)."""
+
+    after_s: float
+
+    def trim(self, queued: Sequence[int], keep: float, wait_s: float) -> int: ...
+
+
 class AcceptQueue:
     """How long a new connection waits in the kernel's accept queue before the adapter reads it:
     the queue's length (Linux reports it for a listening socket in ``TCP_INFO``) over the rate
@@ -143,7 +149,7 @@ class AcceptQueue:
         self._wait_s = 0.0
         #: refuses the oldest waiting connections once the wait passes its ``after_s``
         #: (:mod:`adapter.serving.accept_trim`); None: the queue is only read
-        self.trim: AcceptTrim | None = None
+        self.trim: Trim | None = None
 
     def wait_s(self, now: float) -> float:
         last, _, _ = self._then
