@@ -174,3 +174,58 @@ def test_a_read_held_for_a_long_turn_is_not_congestion(clock: list[float]) -> No
     clock[0] += 0.012
     loop.turn()
     assert log[-1] == ("refused", "late", 0.012)
+
+
+class _Slow(_Conn):
+    """A read that costs 1.5 ms of the loop to handle."""
+
+    def __init__(self, name: str, log: list[tuple[str, str, float]], clock: list[float]) -> None:
+        super().__init__(name, log)
+        self.clock = clock
+
+    def resume(self, waited_s: float) -> None:
+        super().resume(waited_s)
+        self.clock[0] += 0.0015
+
+
+def test_once_congested_what_the_newest_first_pass_cannot_reach_is_refused_at_once(
+    clock: list[float],
+) -> None:
+    """While the line fills faster than a turn drains it, a read the newest-first pass does not
+    reach has newer reads ahead of it in every later turn: it would only wait out ``max_wait_s``
+    for the same refusal (keep-alive digits at twice its capacity: refusals' P99 31-36 ms). So
+    it is refused in the turn that could not serve it; and a turn whose reads all fit ends the
+    congestion, after which a held read waits its ``max_wait_s`` again."""
+    loop = _Loop()
+    budget = ReadBudget(loop, budget_s=0.002, max_wait_s=0.010, refuse_s=0.005)  # type: ignore[arg-type]
+    log: list[tuple[str, str, float]] = []
+
+    def kinds(since: int) -> list[tuple[str, str]]:
+        return [(kind, name) for kind, name, _ in log[since:]]
+
+    budget.over()
+    clock[0] += 0.003
+    budget.defer(_Conn("old", log))
+    clock[0] += 0.012  # "old" waited past max_wait: the line is congested
+    for i in range(4):
+        budget.defer(_Slow(f"new{i}", log, clock))
+    loop.turn()  # two reads fit the budget (1.5 ms each), newest first
+    assert kinds(0) == [
+        ("refused", "old"), ("served", "new3"), ("served", "new2"),
+        ("refused", "new0"), ("refused", "new1"),
+    ]  # fmt: skip
+    assert log[3][2] == pytest.approx(0.003)  # refused after 3 ms in line, not after max_wait
+    assert budget.waiting == 0 and budget.refused == 3
+    clock[0] += 0.003  # still congested: the next turn's leftovers are refused at once too
+    for i in range(4):
+        budget.defer(_Slow(f"b{i}", log, clock))
+    loop.turn()
+    assert kinds(5) == [("served", "b3"), ("served", "b2"), ("refused", "b0"), ("refused", "b1")]
+    loop.turn()  # a turn that read everything within its budget: the congestion is over
+    budget.over()
+    clock[0] += 0.003
+    for i in range(4):
+        budget.defer(_Slow(f"c{i}", log, clock))
+    loop.turn()
+    assert kinds(9) == [("served", "c0"), ("served", "c1")]  # oldest first again
+    assert budget.waiting == 2  # and the rest waits for the next turn

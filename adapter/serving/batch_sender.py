@@ -1,7 +1,17 @@
 """One function's batches on the wire: each sent upstream in the function's protocol, its
 answer shared among the members (or its refusal narrowed to the member it names), and what it
 teaches handed to the controller and the advisor (:mod:`adapter.serving.dispatcher` decides
-which batch leaves when)."""
+which batch leaves when).
+
+A batch whose answer waited out a stall of the adapter's own loop (a wake-up of the loop-lag
+timer at least ``STALL_S`` late, and later than half the round trip) teaches the controller
+what a cold start teaches it: nothing about the function's latency or its batch size. Under a
+sudden flood of keep-alive clients the loop was away 120-600 ms at the start, and one batch of
+four answered in 125 ms (0.3 ms of it computing) taught the line that a batch costs its
+members apart (slope 31 ms an instance, intercept -21): the batch cap fell to 1, the AIMD limit
+never grew from batches that never reached it, and digits served 270-350 req/s of 27,000
+offered for the rest of the run where runs without that sample served 840-2,000. The door
+still sees the loop's lateness itself (:mod:`adapter.serving.loop_lag`)."""
 
 from __future__ import annotations
 
@@ -11,18 +21,22 @@ from typing import Any
 from adapter.serving.accounting import Accounting
 from adapter.serving.advisor_loop import Autoscaling
 from adapter.serving.errors import AdapterError, UpstreamFailed, UpstreamRejected, UpstreamTimeout
+from adapter.serving.loop_lag import NO_LAG, LoopLagReader
 from adapter.serving.pending import Pending
 from adapter.serving.protocols import codec_for
 from adapter.serving.rejections import Rejection, halves, read_rejection, send_with_retries
 from adapter.serving.upstream import SendFailed, SendTimeout, Upstream
 from functions.headers import COLD_START, COMPUTE_MS, FRONTEND_ID, FRONTEND_WINDOW_S
 from slackwise_config import FunctionConfig
-from slackwise_core.clock import Clock
+from slackwise_core.clock import Clock, MonotonicClock
 from slackwise_core.http1 import Http1Response
 from slackwise_policies.batching import BatchDecision
 from slackwise_policies.controller import Controller
 
-__all__ = ["BatchSender"]
+__all__ = ["STALL_S", "BatchSender"]
+
+#: a loop-lag wake-up this late is a stall of the adapter (its turns under a flood take 5-15 ms)
+STALL_S = 0.02
 
 #: the shortest window the functions count adapters over (t_setup may be measured tiny)
 _MIN_GOSSIP_WINDOW_S = 2.0
@@ -43,8 +57,12 @@ class BatchSender:
         own_headers: dict[str, str],
         autoscaling: Autoscaling | None = None,
         frontend_id: str | None = None,
+        lag: LoopLagReader = NO_LAG,
     ) -> None:
         self.function = function
+        #: the adapter's loop, watched for stalls a round trip measured instead of the function
+        #: (timed on the loop's own monotonic scale: a virtual clock's round trips are not on it)
+        self.lag = lag if isinstance(clock, MonotonicClock) else NO_LAG
         self.name = function.name
         up = function.upstream
         self.codec = codec_for(
@@ -164,11 +182,13 @@ class BatchSender:
                 batch_ms=self.controller.model.estimate_ms(total),
             )
         if teach:
+            stall_s = self.lag.stalled_s(sent)
+            stalled = stall_s >= STALL_S and stall_s * 1000.0 > round_trip_ms / 2.0
             self.controller.completed(
                 batch,
                 now=done,
                 instances=total,
-                cold=cold,
+                cold=cold or stalled,
                 round_trip_ms=round_trip_ms,
                 compute_ms=compute_ms,
                 timeout_dispatch=decision.timeout_dispatch,

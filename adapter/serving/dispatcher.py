@@ -33,7 +33,7 @@ from adapter.serving.errors import (
     ShuttingDown,
     UpstreamFailed,
 )
-from adapter.serving.loop_lag import LoopLagReader
+from adapter.serving.loop_lag import NO_LAG, LoopLagReader
 from adapter.serving.metrics import AdapterMetrics
 from adapter.serving.observers import ELSEWHERE, Observer, Offload, log_tuned
 from adapter.serving.pending import Pending
@@ -142,6 +142,7 @@ class Dispatcher:
             own_headers=view.request_headers(self.name),
             autoscaling=autoscaling,
             frontend_id=frontend_id,
+            lag=lag or NO_LAG,
         )
 
     def advised_by(self, autoscaling: Autoscaling, frontend_id: str | None) -> None:

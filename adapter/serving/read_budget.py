@@ -90,6 +90,11 @@ class ReadBudget:
         self._started = 0.0
         self._armed = False
         self._waiting: deque[tuple[Deferrable, float]] = deque()
+        #: the line has filled faster than it drains since its oldest read waited too long,
+        #: and no turn since has ended with the line empty
+        self._congested = False
+        #: this turn's time spent refusing (bounded by ``refuse_s``)
+        self._refusing_s = 0.0
         #: reads handled a turn late, and those refused for waiting too long, in all
         self.deferred = 0
         self.refused = 0
@@ -117,26 +122,39 @@ class ReadBudget:
 
     def _turn_over(self) -> None:
         self._armed = False
+        self._refusing_s = 0.0
         waiting = self._waiting
         if not waiting:
+            self._congested = False  # a turn's own budget read everything: the flood is over
             return
         now = time.perf_counter()
         max_wait = self.max_wait_s + self.turn_s()
-        if now - waiting[0][1] < max_wait:
+        if not self._congested and now - waiting[0][1] < max_wait:
             while waiting and not self.over():  # a new turn's budget, spent on the oldest first
                 conn, since = waiting.popleft()
                 conn.resume(time.perf_counter() - since)
-            return
-        # congested: what waited too long is refused, at most ``refuse_s`` of it a turn (the
-        # rest in later turns, oldest first), and what has not is worked newest first
-        while waiting and now - waiting[0][1] >= max_wait:
-            conn, since = waiting.popleft()
-            conn.refuse(now - since)
-            self.refused += 1
-            if time.perf_counter() - now > self.refuse_s:
-                break
-        while waiting and now - waiting[-1][1] < max_wait and not self.over():
-            conn, since = waiting.pop()
-            conn.resume(time.perf_counter() - since)
+        else:
+            self._congested = True
+            self._refuse_oldest(now, older_than=max_wait)
+            while waiting and now - waiting[-1][1] < max_wait and not self.over():
+                conn, since = waiting.pop()
+                conn.resume(time.perf_counter() - since)
+            # what the newest-first pass did not reach has newer reads ahead of it in every
+            # turn to come while the line fills faster than it drains: refused now, not after
+            # waiting out ``max_wait`` for the same refusal
+            self._refuse_oldest(now, older_than=0.0)
         if waiting and not self._armed:
             self._arm()
+
+    def _refuse_oldest(self, now: float, older_than: float) -> None:
+        """Refuse reads that waited ``older_than`` or more, oldest first, while this turn's
+        ``refuse_s`` lasts (the rest in later turns)."""
+        waiting = self._waiting
+        while waiting and now - waiting[0][1] >= older_than:
+            if self._refusing_s > self.refuse_s:
+                break
+            started = time.perf_counter()
+            conn, since = waiting.popleft()
+            conn.refuse(started - since)
+            self.refused += 1
+            self._refusing_s += time.perf_counter() - started
