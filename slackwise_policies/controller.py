@@ -378,15 +378,20 @@ class Controller(Generic[T]):
         compute_ms: float,
         cold: bool,
         timeout_dispatch: bool,
+        stalled: bool = False,
     ) -> None:
         """A batch of ``instances`` sent by :meth:`step` was answered at ``now``: teach the
         latency model, and judge each member for AIMD by the mode's signal (the batch's service
         time, or the request's response time under MLProxy). A member whose stage had no budget
-        (its chain's deadline had passed when it entered) says nothing about the batch size."""
-        if self.input_cost is not None and not cold:
+        (its chain's deadline had passed when it entered) says nothing about the batch size.
+        ``stalled``: its answer waited out a stall of the caller's own loop, so its round trip
+        measured the caller: it teaches neither the model nor AIMD, but its members' lateness is
+        still the door's evidence (the door answers for the caller's stalls too)."""
+        if self.input_cost is not None and not (cold or stalled):
             size = batch_input_bytes((item.input_bytes, item.size) for item in batch)
             self.input_cost.observe(size, round_trip_ms / self.model.estimate_ms(instances))
-        self.model.observe(now, instances, compute_ms, round_trip_ms, cold=cold)
+        if not stalled:
+            self.model.observe(now, instances, compute_ms, round_trip_ms, cold=cold)
         if self.late == "predict" and not cold:  # the door's evidence (a cold start is waited)
             for item in batch:
                 if item.deadline == item.due:  # whole: not a chain's stage before its last
@@ -394,7 +399,7 @@ class Controller(Generic[T]):
                         now, item.due, item.due - item.arrival, weight=1.0 / len(batch)
                     )
         aimd = self.aimd
-        if aimd is None:
+        if aimd is None or stalled:
             return
         service = self.preset.aimd_signal == "service"
         for item in batch:

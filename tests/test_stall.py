@@ -48,12 +48,15 @@ class _Replicas:
         return None
 
 
-def _taught(stall_s: float, round_trip_ms: float, clock: Clock | None = None) -> tuple[int, int]:
+def _taught(
+    stall_s: float, round_trip_ms: float, clock: Clock | None = None
+) -> tuple[int, int, int]:
     """(warm, cold) samples the latency model holds after one batch of four answered in
-    ``round_trip_ms`` while the loop was away ``stall_s``."""
+    ``round_trip_ms`` while the loop was away ``stall_s``, and how many of its members the door
+    counted as finished (its lateness evidence)."""
     fn = config().functions["echo"]
 
-    async def main() -> tuple[int, int]:
+    async def main() -> tuple[int, int, int]:
         dispatcher = Dispatcher(
             function=fn,
             preset=SLACKWISE,
@@ -89,7 +92,7 @@ def _taught(stall_s: float, round_trip_ms: float, clock: Clock | None = None) ->
         dispatcher.sender.answer(batch, response, sent, done, 4, False, decision)
         assert all(p.future.done() and not p.future.exception() for p in batch)
         model = dispatcher.model
-        return model.warm_samples, model.cold_samples
+        return model.warm_samples, model.cold_samples, dispatcher.controller.lateness.finished_count
 
     if isinstance(clock, VirtualClock):
         return clock.run(main())
@@ -97,18 +100,19 @@ def _taught(stall_s: float, round_trip_ms: float, clock: Clock | None = None) ->
 
 
 def test_a_batch_answered_after_a_stall_of_the_loop_teaches_nothing() -> None:
-    # the loop was away 180 ms; the batch of four took 125 ms by the adapter's clock
-    assert _taught(stall_s=0.18, round_trip_ms=125.0) == (0, 1)
+    # the loop was away 180 ms; the batch of four took 125 ms by the adapter's clock: the model
+    # learns nothing, the door still counts its four members
+    assert _taught(stall_s=0.18, round_trip_ms=125.0) == (0, 0, 4)
     # no stall: the same round trip is the function's, and is learnt
-    assert _taught(stall_s=0.0, round_trip_ms=125.0) == (1, 0)
+    assert _taught(stall_s=0.0, round_trip_ms=125.0) == (1, 0, 4)
     # a late turn that is a small part of a long round trip is not a stall of that batch
-    assert _taught(stall_s=0.03, round_trip_ms=200.0) == (1, 0)
+    assert _taught(stall_s=0.06, round_trip_ms=200.0) == (1, 0, 4)
     # nor is a wake-up under STALL_S late, however short the round trip
-    assert _taught(stall_s=STALL_S / 2, round_trip_ms=5.0) == (1, 0)
+    assert _taught(stall_s=STALL_S / 2, round_trip_ms=5.0) == (1, 0, 4)
 
 
 def test_a_virtual_clock_round_trip_is_not_judged_by_the_real_loop() -> None:
-    assert _taught(stall_s=0.18, round_trip_ms=125.0, clock=VirtualClock()) == (1, 0)
+    assert _taught(stall_s=0.18, round_trip_ms=125.0, clock=VirtualClock()) == (1, 0, 4)
 
 
 def test_the_loop_lag_timer_tells_how_long_the_loop_was_away() -> None:

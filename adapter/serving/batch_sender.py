@@ -5,7 +5,8 @@ which batch leaves when).
 
 A batch whose answer waited out a stall of the adapter's own loop (a wake-up of the loop-lag
 timer at least ``STALL_S`` late, and later than half the round trip) teaches the controller
-what a cold start teaches it: nothing about the function's latency or its batch size. Under a
+nothing about the function's latency or its batch size (its members' lateness still counts at
+the door). Under a
 sudden flood of keep-alive clients the loop was away 120-600 ms at the start, and one batch of
 four answered in 125 ms (0.3 ms of it computing) taught the line that a batch costs its
 members apart (slope 31 ms an instance, intercept -21): the batch cap fell to 1, the AIMD limit
@@ -35,8 +36,9 @@ from slackwise_policies.controller import Controller
 
 __all__ = ["STALL_S", "BatchSender"]
 
-#: a loop-lag wake-up this late is a stall of the adapter (its turns under a flood take 5-15 ms)
-STALL_S = 0.02
+#: a loop-lag wake-up this late is a stall of the adapter: under a steady flood its turns take
+#: 5-15 ms and a wake-up is at most 30-40 ms late; a flood's start held it 120-600 ms
+STALL_S = 0.05
 
 #: the shortest window the functions count adapters over (t_setup may be measured tiny)
 _MIN_GOSSIP_WINDOW_S = 2.0
@@ -188,7 +190,8 @@ class BatchSender:
                 batch,
                 now=done,
                 instances=total,
-                cold=cold or stalled,
+                cold=cold,
+                stalled=stalled,
                 round_trip_ms=round_trip_ms,
                 compute_ms=compute_ms,
                 timeout_dispatch=decision.timeout_dispatch,
