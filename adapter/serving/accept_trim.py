@@ -44,9 +44,9 @@ _READ_BYTES = 65536
 
 def excess(queued: Sequence[int], keep: float) -> list[int]:
     """How many of each listening socket's waiting connections to refuse so that about ``keep``
-    wait in all, each socket keeping its share of them (pure). Rounded so that no socket is
-    left with nothing when it had some: the kernel balances connections over the sockets, and
-    each keeps the newest of its own."""
+    wait in all, each socket keeping its share of them (pure). Rounded up, so that while
+    ``keep`` is positive no socket is left with nothing when it had some: the kernel balances
+    connections over the sockets, and each keeps the newest of its own."""
     total = sum(queued)
     if total <= keep:
         return [0] * len(queued)

@@ -36,9 +36,10 @@ from slackwise_policies.controller import Controller
 
 __all__ = ["STALL_S", "BatchSender"]
 
-#: a loop-lag wake-up this late is a stall of the adapter: under a steady flood its turns take
-#: 5-15 ms and a wake-up is at most 30-40 ms late; a flood's start held it 120-600 ms
-STALL_S = 0.05
+#: a loop-lag wake-up this late is a stall of the adapter (a turn under a flood takes 5-15 ms;
+#: a flood's start held the loop 120-600 ms). With 50 ms, 2 of 15 fresh adapters still fell to
+#: batches of 5-7 under a flood (docs/reliability.md)
+STALL_S = 0.02
 
 #: the shortest window the functions count adapters over (t_setup may be measured tiny)
 _MIN_GOSSIP_WINDOW_S = 2.0
