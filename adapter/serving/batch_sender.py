@@ -5,14 +5,13 @@ which batch leaves when).
 
 A batch whose answer waited out a stall of the adapter's own loop (a wake-up of the loop-lag
 timer at least ``STALL_S`` late, and later than half the round trip) teaches the controller
-nothing about the function's latency or its batch size (its members' lateness still counts at
-the door). Under a
+nothing about the function's latency or its batch size; its members' lateness still counts at
+the door, which sees the loop's lateness itself (:mod:`adapter.serving.loop_lag`). Under a
 sudden flood of keep-alive clients the loop was away 120-600 ms at the start, and one batch of
 four answered in 125 ms (0.3 ms of it computing) taught the line that a batch costs its
 members apart (slope 31 ms an instance, intercept -21): the batch cap fell to 1, the AIMD limit
-never grew from batches that never reached it, and digits served 270-350 req/s of 27,000
-offered for the rest of the run where runs without that sample served 840-2,000. The door
-still sees the loop's lateness itself (:mod:`adapter.serving.loop_lag`)."""
+never grew from batches that never reached it, and digits served 210-350 req/s of 27,000
+offered for the rest of the run where runs without that sample served 840-1,370."""
 
 from __future__ import annotations
 
