@@ -29,7 +29,9 @@ held at all: digits at 3x its capacity, a connection per request, served 138 req
 the turn added) every read that old is refused at once (a canned 503 with ``Retry-After``, unparsed;
 outside the budget: a refusal is owed either way, and it is the cheapest answer there is),
 and the rest are worked newest first, so what is admitted is what still has its SLO ahead of
-it.
+it. While the line stays congested (until a turn's own budget reads everything), a read the
+newest-first pass does not reach is refused in that turn too: newer reads come ahead of it in
+every turn to come, so waiting out ``max_wait_s`` would only delay the same refusal.
 
 Those refusals are bounded too: at most ``refuse_s`` of them a turn (the server gives 2 % of the
 tightest SLO: 2 ms for a 100 ms one), the rest in the turns after, oldest first. Refusing a flood
@@ -93,8 +95,6 @@ class ReadBudget:
         #: the line has filled faster than it drains since its oldest read waited too long,
         #: and no turn since has ended with the line empty
         self._congested = False
-        #: this turn's time spent refusing (bounded by ``refuse_s``)
-        self._refusing_s = 0.0
         #: reads handled a turn late, and those refused for waiting too long, in all
         self.deferred = 0
         self.refused = 0
@@ -122,7 +122,6 @@ class ReadBudget:
 
     def _turn_over(self) -> None:
         self._armed = False
-        self._refusing_s = 0.0
         waiting = self._waiting
         if not waiting:
             self._congested = False  # a turn's own budget read everything: the flood is over
@@ -135,26 +134,26 @@ class ReadBudget:
                 conn.resume(time.perf_counter() - since)
         else:
             self._congested = True
-            self._refuse_oldest(now, older_than=max_wait)
+            spent = self._refuse_oldest(now, max_wait, 0.0)
             while waiting and now - waiting[-1][1] < max_wait and not self.over():
                 conn, since = waiting.pop()
                 conn.resume(time.perf_counter() - since)
             # what the newest-first pass did not reach has newer reads ahead of it in every
             # turn to come while the line fills faster than it drains: refused now, not after
             # waiting out ``max_wait`` for the same refusal
-            self._refuse_oldest(now, older_than=0.0)
+            self._refuse_oldest(now, 0.0, spent)
         if waiting and not self._armed:
             self._arm()
 
-    def _refuse_oldest(self, now: float, older_than: float) -> None:
+    def _refuse_oldest(self, now: float, older_than: float, spent: float) -> float:
         """Refuse reads that waited ``older_than`` or more, oldest first, while this turn's
-        ``refuse_s`` lasts (the rest in later turns)."""
+        ``refuse_s`` lasts (``spent`` of it already; the rest in later turns): the time spent
+        refusing this turn, in all."""
         waiting = self._waiting
-        while waiting and now - waiting[0][1] >= older_than:
-            if self._refusing_s > self.refuse_s:
-                break
+        while waiting and now - waiting[0][1] >= older_than and spent <= self.refuse_s:
             started = time.perf_counter()
             conn, since = waiting.popleft()
             conn.refuse(started - since)
             self.refused += 1
-            self._refusing_s += time.perf_counter() - started
+            spent += time.perf_counter() - started
+        return spent
