@@ -83,6 +83,7 @@ def flood(
     )  # fmt: skip
     now, seq = 0.0, 0
     admitted = in_time = refused = 0
+    batches: list[int] = []  # sizes of the batches sent after the warm-up
     arrival = rng.expovariate(rate)
     running: list[tuple[list[float], float, list[QueuedRequest]]] = []  # ([work ms], sent, batch)
     # arrivals stop at ``seconds``, then what was admitted drains: a request still queued or in
@@ -118,11 +119,14 @@ def flood(
         while (step := c.step(now, ready=fn.replicas)).batch:
             work = (fn.a_ms + fn.b_ms * len(step.batch)) * math.exp(rng.gauss(0.0, fn.sigma))
             running.append(([work], now, list(step.batch)))
+            if now >= warmup_s:
+                batches.append(len(step.batch))
     span = seconds - warmup_s
     return {
         "late_share": 1.0 - in_time / max(1, admitted),
         "goodput_rps": in_time / span,
         "refused_share": refused / max(1, admitted + refused),
+        "mean_batch": statistics.fmean(batches) if batches else 0.0,
     }
 
 
@@ -143,16 +147,17 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     rows: list[dict[str, Any]] = []
     print(f"capacity {capacity:.0f} req/s; medians of {args.seeds} seeds (ranges)")
-    print("x C | offered req/s | admitted late | goodput req/s | of C | refused")
+    print("x C | offered req/s | admitted late | goodput req/s | of C | refused | mean batch")
     for k in MULTIPLES:
         runs = [flood(fn, k * capacity, seed=s, seconds=args.seconds) for s in range(args.seeds)]
         row = {key: _stat([r[key] for r in runs]) for key in runs[0]}
         rows.append({"multiple": k, "offered_rps": k * capacity, **row})
         late, good, ref = row["late_share"], row["goodput_rps"], row["refused_share"]
+        batch = row["mean_batch"]
         print(f"{k:g} | {k * capacity:.0f} | {100 * late['median']:.2f} % "
               f"({100 * late['low']:.2f}-{100 * late['high']:.2f}) | {good['median']:.1f} "
               f"({good['low']:.1f}-{good['high']:.1f}) | {good['median'] / capacity:.2f} | "
-              f"{100 * ref['median']:.1f} %")  # fmt: skip
+              f"{100 * ref['median']:.1f} % | {batch['median']:.1f}")  # fmt: skip
     if args.json:
         meta = {
             "command": " ".join(["benchmarks/door_flood.py", *(argv or sys.argv[1:])]),

@@ -132,6 +132,8 @@ class Watch(threading.Thread):
         self.rss: list[tuple[float, float]] = []
         #: (when, admitted finished, admitted late) as the door counts them
         self.door: list[tuple[float, int, int]] = []
+        #: (when, replicas ready, batch limit, door margin ms) of the polled function
+        self.state: list[tuple[float, int, int, float]] = []
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -152,6 +154,11 @@ class Watch(threading.Thread):
 
     def _door(self, answer: httpx.Response) -> None:
         with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
+            doc = answer.json()
+            margin = float((doc.get("door") or {}).get("margin_ms") or 0.0)
+            ready, limit = int(doc["replicas"]["ready"]), int(doc["aimd_limit"] or 0)
+            self.state.append((time.monotonic(), ready, limit, margin))
+        with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
             door = answer.json()["door"]
             counts = int(door["admitted_finished"]), int(door["admitted_late"])
             self.door.append((time.monotonic(), *counts))
@@ -167,6 +174,16 @@ class Watch(threading.Thread):
 
     def p99(self, port: int, since: float, until: float) -> float | None:
         return percentile([ms for t, ms in self.status[port] if since <= t <= until], 99)
+
+    def spans(self, since: float, until: float) -> dict[str, list[float] | None]:
+        """The least and most of the replicas ready, the batch limit and the door's margin
+        among the polls from ``since`` to ``until`` (None where no poll said)."""
+        polls = [s for s in self.state if since <= s[0] <= until]
+        out: dict[str, list[float] | None] = {}
+        for i, key in enumerate(("replicas_ready", "batch_limit", "door_margin_ms"), start=1):
+            values = [p[i] for p in polls]
+            out[key] = [min(values), max(values)] if values else None
+        return out
 
 
 def cell(
@@ -212,6 +229,9 @@ def cell(
         # it admitted finishing late (given up included) as it sees them, from when it read each
         door_finished=None if door is None else door[0],
         door_late=None if door is None else door[1],
+        # the function's state over the measured window (least, most): a replica starting
+        # or a batch limit still growing explains a cell's goodput
+        **watch.spans(window.began, ended),
     )
     return result
 
@@ -245,11 +265,16 @@ def settle(workload: Workload, limit_s: float = SETTLE_MAX_S) -> float:
 def _probe(
     workload: Workload, layout: Layout, adapter: Adapter, rate: float
 ) -> tuple[bool, dict[str, Any]]:
-    """One capacity probe at ``rate``: whether it passed, and its record."""
+    """One capacity probe at ``rate``: whether it passed, and its record. The status routes
+    are polled as in a cell (:class:`Watch`), so a probe and a cell load the adapter alike."""
     seconds = probe_s(rate)
     flags = ["--rate", f"{rate:.2f}", "--warmup-s", f"{PROBE_WARMUP_S:g}"]
     flags += ["--duration-s", f"{seconds:.1f}", "--slo-ms", f"{workload.slo_ms:g}"]
+    watch = Watch(workload, adapter)
+    watch.start()
     out, window = loadgen(workload, layout, flags, adapter)
+    watch.halt.set()
+    watch.join()
     scheduled = int(out["requests"]) + int(out["client_dropped"])
     share = int(out["ok_within_slo"]) / scheduled if scheduled else 0.0
     ok = share >= PROBE_PASS
@@ -265,6 +290,7 @@ def _probe(
             "ok": out["ok"],
             "window_s": round(window.seconds, 3),
             "adapter_cpu_s": round(window.cpu_s, 4),
+            **watch.spans(window.began, window.began + window.seconds),
         }
     )
 

@@ -13,7 +13,8 @@ refused when either of two pieces of evidence says it would finish late:
   ``slots`` batches at a time and the latency model's estimate per batch size, its expected
   finish is ``now + rounds·est(limit) + est(own batch)`` (:func:`expected_finish`, the same
   arithmetic as :mod:`slackwise_policies.pruning`, with the request's own batch sized as it
-  would be rather than full), or, when it is later, from the pace the queue was *measured* to
+  will leave: what is queued before it in that round and the company admitted until a slot
+  frees, rather than full), or, when it is later, from the pace the queue was *measured* to
   drain at while backlogged (:class:`Drain`: the adapter's own work included, which the model
   of the replicas' round trip does not see), plus the path's measured margin. A function with
   no replica ready (scaling from zero) is not judged by the queue: the activator's rule, a cold
@@ -235,16 +236,26 @@ def expected_finish(
     estimate_ms: Callable[[int], float],
     drain_s_per_instance: float | None = None,
     free_at: float = -math.inf,
+    company_per_s: float = 0.0,
 ) -> float:
     """When a request of ``size`` instances with ``queued`` instances ahead should finish;
-    ``free_at``: when the first slot frees, when every slot holds a batch in flight. With
-    ``drain_s_per_instance`` (the queue's measured pace, :class:`Drain`), the later of the
-    model's finish and the pace's: evidence over the model."""
+    ``free_at``: when the first slot frees, when every slot holds a batch in flight. Its own
+    batch leaves then, with the ``company_per_s`` (instances a second admitted) that arrive
+    until it does: priced as the batch it rides, not as the queue is now, so that its promise
+    leaves the batch's head the time a batch of that size takes (priced by the queue as it
+    was, a flood's batches were cut short by their heads' deadlines, to 3-4 where 10 carried the
+    load, and a fifth of what the door admitted finished late without the margin; tests/
+    test_door_flood.py). With ``drain_s_per_instance`` (the queue's measured pace,
+    :class:`Drain`), the later of the model's finish and the pace's: evidence over the
+    model."""
     limit = max(1, batch_limit)
     full, rest = divmod(queued, limit)
     rounds = full // max(1, slots)
-    own = min(limit, rest + size)
-    finish = max(now, free_at) + (rounds * estimate_ms(limit) + estimate_ms(own)) / 1000.0
+    start = max(now, free_at)
+    # its own batch leaves when a slot frees, with the company admitted until then
+    company = math.ceil(company_per_s * (start - now)) if start > now else 0
+    own = min(limit, rest + size + company)
+    finish = start + (rounds * estimate_ms(limit) + estimate_ms(own)) / 1000.0
     if queued and drain_s_per_instance is not None:
         measured = now + queued * drain_s_per_instance + estimate_ms(min(batch_limit, size)) / 1e3
         finish = max(finish, measured)
@@ -271,6 +282,7 @@ def at_the_door(
     finish: float | None = None,
     free_at: float = -math.inf,
     after_s: float = 0.0,
+    company_per_s: float = 0.0,
 ) -> DoorRefusal | None:
     """Admit (None) or refuse a request due at ``due`` (see the module docstring);
     ``allowance_s``: the margin the evidence of late finishes asks for (:class:`Lateness`);
@@ -297,6 +309,7 @@ def at_the_door(
             estimate_ms=estimate_ms,
             drain_s_per_instance=drain_s_per_instance,
             free_at=free_at,
+            company_per_s=company_per_s,
         )
     late_s = finish + after_s + margin_s + allowance_s - due
     if late_s <= 0.0:

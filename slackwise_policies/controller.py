@@ -193,6 +193,11 @@ class Controller(Generic[T]):
     def _judge(
         self, now: float, due: float, size: int, ready: int, lag_s: float, after_s: float = 0.0
     ) -> DoorRefusal | None:
+        """The door's rule (:func:`at_the_door`), its batches priced by the P99 that the
+        batcher judges a batch's head by behind a door (``tail_membership``): priced by the
+        mean, a promise left the head of its batch only the mean's time, and the batcher cut
+        that batch short at the head's deadline (batches of 3-4 in a flood, where about 10
+        carry the load)."""
         return at_the_door(
             now,
             due,
@@ -202,7 +207,7 @@ class Controller(Generic[T]):
             batch_limit=min(self.limit(), self.batch_cap()),
             slots=max(1, self.slots(ready)),
             ready=ready,
-            estimate_ms=self.reader.estimate_ms,
+            estimate_ms=partial(self.reader.p99_ms, now=now),
             slo_s=max(due - now, 0.0),
             lag_s=lag_s,
             drain_s_per_instance=self.drain.s_per_instance(now),
@@ -210,6 +215,7 @@ class Controller(Generic[T]):
             allowance_s=self.lateness.margin_s(now),
             free_at=self._free_at(ready),
             after_s=after_s,
+            company_per_s=self.arrivals.rate(now),
         )
 
     def _free_at(self, ready: int) -> float:

@@ -33,6 +33,25 @@ def test_expected_finish_counts_full_rounds_and_its_own_batch() -> None:
     )
 
 
+def test_its_own_batch_is_priced_with_the_company_admitted_before_a_slot_frees() -> None:
+    """Every slot busy for 40 ms more, 3 queued, 200 instances a second admitted: about 8 more
+    join its batch before it leaves, so the door prices a batch of 12, not 4 (a promise made
+    for a batch smaller than the one the request rides leaves its head too little time, and
+    the batcher then cuts that batch short at the head's deadline)."""
+
+    def finish(free_at: float = -math.inf, company_per_s: float = 0.0) -> float:
+        return expected_finish(
+            0.0, size=1, queued=3, batch_limit=16, slots=1, estimate_ms=est, free_at=free_at,
+            company_per_s=company_per_s,
+        )  # fmt: skip
+
+    assert finish(0.04) == pytest.approx(0.04 + est(4) / 1e3)
+    assert finish(0.04, 200.0) == pytest.approx(0.04 + est(12) / 1e3)
+    # a free slot takes it now: no company; and never past the batch limit
+    assert finish(company_per_s=200.0) == pytest.approx(est(4) / 1e3)
+    assert finish(0.04, 5000.0) == pytest.approx(0.04 + est(16) / 1e3)
+
+
 def test_a_short_queue_is_admitted_a_long_one_refused_with_retry_after() -> None:
     assert door(10) is None  # one round (26 ms) + own batch (16 ms) < 100 ms
     refusal = door(80)  # ten rounds: 260 ms + 12 ms, 172 ms late
