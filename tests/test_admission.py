@@ -50,6 +50,13 @@ def test_its_own_batch_is_priced_with_the_company_admitted_before_a_slot_frees()
     # a free slot takes it now: no company; and never past the batch limit
     assert finish(company_per_s=200.0) == pytest.approx(est(4) / 1e3)
     assert finish(0.04, 5000.0) == pytest.approx(0.04 + est(16) / 1e3)
+    # behind a full round (20 queued, batches of 16: its batch is the second) the company
+    # counts until that round has gone too: 40 + 42 ms at 100 a second, 9 more
+    second = expected_finish(
+        0.0, size=1, queued=20, batch_limit=16, slots=1, estimate_ms=est, free_at=0.04,
+        company_per_s=100.0,
+    )  # fmt: skip
+    assert second == pytest.approx(0.04 + (est(16) + est(4 + 1 + 9)) / 1e3)
 
 
 def test_a_short_queue_is_admitted_a_long_one_refused_with_retry_after() -> None:
@@ -204,15 +211,17 @@ def _flood(margin: bool, *, rate: float = 1500.0, slo: float = 0.1, seconds: flo
 def test_an_admitted_requests_deadline_is_met_under_a_flood_of_refusals() -> None:
     """Offered 1.5x what the replica can serve, on virtual time: the door refuses about a third
     and what it admits finishes in time (>= 99 %), with the margin its evidence sets. Without
-    the margin the same door, judging by an exact latency model, admits requests that the
-    deadline-aware batcher then has to give up (queues drain in smaller batches than the
-    door's arithmetic assumes): far fewer in time."""
+    the margin the door's own arithmetic holds most of the promise (>= 95 %): it prices a
+    request's batch as it will leave, with the company admitted until then. Priced as the queue
+    stood when it came, the same door let 19 % be given up late: the batches it promised were
+    smaller than the ones its requests rode, and the deadline-aware batcher cut those short."""
     admitted, in_time, refused = _flood(margin=True)
     assert refused > 0.2 * (admitted + refused)  # a flood: the door refuses
     assert in_time >= 0.99 * admitted
     assert in_time > 0.6 * 1000 * 20  # and serves most of what the replica can carry
     admitted_bare, in_time_bare, _ = _flood(margin=False)
-    assert in_time_bare < 0.95 * admitted_bare
+    assert in_time_bare >= 0.95 * admitted_bare
+    assert in_time_bare / admitted_bare < in_time / admitted  # the margin still earns its keep
 
 
 def test_a_chains_first_stage_judges_the_whole_chain() -> None:
