@@ -41,6 +41,7 @@ if str(ROOT) not in sys.path:
 
 from slackwise_cli.repeats import commit  # noqa: E402
 from slackwise_cli.results import machine  # noqa: E402
+from slackwise_policies.admission import Lateness  # noqa: E402
 from slackwise_policies.controller import Controller  # noqa: E402
 from slackwise_policies.latency import LatencyModel  # noqa: E402
 from slackwise_policies.modes import preset  # noqa: E402
@@ -72,15 +73,25 @@ class Function:
 
 
 def flood(
-    fn: Function, rate: float, *, seed: int, seconds: float = 40.0, warmup_s: float = 10.0
+    fn: Function,
+    rate: float,
+    *,
+    seed: int,
+    seconds: float = 40.0,
+    warmup_s: float = 10.0,
+    margin: bool = True,
 ) -> dict[str, float]:
-    """One run: arrivals at ``rate`` for ``seconds``; counted after ``warmup_s``."""
+    """One run: arrivals at ``rate`` for ``seconds``; counted after ``warmup_s``. Without
+    ``margin`` the door judges by its own arithmetic alone (the margin learnt from late
+    finishes held at 0)."""
     rng = random.Random(seed)
     model = LatencyModel(a_ms=fn.a_ms, b_ms_per_item=fn.b_ms)
     c: Controller[QueuedRequest] = Controller(
         name="f", preset=preset("slackwise"), model=model, max_batch=fn.max_batch,
         container_concurrency=1, now=0.0, late="predict",
     )  # fmt: skip
+    if not margin:
+        c.lateness = Lateness(cap=0.0)
     now, seq = 0.0, 0
     admitted = in_time = refused = 0
     batches: list[int] = []  # sizes of the batches sent after the warm-up
@@ -138,10 +149,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5, help="runs per rate (medians)")
     parser.add_argument("--seconds", type=float, default=40.0, help="virtual seconds a run")
+    parser.add_argument("--warmup-s", type=float, default=10.0, help="virtual seconds not counted")
+    parser.add_argument(
+        "--no-margin", action="store_true", help="the door's arithmetic alone (margin held at 0)"
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error(f"--seeds must be at least 1, got {args.seeds}")
+    if not 0.0 <= args.warmup_s < args.seconds:
+        parser.error(f"--warmup-s must be within [0, --seconds), got {args.warmup_s}")
     fn = Function()
     capacity = fn.capacity_rps()
     started = time.time()
@@ -149,7 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"capacity {capacity:.0f} req/s; medians of {args.seeds} seeds (ranges)")
     print("x C | offered req/s | admitted late | goodput req/s | of C | refused | mean batch")
     for k in MULTIPLES:
-        runs = [flood(fn, k * capacity, seed=s, seconds=args.seconds) for s in range(args.seeds)]
+        runs = [
+            flood(fn, k * capacity, seed=s, seconds=args.seconds, warmup_s=args.warmup_s,
+                  margin=not args.no_margin)
+            for s in range(args.seeds)
+        ]  # fmt: skip
         row = {key: _stat([r[key] for r in runs]) for key in runs[0]}
         rows.append({"multiple": k, "offered_rps": k * capacity, **row})
         late, good, ref = row["late_share"], row["goodput_rps"], row["refused_share"]
@@ -163,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": " ".join(["benchmarks/door_flood.py", *(argv or sys.argv[1:])]),
             "commit": commit(ROOT), "machine": machine(), "started": started,
             "function": fn.__dict__, "capacity_rps": capacity, "seconds": args.seconds,
+            "warmup_s": args.warmup_s, "margin": not args.no_margin,
             "accounting": "drained: arrivals stop at the run's end and what was admitted "
                           "finishes before the counts (the runs before 2026-11-29 counted the "
                           "requests still queued or in flight at the end as late)",
