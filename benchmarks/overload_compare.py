@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from overload_report import stat, summarize
+from overload_report import fmt_stat, stat, summarize
 
 #: (column, key in a cell, scale, digits)
 COLUMNS = (
@@ -48,16 +48,6 @@ def cells(paths: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     return out, metas
 
 
-def _fmt(values: list[Any], scale: float, digits: int) -> str:
-    s = stat(values)
-    m, lo, hi = s["median"], s["low"], s["high"]
-    if m is None or lo is None or hi is None:
-        return "-"
-    if f"{lo * scale:.{digits}f}" == f"{hi * scale:.{digits}f}":
-        return f"{m * scale:,.{digits}f}"
-    return f"{m * scale:,.{digits}f} ({lo * scale:,.{digits}f}-{hi * scale:,.{digits}f})"
-
-
 def _limit(group: list[dict[str, Any]]) -> str:
     spans = [c["batch_limit"] for c in group if c.get("batch_limit")]
     if not spans:
@@ -80,7 +70,10 @@ def compare(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[d
         row["batch_limit"] = [_limit(side) for side in sides]
         row["runs"] = [len(side) for side in sides]
         row["text"] = [
-            [_fmt([c.get(f) for c in side], scale, digits) for _, f, scale, digits in COLUMNS]
+            [
+                fmt_stat(stat([c.get(f) for c in side]), digits, scale)
+                for _, f, scale, digits in COLUMNS
+            ]
             for side in sides
         ]
         rows.append(row)

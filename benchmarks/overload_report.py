@@ -185,7 +185,8 @@ def summarize(workload: dict[str, Any]) -> None:
             workload["summary"].append(row)
 
 
-def _fmt(s: dict[str, float | None], digits: int = 0, scale: float = 1.0) -> str:
+def fmt_stat(s: dict[str, float | None], digits: int = 0, scale: float = 1.0) -> str:
+    """A statistic as "median (low-high)", the range left out where it rounds to one value."""
     m, lo, hi = s["median"], s["low"], s["high"]
     if m is None or lo is None or hi is None:
         return "-"
@@ -213,22 +214,22 @@ def table(workload: dict[str, Any]) -> str:
         cells = [
             row["kind"],
             f"{row['multiple']:g}",
-            f"{_fmt(row['rate'])} / {_fmt(row['on_wire_rps'])}",
-            _fmt(row["goodput_rps"]),
-            _fmt(row["goodput_share"], 0, 100.0) + " %",
+            f"{fmt_stat(row['rate'])} / {fmt_stat(row['on_wire_rps'])}",
+            fmt_stat(row["goodput_rps"]),
+            fmt_stat(row["goodput_share"], 0, 100.0) + " %",
         ]
         if digits:
-            cells += [_fmt(row["bound_rps"]), _fmt(row["bound_share"], 2)]
+            cells += [fmt_stat(row["bound_rps"]), fmt_stat(row["bound_share"], 2)]
         cells += [
-            _fmt(row["in_slo_share"], 1, 100.0) + " %",
-            _fmt(row["refused"]),
-            _fmt(row["given_up"]),
-            _fmt(row["refusal_p99_ms"], 1),
-            _fmt(row["refused_without_retry_after"]),
-            _fmt(row["timeouts"]),
-            " / ".join(_fmt(row[k]) for k in ("rss_idle_mb", "rss_peak_mb", "rss_after_mb")),
-            f"{_fmt(row['status_p99_ms'], 1)} / {_fmt(row['probe_status_p99_ms'], 1)}",
-            f"{_fmt(row['adapter_cores'], 2)} / {_fmt(row['replica_cores'], 2)}",
+            fmt_stat(row["in_slo_share"], 1, 100.0) + " %",
+            fmt_stat(row["refused"]),
+            fmt_stat(row["given_up"]),
+            fmt_stat(row["refusal_p99_ms"], 1),
+            fmt_stat(row["refused_without_retry_after"]),
+            fmt_stat(row["timeouts"]),
+            " / ".join(fmt_stat(row[k]) for k in ("rss_idle_mb", "rss_peak_mb", "rss_after_mb")),
+            f"{fmt_stat(row['status_p99_ms'], 1)} / {fmt_stat(row['probe_status_p99_ms'], 1)}",
+            f"{fmt_stat(row['adapter_cores'], 2)} / {fmt_stat(row['replica_cores'], 2)}",
             verdict(row["targets"]),
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -244,7 +245,7 @@ def table(workload: dict[str, Any]) -> str:
             note += f"; a lower bound in {open_ended} of {len(found)} (no probe failed)"
         base = costs["base_cores"]
         line = (
-            f"- {kind}: capacity {_fmt(cap)} req/s (open loop: the most with >= 99 % of the "
+            f"- {kind}: capacity {fmt_stat(cap)} req/s (open loop: the most with >= 99 % of the "
             f"requests sent answered within {slo}{note}); the adapter's CPU fits "
             f"a = {_us(costs['answer_us'])} per answer, r = {_us(costs['refusal_us'])} per "
             f"refusal, {'-' if base is None else f'{base:.2f}'} cores besides (least squares "
