@@ -132,8 +132,9 @@ class Watch(threading.Thread):
         self.rss: list[tuple[float, float]] = []
         #: (when, admitted finished, admitted late) as the door counts them
         self.door: list[tuple[float, int, int]] = []
-        #: (when, replicas ready, batch limit, door margin ms) of the polled function
-        self.state: list[tuple[float, int, int, float]] = []
+        #: (when, replicas ready, replicas desired, batch limit, door margin ms) of the polled
+        #: function
+        self.state: list[tuple[float, int, int, int, float]] = []
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -156,8 +157,9 @@ class Watch(threading.Thread):
         with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
             doc = answer.json()
             margin = float((doc.get("door") or {}).get("margin_ms") or 0.0)
-            ready, limit = int(doc["replicas"]["ready"]), int(doc["aimd_limit"] or 0)
-            self.state.append((time.monotonic(), ready, limit, margin))
+            ready, desired = int(doc["replicas"]["ready"]), int(doc["replicas"]["desired"])
+            limit = int(doc["aimd_limit"] or 0)
+            self.state.append((time.monotonic(), ready, desired, limit, margin))
         with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
             door = answer.json()["door"]
             counts = int(door["admitted_finished"]), int(door["admitted_late"])
@@ -176,11 +178,12 @@ class Watch(threading.Thread):
         return percentile([ms for t, ms in self.status[port] if since <= t <= until], 99)
 
     def spans(self, since: float, until: float) -> dict[str, list[float] | None]:
-        """The least and most of the replicas ready, the batch limit and the door's margin
-        among the polls from ``since`` to ``until`` (None where no poll said)."""
+        """The least and most of the replicas ready and desired, the batch limit and the door's
+        margin among the polls from ``since`` to ``until`` (None where no poll said)."""
         polls = [s for s in self.state if since <= s[0] <= until]
         out: dict[str, list[float] | None] = {}
-        for i, key in enumerate(("replicas_ready", "batch_limit", "door_margin_ms"), start=1):
+        keys = ("replicas_ready", "replicas_desired", "batch_limit", "door_margin_ms")
+        for i, key in enumerate(keys, start=1):
             values = [p[i] for p in polls]
             out[key] = [min(values), max(values)] if values else None
         return out
@@ -230,7 +233,8 @@ def cell(
         door_finished=None if door is None else door[0],
         door_late=None if door is None else door[1],
         # the function's state over the measured window (least, most): a replica starting
-        # or a batch limit still growing explains a cell's goodput
+        # (ready under desired), a count scaled down, or a batch limit still growing explains
+        # a cell's goodput
         **watch.spans(window.began, ended),
     )
     return result
