@@ -243,14 +243,14 @@ def expected_finish(
 ) -> float:
     """When a request of ``size`` instances with ``queued`` instances ahead should finish;
     ``free_at``: when the first slot frees, when every slot holds a batch in flight. Its own
-    batch leaves then, with the ``company_per_s`` (instances a second admitted) that arrive
-    until it does: priced as the batch it rides, not as the queue is now, so that its promise
-    leaves the batch's head the time a batch of that size takes (priced by the queue as it
-    was, a flood's batches were cut short by their heads' deadlines, to 3-4 where 10 carried the
-    load, and a fifth of what the door admitted finished late without the margin; tests/
-    test_door_flood.py). With ``drain_s_per_instance`` (the queue's measured pace,
-    :class:`Drain`), the later of the model's finish and the pace's: evidence over the
-    model."""
+    batch leaves then and after the full rounds ahead of it, with the ``company_per_s``
+    (instances a second admitted) that arrive until it does: priced as the batch it rides,
+    not as the queue is now, so that its promise leaves the batch's head the time a batch of
+    that size takes (priced by the queue as it was, a flood's batches were cut short by their
+    heads' deadlines, to 3-4 where 10 carried the load, and a fifth of what the door admitted
+    finished late without the margin; tests/test_door_flood.py). With
+    ``drain_s_per_instance`` (the queue's measured pace, :class:`Drain`), the later of the
+    model's finish and the pace's: evidence over the model."""
     limit = max(1, batch_limit)
     full, rest = divmod(queued, limit)
     rounds = full // max(1, slots)
