@@ -41,9 +41,11 @@ from slackwise_policies.latency import LatencyModel
 from slackwise_policies.modes import ModePreset
 from slackwise_policies.queue import Queued, RequestQueue
 from slackwise_policies.scheduling import (
+    backlog_batch,
     cheapest_batch,
     efficient_batch,
     next_batch,
+    time_left_ms,
 )
 from slackwise_policies.slack import Batching, StagePolicy
 from slackwise_policies.throughput_split import StageFleet
@@ -112,8 +114,8 @@ class Controller(Generic[T]):
         #: batches that carry it, not one nearly late head at a time, docs/reliability.md)
         self._sustains = stage_policy.sustain if stage_policy is not None else late == "predict"
         self._cap = max_batch  # batch_cap(), set by every step while batching for throughput
-        #: the curve's efficient and cheapest batches, re-read at most once a CAP_PERIOD_S
-        self._curve_caps = (1, 1)
+        #: the curve's efficient batch, re-read at most once a CAP_PERIOD_S
+        self._efficient = 1
         self._cap_at = -math.inf
         self.late = late
         self.settings = settings
@@ -261,30 +263,28 @@ class Controller(Generic[T]):
         policies) the largest worth its members' wait (:meth:`_set_cap`)."""
         return self._cap
 
-    def _set_cap(self, now: float, free: int) -> None:
+    def _set_cap(self, now: float, free: int, slots: int) -> None:
         """The largest batch worth its members' wait: by the model's line as it is now or by its
         curve as it was at most a second ago, whichever is larger
         (:func:`slackwise_policies.scheduling.efficient_batch`, :func:`cheapest_batch`, a tenth
         of the least cost per instance allowed); while a backlog waits (more queued than the
-        ``free`` slots take at that size), the cheapest per instance by the curve itself: then
-        throughput is what the members wait for. 1 when the line says a batch costs at least its
-        members apart."""
+        ``free`` slots take at that size), the batch that drains it soonest on all ``slots``
+        (:func:`slackwise_policies.scheduling.backlog_batch`): then throughput is what the
+        members wait for. 1 when the line says a batch costs at least its members apart."""
         if not self._sustains:
             return
         model = self.model
         if now - self._cap_at >= CAP_PERIOD_S:
-            self._curve_caps = (
-                cheapest_batch(model.estimate_ms, self.max_batch),
-                cheapest_batch(model.estimate_ms, self.max_batch, within=0.0),
-            )
+            self._efficient = cheapest_batch(model.estimate_ms, self.max_batch)
             self._cap_at = now
         if model.a_ms <= 0.0:
             self._cap = 1
             return
-        efficient, cheapest = self._curve_caps
-        cap = max(efficient_batch(model.a_ms, model.b_ms_per_item, self.max_batch), efficient)
-        if self.queue.instances > cap * max(1, free):
-            cap = max(cap, cheapest)
+        cap = max(efficient_batch(model.a_ms, model.b_ms_per_item, self.max_batch), self._efficient)
+        backlog = self.queue.instances
+        if backlog > cap * max(1, free):
+            left_ms = time_left_ms(self.queue, now)
+            cap = max(cap, backlog_batch(model, backlog, slots, self.max_batch, left_ms))
         self._cap = cap
 
     def stage_fleet(self, ready: int, now: float) -> StageFleet:
@@ -324,7 +324,7 @@ class Controller(Generic[T]):
         if free <= 0:
             return Step(busy=True, late=late) if late else _BUSY
         tuned = None if self.aimd is None else self.aimd.update(now)
-        self._set_cap(now, free)
+        self._set_cap(now, free, self.slots(ready))
         cap = self._cap
         # behind a door, the floor holds only while a backlog waits that the free slots cannot
         # take in one round at the batch limit: a short queue's nearly late head is served,

@@ -325,7 +325,7 @@ def test_behind_the_door_a_backlog_goes_in_batches_that_keep_up_not_one_at_a_tim
         return c, 1.0 - 0.050
 
     c, now = queued("predict")
-    floor = sustaining_batch(c.model, c.arrivals.rate(now), 2, 32)
+    floor = sustaining_batch(c.model, c.arrivals.rate(now), 2, 32, backlog=c.queue.instances)
     assert floor > 1 and c.model.estimate_ms(floor) > 50.0
     step = c.step(now, ready=2)
     assert len(step.batch) > 1, step
