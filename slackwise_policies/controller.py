@@ -345,6 +345,10 @@ class Controller(Generic[T]):
             inflight=self.inflight,
             settings=self.settings,
             arrival_rate=self.arrivals.rate(now) if self.preset.wait_pays else None,
+            # the floor keeps up with a flood from its first arrivals (RecentRate.rate)
+            sustain_rate=self.arrivals.rate(now, since_first=True)
+            if self.preset.wait_pays
+            else None,
             # one replica's slots: waiting pays when one replica could not keep up with batches
             # this small. Judged against every ready replica, small batches would keep the
             # fleet busy, the autoscaler would add replicas, and more replicas would make small

@@ -63,6 +63,7 @@ def next_batch(
     as_in_paper: bool = False,
     sustain_slots: int = 0,
     tail_membership: bool = False,
+    sustain_rate: float | None = None,
 ) -> BatchDecision:
     """The batch to send from ``queue`` at ``now`` (see the module docstring).
 
@@ -78,13 +79,17 @@ def next_batch(
     their deadline puts them, and dynamic batches are Algorithm 1 as written
     (:func:`slackwise_policies.paper_batching.algorithm_1`: no waiting, no timeout).
     ``sustain_slots`` (the fleet's slots; 0: off): batching for throughput (:func:`_demote`,
-    :func:`_apart`). ``tail_membership`` goes to :func:`decide` too."""
+    :func:`_apart`), keeping up with ``sustain_rate`` (``arrival_rate`` when None: the controller
+    passes the arrivals read since the first, :meth:`slackwise_policies.waiting.RecentRate.rate`,
+    so that a flood that starts with the run is carried from its first hundredth of a second).
+    ``tail_membership`` goes to :func:`decide` too."""
     if not queue:
         return _EMPTY
     if free_slots <= 0:
         return _BUSY
     if deadline_aware and not as_in_paper:
-        _demote(now, queue, model, arrival_rate, sustain_slots, limit)
+        floor_rate = arrival_rate if sustain_rate is None else sustain_rate
+        _demote(now, queue, model, floor_rate, sustain_slots, limit)
     items = queue.items
     if batching == "dynamic" and as_in_paper:
         decision = algorithm_1(now, items, model, limit=limit)

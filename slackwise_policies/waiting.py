@@ -19,13 +19,16 @@ from __future__ import annotations
 import bisect
 from collections import deque
 
-__all__ = ["PathMargin", "RecentRate"]
+__all__ = ["FIRST_SPAN", "PathMargin", "RecentRate"]
+
+#: the least share of its window over which :meth:`RecentRate.rate` reads its first arrivals
+FIRST_SPAN = 0.01
 
 
 class RecentRate:
     """Instances per second that arrived within the last ``window_s``."""
 
-    __slots__ = ("_events", "_total", "window_s")
+    __slots__ = ("_events", "_first", "_total", "window_s")
 
     def __init__(self, window_s: float = 1.0) -> None:
         if not window_s > 0:
@@ -33,8 +36,11 @@ class RecentRate:
         self.window_s = window_s
         self._events: deque[tuple[float, int]] = deque()
         self._total = 0
+        self._first: float | None = None
 
     def record(self, now: float, size: int = 1) -> None:
+        if self._first is None:
+            self._first = now
         self._events.append((now, size))
         self._total += size
         self._prune(now)
@@ -45,10 +51,22 @@ class RecentRate:
         while events and events[0][0] <= horizon:
             self._total -= events.popleft()[1]
 
-    def rate(self, now: float) -> float:
-        """Arrivals in ``(now - window_s, now]``, per second."""
+    def rate(self, now: float, *, since_first: bool = False) -> float:
+        """Arrivals in ``(now - window_s, now]``, per second.
+
+        ``since_first``: within the first ``window_s`` after the first arrival, over the time
+        since that arrival (at least :data:`FIRST_SPAN` of the window) instead of over a window
+        that has not passed yet. The batch that keeps up with a flood that starts with the
+        process is then read from its first hundredth of a second, not from a tenth of its rate
+        at 0.1 s, which sent it in batches too small to carry it (WL1-GPU's first second under
+        GS-T, docs/simulator.md). The door reads the window as it is: what it admits early in a
+        flood is priced against the company it has seen, not the company it may get."""
         self._prune(now)
-        return self._total / self.window_s
+        span = self.window_s
+        first = self._first
+        if since_first and first is not None and now - first < span:
+            span = max(now - first, FIRST_SPAN * span)
+        return self._total / span
 
 
 class PathMargin:

@@ -304,6 +304,19 @@ def test_under_overload_the_requests_only_a_small_batch_could_serve_are_given_up
     assert step(light, Amortised(), sustain_slots=1, arrival_rate=10.0) == (10, "closed")
 
 
+def test_the_floor_keeps_up_with_the_rate_read_since_the_first_arrival() -> None:
+    """A flood of 500 a second that started 50 ms ago reads as 25 a second over a one-second
+    window; the floor keeps up with ``sustain_rate`` (the read since the first arrival), so the
+    heads only a small batch could serve go behind as they do once the window has filled."""
+    deadlines = [0.030] * 5 + [2.0] * 600
+    window = step(queue_of(deadlines), Amortised(), sustain_slots=1, arrival_rate=25.0)
+    assert window == (10, "closed")  # read as a trickle: the heads go in a batch of 10
+    q = queue_of(deadlines)
+    take, _ = step(q, Amortised(), sustain_slots=1, arrival_rate=25.0, sustain_rate=500.0)
+    assert take >= 23
+    assert all(item.deadline == 2.0 for item in q.items[:take])
+
+
 def test_a_batch_that_saves_nothing_goes_apart_while_slots_are_free() -> None:
     take, _ = step(queue_of([0.03] * 3), PerRequest(), free_slots=3, sustain_slots=3)
     assert take == 1  # 28 ms together against 10 ms each apart, with three slots free

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from slackwise_policies.batching import BatchDecision, decide
 from slackwise_policies.batching_settings import BatchingSettings
 from slackwise_policies.queue import QueuedRequest
-from slackwise_policies.waiting import PathMargin, RecentRate
+from slackwise_policies.waiting import FIRST_SPAN, PathMargin, RecentRate
 from tests.test_batching import Linear
 
 
@@ -86,10 +86,29 @@ def test_recent_rate_counts_instances_in_its_window() -> None:
     for i in range(10):
         rate.record(i * 0.1, size=2)
     assert rate.rate(0.95) == pytest.approx(20.0)
+    assert rate.rate(0.95, since_first=True) == pytest.approx(20.0 / 0.95)  # since 0.0
     assert rate.rate(1.55) == pytest.approx(8.0)  # arrivals at 0.6 .. 0.9 remain
     assert rate.rate(5.0) == 0.0
     with pytest.raises(ValueError, match="window_s"):
         RecentRate(window_s=0)
+
+
+def test_recent_rate_reads_a_flood_at_its_rate_from_its_first_arrivals() -> None:
+    """Read ``since_first`` (the batching's read), within the first window after the first
+    arrival the rate is over the time since it (at least FIRST_SPAN of the window), not over a
+    window that has not passed: a flood of 20,000 a second that starts with the process reads
+    as such at 50 ms, where it read as 1,000."""
+    rate = RecentRate(window_s=1.0)
+    for i in range(1000):
+        rate.record(i / 20_000.0)
+    assert rate.rate(0.05, since_first=True) == pytest.approx(20_000.0, rel=0.01)
+    assert rate.rate(0.05) == pytest.approx(1_000.0)  # over the whole window, as the door reads
+    # then nothing came: it falls as it should
+    assert rate.rate(0.5, since_first=True) == pytest.approx(2_000.0)
+    assert rate.rate(2.0, since_first=True) == 0.0
+    lone = RecentRate(window_s=1.0)
+    lone.record(3.0)  # one arrival at once reads over FIRST_SPAN of the window, not over nothing
+    assert lone.rate(3.0, since_first=True) == pytest.approx(1.0 / FIRST_SPAN)
 
 
 def test_path_margin_is_a_recent_p95_above_its_floor() -> None:
