@@ -68,28 +68,23 @@ def next_batch(
     """The batch to send from ``queue`` at ``now`` (see the module docstring).
 
     ``limit`` is the batch cap in instances for dynamic batching (AIMD's limit within the
-    function's maximum), the fixed size for static batching, ignored without batching. Static
-    batching waits until that many instances are queued, or until the head's deadline less a
-    full batch's expected time, whichever comes first, then sends what it has.
-    ``late_limit`` caps a batch of late requests (dynamic, deadline-aware only).
-    ``settings`` (the function's batching settings, taken whole), ``arrival_rate``, ``slots``
-    (ready replicas × containerConcurrency) and ``margin_s`` go to
-    :func:`slackwise_policies.batching.decide` (whether waiting for company pays, and how long).
+    function's maximum), the fixed size for static batching (which waits to fill it, at most
+    until the head's latest start), ignored without batching. ``late_limit`` caps a batch of
+    late requests (dynamic, deadline-aware only).
+    ``settings`` (taken whole), ``arrival_rate``, ``slots`` (ready replicas × containerConcurrency)
+    and ``margin_s`` go to :func:`slackwise_policies.batching.decide` (whether waiting pays).
     ``as_in_paper``: GrandSLAM's baselines as the paper defines them: late requests stay where
     their deadline puts them, and dynamic batches are Algorithm 1 as written
     (:func:`slackwise_policies.paper_batching.algorithm_1`: no waiting, no timeout).
     ``sustain_slots`` (the fleet's slots; 0: off): batching for throughput (:func:`_demote`,
-    :func:`_apart`), keeping up with ``sustain_rate`` (``arrival_rate`` when None: the controller
-    passes the arrivals read since the first, :meth:`slackwise_policies.waiting.RecentRate.rate`,
-    so that a flood that starts with the run is carried from its first hundredth of a second).
+    :func:`_apart`), its floor keeping up with ``sustain_rate`` (``arrival_rate`` if None).
     ``tail_membership`` goes to :func:`decide` too."""
     if not queue:
         return _EMPTY
     if free_slots <= 0:
         return _BUSY
     if deadline_aware and not as_in_paper:
-        floor_rate = arrival_rate if sustain_rate is None else sustain_rate
-        _demote(now, queue, model, floor_rate, sustain_slots, limit)
+        _demote(now, queue, model, sustain_rate or arrival_rate, sustain_slots, limit)
     items = queue.items
     if batching == "dynamic" and as_in_paper:
         decision = algorithm_1(now, items, model, limit=limit)
