@@ -11,6 +11,8 @@ Run (on a machine with an NVIDIA GPU): ``.venv/bin/python benchmarks/gpu_serving
    everything else the default; its largest rate under the SLO is found as ``make bench-peers``
    finds it (``benchmarks/peer_sweep.py``: open-loop Poisson from ``benchmarks/loadgen.py``, P95 <=
    SLO, P99 <= 2x SLO, < 0.1 % errors), each point ``--duration-s`` after ``--warmup-s``.
+   ``--container-concurrency 1,2`` measures it with one batch at a time on the replica and with
+   two (the second's parsing and the first's answer overlap the other's compute), each repeat.
 3. **The function alone** (first repeat only), one request per call straight to a
    ``functions.serve`` process on the GPU (no batching): what the adapter's batching adds.
 
@@ -88,8 +90,10 @@ def inprocess(model_kind: str, device: str, slo_ms: float, calls: int) -> dict[s
     }
 
 
-def _config(model_kind: str, slo_ms: float, device: str, max_batch: int, out_dir: Path) -> Path:
-    path = out_dir / f"{model_kind}-gpu.yaml"
+def _config(
+    model_kind: str, slo_ms: float, device: str, max_batch: int, concurrency: int, out_dir: Path
+) -> Path:
+    path = out_dir / f"{model_kind}-gpu-cc{concurrency}.yaml"
     path.write_text(
         "\n".join([
             "platform:",
@@ -100,7 +104,7 @@ def _config(model_kind: str, slo_ms: float, device: str, max_batch: int, out_dir
             f"    model: {model_kind}",
             *([] if device == "cpu" else ["    variant: gpu", f"    device: {device}"]),
             f"    slo_ms: {slo_ms:g}",
-            "    container_concurrency: 1",
+            f"    container_concurrency: {concurrency}",
             f"    max_batch: {max_batch}",
             "    annotations:",
             '      autoscaling.knative.dev/min-scale: "1"',
@@ -151,6 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration-s", type=float, default=6.0)
     parser.add_argument("--refine", type=int, default=3)
     parser.add_argument("--systems", default="slackwise,function")
+    parser.add_argument(
+        "--container-concurrency",
+        default="1",
+        help="comma-separated batches the adapter may hold at once on the one replica; each is "
+        "measured in every repeat (slackwise at 1, slackwise-ccN at N)",
+    )
     parser.add_argument("--json", type=Path, required=True)
     parser.add_argument(
         "--commit", default=None, help="the revision measured (default: this checkout's HEAD)"
@@ -160,6 +170,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu_serving: no GPU behind {args.device!r} (torch sees none)", file=sys.stderr)
         return 2
     systems = [s for s in args.systems.split(",") if s]
+    try:
+        levels = [int(n) for n in args.container_concurrency.split(",") if n]
+    except ValueError:
+        parser.error(f"--container-concurrency takes integers, got {args.container_concurrency!r}")
+    if not levels or min(levels) < 1:
+        parser.error(f"--container-concurrency must be >= 1, got {args.container_concurrency!r}")
+    systems = [
+        *(_adapter_key(n) for n in levels if "slackwise" in systems),
+        *(s for s in systems if s != "slackwise"),
+    ]
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = Path(tmp)
@@ -167,25 +187,34 @@ def main(argv: list[str] | None = None) -> int:
             print(f"repeat {index + 1}/{args.repeat}", flush=True)
             bound = inprocess(args.model, args.device, args.slo_ms, args.calls)
             cap = max(int(n) for n in bound["batches"])
-            config = _config(args.model, args.slo_ms, args.device, cap, out_dir)
             entry: dict[str, Any] = {"inprocess": bound}
-            for system in systems if index == 0 else systems[:1]:
+            adapters = [s for s in systems if s.startswith("slackwise")]
+            for system in systems if index == 0 else adapters:
+                level = int(system.removeprefix("slackwise-cc") or 1) if system in adapters else 1
+                config = _config(args.model, args.slo_ms, args.device, cap, level, out_dir)
                 log = out_dir / f"{system}-{index}.log"
-                with running(system, args.model, config, args.device, log) as run:
+                kind = "slackwise" if system in adapters else system
+                with running(kind, args.model, config, args.device, log) as run:
                     probe = Probe(args.warmup_s, args.duration_s, seed=index)
                     entry[system] = sweep(run, args.model, args.slo_ms, probe, args.refine)
-            rate = entry.get("slackwise", {}).get("max_rate")
             best = bound["best_items_per_s"]
-            entry["fraction"] = round(rate / best, 3) if rate and best else None
-            print(f"  adapter {rate} req/s against {best} in process: {entry['fraction']}")
+            for system in adapters:
+                rate = entry[system].get("max_rate")
+                fraction = round(rate / best, 3) if rate and best else None
+                entry[_fraction_key(system)] = fraction
+                print(f"  {system} {rate} req/s against {best} in process: {fraction}")
             runs.append(entry)
             _write(args, systems, runs)  # after every repeat: a run cut short keeps what it has
     return 0
 
 
 def _write(args: argparse.Namespace, systems: list[str], runs: list[dict[str, Any]]) -> None:
+    adapters = [s for s in systems if s.startswith("slackwise")]
     summary = {
-        "fraction": median_and_range([r["fraction"] for r in runs]),
+        **{
+            _fraction_key(s): median_and_range([r[_fraction_key(s)] for r in runs])
+            for s in adapters
+        },
         "inprocess_best_items_per_s": median_and_range(
             [r["inprocess"]["best_items_per_s"] for r in runs]
         ),
@@ -207,6 +236,7 @@ def _write(args: argparse.Namespace, systems: list[str], runs: list[dict[str, An
             "repeats_done": len(runs),
             "calls": args.calls, "warmup_s": args.warmup_s, "duration_s": args.duration_s,
             "refine": args.refine, "systems": systems,
+            "container_concurrency": args.container_concurrency,
             "pass_rule": "P95 <= SLO, P99 <= 2x SLO, errors < 0.1 %, none dropped",
         },
         "summary": summary,
@@ -215,6 +245,15 @@ def _write(args: argparse.Namespace, systems: list[str], runs: list[dict[str, An
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(summary), flush=True)
+
+
+def _adapter_key(concurrency: int) -> str:
+    """The adapter's system name in the JSON at ``container_concurrency`` (``slackwise`` at 1)."""
+    return "slackwise" if concurrency == 1 else f"slackwise-cc{concurrency}"
+
+
+def _fraction_key(system: str) -> str:
+    return "fraction" + system.removeprefix("slackwise")
 
 
 def gpu_name_or_none(device: str) -> str | None:

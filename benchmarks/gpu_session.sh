@@ -7,8 +7,8 @@
 # Writes under $OUT: env.txt, pytest-gpu.txt, profiles/{embed,qa}.json, gpu-serving-embed.json and
 # the logs. Each step has its own time limit, so one that hangs leaves the others' results.
 # STEPS picks the steps (default "tests profiles serving"; by the logs they took 67 s, ~70 s and
-# ~80 s a serving repeat on an H200): a 15-minute lease holds all three with two repeats, or the
-# serving benchmark alone with SERVING_REPEAT=3.
+# ~80 s a serving repeat at one container concurrency on an H200): a 15-minute lease holds all
+# three with two repeats at SERVING_CC=1,2 (each repeat measures the adapter at both).
 set -u
 STEPS=${STEPS:-tests profiles serving}
 want() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -46,7 +46,8 @@ want profiles && for kind in embed qa; do
 done
 
 want serving || exit 0
-timeout "${SERVING_LIMIT_S:-300}" python3 benchmarks/gpu_serving.py --model embed --slo-ms 100 \
+timeout "${SERVING_LIMIT_S:-420}" python3 benchmarks/gpu_serving.py --model embed --slo-ms 100 \
     --repeat "${SERVING_REPEAT:-2}" --duration-s 4 --warmup-s 1.5 --refine 2 --systems slackwise \
+    --container-concurrency "${SERVING_CC:-1,2}" \
     --commit "$COMMIT" --json "$OUT/gpu-serving-embed.json" >"$OUT/gpu-serving.log" 2>&1
 echo "gpu_serving exit $?" >>"$OUT/gpu-serving.log"

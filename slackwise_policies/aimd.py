@@ -190,6 +190,7 @@ class AIMD:
         self._fractions: list[float] = []
         self._dispatches = 0
         self._bound = 0
+        self._held_back = False
         self._timeout_batches = 0
 
     @property
@@ -231,6 +232,12 @@ class AIMD:
         self._dispatches += 1
         self._bound += bound
         self._timeout_batches += timeout
+
+    def held_back(self, now: float) -> None:
+        """The door refused a request at ``now`` that batches at the maximum would have admitted:
+        the limit, not the load, refused it, and the window counts as bound by the limit."""
+        self._roll(now)
+        self._held_back = True
 
     def update(self, now: float) -> AIMDDecision | None:
         """The decision taken at the end of the period ``now`` closed, if one did since the last
@@ -285,7 +292,7 @@ class AIMD:
         self._next_look = point + grid
         if self._backlog_mult is None or self._value >= self._maximum:
             return
-        if self._dispatches == 0 or 2 * self._bound < self._dispatches:
+        if self._dispatches == 0 or (2 * self._bound < self._dispatches and not self._held_back):
             return
         stats = self._stats()
         if stats.judged == 0 or (self._cold_aware and stats.cold_ratio > self._cold_dominated):

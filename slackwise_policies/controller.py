@@ -171,8 +171,8 @@ class Controller(Generic[T]):
     def door(
         self, now: float, due: float, size: int, ready: int, lag_s: float = 0.0
     ) -> DoorRefusal | None:
-        """Would a request of ``size`` instances due at ``due`` be refused now? (Nothing is
-        recorded: the adapter asks this before it parses a body.)"""
+        """Would a request of ``size`` instances due at ``due`` be refused now? (Nothing is queued:
+        the adapter asks this before it parses a body; AIMD hears of a refusal the limit made.)"""
         if self.late != "predict":
             return None
         return self._judge(now, due, size, ready, lag_s)
@@ -200,25 +200,33 @@ class Controller(Generic[T]):
         mean, a promise left the head of its batch only the mean's time, and the batcher cut
         that batch short at the head's deadline (batches of 3-4 in a flood, where about 10
         carry the load)."""
-        return at_the_door(
+        limit, cap = min(self.limit(), self.batch_cap()), self.batch_cap()
+        judge = partial(
+            at_the_door,
             now,
             due,
             size=size,
             queued=self.queue.instances,
             queued_requests=len(self.queue),
-            batch_limit=min(self.limit(), self.batch_cap()),
             slots=max(1, self.slots(ready)),
             ready=ready,
             estimate_ms=partial(self.reader.p99_ms, now=now),
             slo_s=max(due - now, 0.0),
             lag_s=lag_s,
-            drain_s_per_instance=self.drain.s_per_instance(now),
             margin_s=self.path_margin.margin_ms() / 1000.0,
             allowance_s=self.lateness.margin_s(now),
             free_at=self._free_at(ready),
             after_s=after_s,
             company_per_s=self.arrivals.rate(now),
         )
+        refusal = judge(batch_limit=limit, drain_s_per_instance=self.drain.s_per_instance(now))
+        # batches at the cap would have taken it (the queue's pace was measured at the limit's
+        # batches, so it says nothing of theirs): the limit held it back, which is the backlog
+        # AIMD grows the limit on, kept from forming by the door itself
+        aimd, held = self.aimd, refusal is not None and refusal.lag_s == 0.0 and limit < cap
+        if held and aimd is not None and judge(batch_limit=cap, drain_s_per_instance=None) is None:
+            aimd.held_back(now)
+        return refusal
 
     def _free_at(self, ready: int) -> float:
         """When the first slot frees, by the batches in flight, if they hold every slot."""

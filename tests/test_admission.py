@@ -224,6 +224,58 @@ def test_an_admitted_requests_deadline_is_met_under_a_flood_of_refusals() -> Non
     assert in_time_bare / admitted_bare < in_time / admitted  # the margin still earns its keep
 
 
+def _trickle(refuse_first: bool) -> int:
+    """A GPU-like function (20 ms a batch + 0.1 ms an instance) at its starting limit of 4,
+    then 1.5 s of one request every 10 ms, each served alone at once; with ``refuse_first`` a
+    request behind 12 others is refused at the door first. The limit at the end."""
+    from slackwise_policies.aimd import AIMD
+    from slackwise_policies.controller import Controller
+    from slackwise_policies.latency import LatencyModel
+    from slackwise_policies.modes import SLACKWISE
+    from slackwise_policies.queue import QueuedRequest
+
+    c: Controller[QueuedRequest] = Controller(
+        name="f", preset=SLACKWISE, model=LatencyModel(a_ms=20.0, b_ms_per_item=0.1),
+        aimd=AIMD(SLACKWISE.aimd, maximum=64), max_batch=64, container_concurrency=1, now=0.0,
+        late="predict",
+    )  # fmt: skip
+    assert c.limit() == 4
+    seq = 0
+
+    def arrive(now: float, slo: float) -> object:
+        nonlocal seq
+        seq += 1
+        request = QueuedRequest(deadline=now + slo, arrival=now, seq=seq)
+        return c.admit(request, now, ready=1, lag_s=0.0)
+
+    if refuse_first:
+        for _ in range(12):
+            assert arrive(0.0, 1.0) is None
+        # three rounds of 4 ahead at 20 ms each: late at the limit's pace, where one batch of
+        # 13 (20 ms) would be in time
+        assert arrive(0.0, 0.05) is not None
+    for tick in range(150):
+        now = tick / 100.0
+        arrive(now, 0.5)
+        while (step := c.step(now, ready=1)).batch:
+            size = len(step.batch)
+            c.completed(step.batch, now=now, instances=size, round_trip_ms=20.0 + 0.1 * size,
+                        compute_ms=20.0, cold=False, timeout_dispatch=False)  # fmt: skip
+            c.released()
+    return c.limit()
+
+
+def test_a_refusal_the_limit_made_is_the_backlog_aimd_grows_the_limit_on() -> None:
+    """Live, a door that refuses behind a queue of a few keeps batches from ever leaving bound
+    at the limit, and AIMD's backlog rule saw no backlog: embed on the CPU at 120-160 a second
+    held its limit at 4-6 while the door refused 5-14 %, and on a GPU the limit it started at
+    made the adapter a fifth of the model's batched throughput. A refusal that batches at the
+    function's maximum would have admitted is that backlog: the window counts as bound and
+    the limit doubles; batches the arrivals size alone leave it where it is."""
+    assert _trickle(refuse_first=False) == 4
+    assert _trickle(refuse_first=True) == 8
+
+
 def test_a_chains_first_stage_judges_the_whole_chain() -> None:
     """Nothing queued at the first stage, but the stages after it are expected to take most of
     the SLO: the first stage refuses (a later stage never does), where the same request alone

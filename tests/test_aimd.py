@@ -392,3 +392,16 @@ def test_behind_a_backlog_misses_from_queueing_do_not_hold_the_limit_small() -> 
     # a full period after the last growth the whole window is judged, misses too
     cut = [d for d in later if d.action == "decrease"]
     assert len(cut) == 1 and cut[0].at == 34.0 and "miss ratio" in cut[0].violations[0]
+
+
+def test_a_window_in_which_the_limit_held_a_request_back_at_the_door_counts_as_bound() -> None:
+    # batches the arrivals sized (not bound): no growth, as above; one refusal the limit made
+    # in a window makes it grow as a bound one does, and only in the slackwise mode
+    aimd = aimd_with(initial=4, maximum=64, period_s=30.0, backlog_mult=2.0, backlog_period_s=1.0)
+    assert backlogged(aimd, 0.0, 2, bound=False) == [] and aimd.limit == 4
+    aimd.held_back(2.05)
+    decisions = backlogged(aimd, 2.05, 2, bound=False)
+    assert [(d.action, d.new_limit) for d in decisions] == [("increase-backlog", 8)]
+    plain = aimd_with(initial=4, maximum=64, period_s=30.0)
+    plain.held_back(0.5)
+    assert backlogged(plain, 0.5, 3, bound=False) == [] and plain.limit == 4
