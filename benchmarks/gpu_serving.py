@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             entry: dict[str, Any] = {"inprocess": bound}
             adapters = [s for s in systems if s.startswith("slackwise")]
             for system in systems if index == 0 else adapters:
-                level = int(system.removeprefix("slackwise-cc") or 1) if system in adapters else 1
+                level = int(system.removeprefix("slackwise-cc")) if "-cc" in system else 1
                 config = _config(args.model, args.slo_ms, args.device, cap, level, out_dir)
                 log = out_dir / f"{system}-{index}.log"
                 kind = "slackwise" if system in adapters else system
@@ -212,7 +212,7 @@ def _write(args: argparse.Namespace, systems: list[str], runs: list[dict[str, An
     adapters = [s for s in systems if s.startswith("slackwise")]
     summary = {
         **{
-            _fraction_key(s): median_and_range([r[_fraction_key(s)] for r in runs])
+            _fraction_key(s): median_and_range([r[_fraction_key(s)] for r in runs], digits=3)
             for s in adapters
         },
         "inprocess_best_items_per_s": median_and_range(

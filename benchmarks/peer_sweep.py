@@ -119,6 +119,9 @@ def measure(
         "p95_ms": result["p95_ms"],
         "p99_ms": result["p99_ms"],
         "error_ratio": round(result["error_ratio"], 5),
+        # by status, and by the answers' first words (which refusal, which failure)
+        "errors": result.get("errors") or {},
+        "reasons": result.get("reasons") or {},
         "client_dropped": result["client_dropped"],
         "mean_batch": result["mean_batch"],
         "cpu_ms_per_request": round(1000.0 * (cpu1 - cpu0) / n, 3),
@@ -185,11 +188,12 @@ def sweep(running: Running, model: str, slo_ms: float, probe: Probe, refine: int
     }
 
 
-def median_and_range(values: list[float | None]) -> dict[str, float | None]:
-    """Median, lowest and highest of the numbers among ``values`` (None where there are none)."""
+def median_and_range(values: list[float | None], digits: int = 1) -> dict[str, float | None]:
+    """Median (to ``digits`` decimals), lowest and highest of the numbers among ``values`` (None
+    where there are none)."""
     xs = sorted(v for v in values if v is not None and not math.isnan(v))
     if not xs:
         return {"median": None, "low": None, "high": None}
     mid = len(xs) // 2
     median = xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2.0
-    return {"median": round(median, 1), "low": xs[0], "high": xs[-1]}
+    return {"median": round(median, digits), "low": xs[0], "high": xs[-1]}

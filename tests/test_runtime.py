@@ -398,3 +398,29 @@ def test_serve_refuses_a_max_in_flight_below_one(
         main(["--model", "digits", "--max-in-flight", value, "--port", "0"])
     assert exit_.value.code == 2
     assert f"--max-in-flight must be at least 1, got {value}" in capsys.readouterr().err
+
+
+class _Sizes(_Echo):
+    """An echo that notes the size of every batch it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+
+    def predict(self, batch: list[Any]) -> list[Any]:
+        self.sizes.append(len(batch))
+        return super().predict(batch)
+
+
+def test_a_gpu_replica_runs_each_batch_size_once_before_it_says_ready() -> None:
+    from functions.runtime import warm_up
+
+    cpu = _Sizes()
+    assert warm_up(cpu) == [] and cpu.sizes == []  # the CPU: a cold start no longer for it
+    gpu = _Sizes()
+    gpu.device = "cuda:0"  # what warm_up reads; the echo itself computes anywhere
+    with TestClient(create_app(gpu)) as client:
+        _wait_ready(client, "echo")
+        assert gpu.sizes == [1, 2, 4]  # powers of two up to max_instances, before ready
+        answer = client.post("/v1/models/echo:predict", json={"instances": [1, 2]})
+        assert answer.json() == {"predictions": [2, 4]} and gpu.sizes[-1] == 2
