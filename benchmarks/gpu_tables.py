@@ -1,7 +1,7 @@
 """The GPU tables in docs/gpu.md, from the files a GPU run left (no GPU needed to render them).
 
 Run: ``.venv/bin/python benchmarks/gpu_tables.py`` (after ``benchmarks/gpu_session.sh`` on a GPU
-machine and its files copied in). Reads ``docs/results/gpu-serving-embed.json`` and the measured
+machine and its files copied in). Reads the serving runs (``SERVING_RUNS``) and the measured
 profiles under ``functions/profiles/gpu/<gpu>/``; writes ``docs/results/gpu-serving-embed.md``,
 ``docs/results/gpu-curve-error.json`` and ``docs/results/gpu-curve-error.md``, which
 ``slackwise report`` includes into docs/gpu.md.
@@ -36,37 +36,60 @@ def _range(stat: dict[str, Any], digits: int = 0) -> str:
     return f"{fmt.format(stat['median'])} ({fmt.format(stat['low'])}-{fmt.format(stat['high'])})"
 
 
-def serving_table(doc: dict[str, Any]) -> str:
-    """Per repeat: the in-process bound, the adapter's largest rate and what it ran at."""
-    slo = doc["settings"]["slo_ms"]
-    half = [
-        max((r["items_per_s"] for r in run["inprocess"]["batches"].values()
-             if r["p95_ms"] <= slo / 2), default=None)
-        for run in doc["runs"]
-    ]  # fmt: skip
+#: the serving runs, oldest first: each a JSON of ``benchmarks/gpu_serving.py`` (the first,
+#: before ``--container-concurrency``, measured the adapter at one batch at a time only)
+SERVING_RUNS = ("gpu-serving-embed-0ae96a2.json", "gpu-serving-embed-5466684.json",
+                "gpu-serving-embed.json")  # fmt: skip
+LEVELS = (("slackwise", "fraction"), ("slackwise-cc2", "fraction-cc2"))
+
+
+def _at(run: dict[str, Any], system: str, fraction: str) -> tuple[str, str]:
+    """The adapter's largest rate with its fraction, and its P95 / mean batch there."""
+    if system not in run:
+        return "-", "-"
+    at = run[system]["at_max"] or {}
+    rate = run[system]["max_rate"] or 0
+    return (
+        f"{rate:,.0f} ({run[fraction]})",
+        f"{at.get('p95_ms', '-')} / {at.get('mean_batch', '-')}",
+    )
+
+
+def serving_table(docs: list[dict[str, Any]]) -> str:
+    """Per repeat of every run: the in-process bound and the adapter's largest rate under the
+    SLO with one batch at a time on the replica and with two."""
+    slo = docs[-1]["settings"]["slo_ms"]
     lines = [
-        f"{doc['machine']['gpu']}, {doc['device']}, commit {doc['commit']}, {doc['date'][:10]}, "
-        f"SLO {slo:g} ms (P95), {len(doc['runs'])} repeats",
+        f"{docs[-1]['machine']['gpu']}, {docs[-1]['device']}, SLO {slo:g} ms (P95); in process: "
+        "the best items/s over the batch sizes whose P95 fits the SLO",
         "",
-        "| repeat | in process: best items/s (P95 <= SLO) | ... (P95 <= SLO/2) | adapter: max rate "
-        "| adapter / in process | P50 / P95 / P99 ms at it | mean batch |",
+        "| commit, date | repeat | in process items/s (batch) | adapter, 1 batch at a time: "
+        "req/s (of in process) | P95 ms / mean batch | adapter, 2 at a time: req/s (of in "
+        "process) | P95 ms / mean batch |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for i, (run, bound_half) in enumerate(zip(doc["runs"], half, strict=True), start=1):
-        at = run["slackwise"]["at_max"] or {}
-        lines.append(
-            f"| {i} | {run['inprocess']['best_items_per_s']:,.0f} "
-            f"(b={run['inprocess']['best_batch']}) | {bound_half or 0:,.0f} "
-            f"| {run['slackwise']['max_rate'] or 0:,.0f} | {run['fraction']} "
-            f"| {at.get('p50_ms')} / {at.get('p95_ms')} / {at.get('p99_ms')} "
-            f"| {at.get('mean_batch')} |"
-        )
-    s = doc["summary"]
-    lines += [
-        "",
-        f"Median (range): in process {_range(s['inprocess_best_items_per_s'])} items/s, the "
-        f"adapter {_range(s['slackwise_max_rate'])} req/s, fraction {_range(s['fraction'], 3)}.",
-    ]
+    fractions: dict[str, list[float]] = {f: [] for _, f in LEVELS}
+    for doc in docs:
+        for i, run in enumerate(doc["runs"], start=1):
+            one, one_at = _at(run, *LEVELS[0])
+            two, two_at = _at(run, *LEVELS[1])
+            for _, key in LEVELS:
+                if run.get(key) is not None and doc is not docs[0]:
+                    fractions[key].append(run[key])
+            bound = run["inprocess"]
+            lines.append(
+                f"| {doc['commit']}, {doc['date'][:10]} | {i} "
+                f"| {bound['best_items_per_s']:,.0f} (b={bound['best_batch']}) "
+                f"| {one} | {one_at} | {two} | {two_at} |"
+            )
+    lines += [""]
+    for (_, key), label in zip(LEVELS, ("one batch at a time", "two at a time"), strict=True):
+        xs = sorted(fractions[key])
+        if xs:
+            lines.append(
+                f"At {', '.join(d['commit'] for d in docs[1:])} ({len(xs)} repeats), {label}: "
+                f"fraction median {statistics.median(xs):.3f} ({xs[0]}-{xs[-1]})."
+            )
     return "\n".join(lines)
 
 
@@ -127,7 +150,7 @@ def curve_table(doc: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    serving = json.loads((RESULTS / "gpu-serving-embed.json").read_text(encoding="utf-8"))
+    serving = [json.loads((RESULTS / n).read_text(encoding="utf-8")) for n in SERVING_RUNS]
     (RESULTS / "gpu-serving-embed.md").write_text(serving_table(serving) + "\n", encoding="utf-8")
     error = curve_error()
     (RESULTS / "gpu-curve-error.json").write_text(
