@@ -233,6 +233,14 @@ class AIMD:
         self._bound += bound
         self._timeout_batches += timeout
 
+    @property
+    def listens_for_held_back(self) -> bool:
+        """Would :meth:`held_back` change anything now? (Only with the backlog rule, below the
+        maximum, and once a window: the door asks before it does the work of finding out.)"""
+        return (
+            self._backlog_mult is not None and not self._held_back and self._value < self._maximum
+        )
+
     def held_back(self, now: float) -> None:
         """The door refused a request at ``now`` that batches at the maximum would have admitted:
         the limit, not the load, refused it, and the window counts as bound by the limit."""

@@ -223,8 +223,8 @@ class Controller(Generic[T]):
         # batches at the cap would have taken it (the queue's pace was measured at the limit's
         # batches, so it says nothing of theirs): the limit held it back, which is the backlog
         # AIMD grows the limit on, kept from forming by the door itself
-        aimd, held = self.aimd, refusal is not None and refusal.lag_s == 0.0 and limit < cap
-        if held and aimd is not None and judge(batch_limit=cap, drain_s_per_instance=None) is None:
+        aimd = self.aimd if refusal is not None and refusal.lag_s == 0.0 and limit < cap else None
+        if aimd is not None and aimd.listens_for_held_back and judge(batch_limit=cap) is None:
             aimd.held_back(now)
         return refusal
 

@@ -405,3 +405,15 @@ def test_a_window_in_which_the_limit_held_a_request_back_at_the_door_counts_as_b
     plain = aimd_with(initial=4, maximum=64, period_s=30.0)
     plain.held_back(0.5)
     assert backlogged(plain, 0.5, 3, bound=False) == [] and plain.limit == 4
+
+
+def test_the_door_asks_about_a_held_back_refusal_only_while_it_would_count() -> None:
+    aimd = aimd_with(initial=4, maximum=64, period_s=30.0, backlog_mult=2.0, backlog_period_s=1.0)
+    assert aimd.listens_for_held_back
+    aimd.held_back(0.5)
+    assert not aimd.listens_for_held_back  # once a window is enough
+    backlogged(aimd, 0.5, 2, bound=False)  # grown at 1 s: a new window opens
+    assert aimd.limit == 8 and aimd.listens_for_held_back
+    assert not aimd_with(initial=4, maximum=64).listens_for_held_back  # MLProxy: no backlog rule
+    full = aimd_with(initial=64, maximum=64, backlog_mult=2.0)
+    assert not full.listens_for_held_back  # at the maximum already
