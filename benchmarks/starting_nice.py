@@ -11,8 +11,12 @@ the start competes as an equal, 10: it yields), over ``--repeat`` runs, medians 
   against the seconds before (the cost of the start to the requests being served).
 
     .venv/bin/python benchmarks/starting_nice.py --json docs/results/starting-nice.json
+    .venv/bin/python benchmarks/starting_nice.py --cpus 0 --json docs/results/starting-nice-1.json
 
-Run it on a quiet machine: the clients, the platform and both replicas share its cores.
+``--cpus``: the CPUs the benchmark, its platform and the replicas may use (``taskset``'s list;
+all of them by default): ``--cpus 0`` is a node of one core, where the second replica brings no
+CPU of its own. Run it on a quiet machine: the clients, the platform and both replicas share
+these cores.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -37,7 +42,7 @@ from slackwise_config import Config, parse_config
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _config(nice: int) -> Config:
+def _config(nice: int | str) -> Config:
     return parse_config(
         {
             "platform": {
@@ -64,7 +69,7 @@ async def _client(
         out.append((sent, time.monotonic(), response.status_code))
 
 
-async def _one(nice: int, clients: int, before_s: float, after_s: float) -> dict[str, Any]:
+async def _one(nice: int | str, clients: int, before_s: float, after_s: float) -> dict[str, Any]:
     body = json.dumps(sample_request("embed", 1)).encode()
     async with LocalPlatform(_config(nice)) as platform:
         headers = platform.auth_headers()
@@ -96,6 +101,7 @@ async def _one(nice: int, clients: int, before_s: float, after_s: float) -> dict
 
     return {
         "starting_nice": nice,
+        "cpus": sorted(os.sched_getaffinity(0)),
         "cold_start_s": round(ready - started, 2),
         "rps_before": round(len(warm) / (before_s - 2.0), 1),
         "rps_during": round(len(during) / (ready - started), 1),
@@ -118,10 +124,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before-s", type=float, default=8.0, help="serving before the start")
     parser.add_argument("--after-s", type=float, default=2.0, help="serving after it is ready")
     parser.add_argument("--repeat", type=int, default=3, help="runs per setting (default 3)")
-    parser.add_argument("--nice", default="0,10", help="starting_nice settings (default 0,10)")
+    parser.add_argument(
+        "--nice", default="0,10", help="starting_nice settings: steps or auto (default 0,10)"
+    )
+    parser.add_argument("--cpus", help="the CPUs to run on, e.g. 0 or 0,1 (default: all)")
     parser.add_argument("--json", type=Path, help="write every run here")
     args = parser.parse_args(argv)
-    settings = [int(n) for n in args.nice.split(",")]
+    try:
+        settings = [n if n == "auto" else int(n) for n in args.nice.split(",")]
+        cpus = None if args.cpus is None else {int(c) for c in args.cpus.split(",")}
+        if cpus is not None:
+            os.sched_setaffinity(0, cpus)  # the platform and its replicas inherit them
+    except (ValueError, OSError) as exc:
+        parser.error(f"--nice {args.nice!r} / --cpus {args.cpus!r}: {exc}")
     runs = []
     for i in range(args.repeat):  # settings alternate, so drift in the machine hits both
         for nice in settings if i % 2 == 0 else reversed(settings):
@@ -137,10 +152,12 @@ def main(argv: list[str] | None = None) -> int:
         mine = [r for r in runs if r["starting_nice"] == nice]
         print(f"| {nice} | " + " | ".join(_cell([r[c] for r in mine]) for c in columns) + " |")
     print(f"\nMedians of {args.repeat} runs (range), {args.clients} closed-loop clients, embed, "
+          f"CPUs {','.join(map(str, sorted(os.sched_getaffinity(0))))}, "
           f"commit {commit(ROOT)}.")  # fmt: skip
     if args.json:
         command = " ".join(["benchmarks/starting_nice.py", *(argv or sys.argv[1:])])
         doc = {"runs": runs, "clients": args.clients, "before_s": args.before_s,
+               "cpus": sorted(os.sched_getaffinity(0)),
                "after_s": args.after_s, "commit": commit(ROOT), "machine": machine(),
                "command": command}  # fmt: skip
         args.json.write_text(json.dumps(doc, indent=1) + "\n")

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from slackwise_config.cores import check_cores, core_settings
 from slackwise_config.device import device_setting
@@ -102,10 +102,20 @@ def _platform(r: Reader, raw: Any) -> PlatformConfig:
         cpu_period_ms=r.number(
             data, "cpu_period_ms", "platform", d.cpu_period_ms, low=1.0, high=1000.0
         ),
-        starting_nice=r.integer(data, "starting_nice", "platform", d.starting_nice, low=0, high=19),
+        starting_nice=_starting_nice(r, data),
         max_starting=_max_starting(r, data),
         autoscaler=autoscaler,
     )
+
+
+def _starting_nice(r: Reader, data: Mapping[str, Any]) -> int | Literal["auto"]:
+    """``platform.starting_nice``: ``auto`` (the default) or a step of 0..19."""
+    value = data.get("starting_nice", "auto")
+    if value == "auto":
+        return "auto"
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 19:
+        raise r.fail("platform.starting_nice", f"must be auto or 0..19, got {value!r}")
+    return value
 
 
 def _max_starting(r: Reader, data: Mapping[str, Any]) -> int | None:

@@ -360,15 +360,16 @@ def test_the_gateway_takes_its_port_before_any_replica_starts(
 
 
 def test_a_starting_replica_yields_the_cpu_and_serves_as_an_equal_once_ready() -> None:
-    from knative.local.priority import can_restore, niceness
+    from knative.local.priority import can_restore, group_nice, niceness
 
     if not can_restore():
         pytest.skip("this process may not lower a niceness: replicas start at its own")
-    base = niceness()
+    base, own_group = niceness(), group_nice()
 
     async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
         await platform.set_min_scale("digits", 1)
         seen: set[int] = set()
+        groups: set[int | None] = set()
         for _ in range(1200):
             starting = platform.replica_pids("digits")
             if platform.replicas("digits").ready == 1:
@@ -376,15 +377,61 @@ def test_a_starting_replica_yields_the_cpu_and_serves_as_an_equal_once_ready() -
             for pid in starting.values():
                 with contextlib.suppress(ProcessLookupError):
                     seen.add(os.getpriority(os.PRIO_PROCESS, pid))
+                    groups.add(group_nice(pid))
             await asyncio.sleep(0.01)
         assert platform.replicas("digits").ready == 1
         assert base + 10 in seen  # it loaded its model at the starting niceness
+        if own_group is not None:  # and its session too, where the kernel weighs sessions
+            assert base + 10 in groups
         (pid,) = platform.replica_pids("digits", ready=True).values()
         tids = [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
         assert {os.getpriority(os.PRIO_PROCESS, tid) for tid in tids} == {base}
+        assert group_nice(pid) == own_group
         assert (await post(client, platform)).status_code == 200
 
     run(make_config(starting_nice=10), body)
+
+
+def test_under_auto_a_replica_that_brings_no_cpu_yields_and_one_that_does_not() -> None:
+    """``starting_nice: auto`` (the default), on one CPU: the first replica loads as an equal
+    (nobody serves), the second, beside it on the only CPU, yields until it is ready."""
+    from knative.local.priority import AUTO_STEP, can_restore, group_nice, niceness
+
+    if not can_restore():
+        pytest.skip("this process may not lower a niceness: replicas start at its own")
+    base, own_group = niceness(), group_nice()
+    cpus = os.sched_getaffinity(0)
+
+    async def loading_nice(platform: LocalPlatform, count: int) -> set[tuple[int, int | None]]:
+        await platform.set_min_scale("digits", count)
+        seen: set[tuple[int, int | None]] = set()
+        for _ in range(3000):
+            if platform.replicas("digits").ready == count:
+                break
+            ready = platform.replica_pids("digits", ready=True)
+            for name, pid in platform.replica_pids("digits").items():
+                with contextlib.suppress(ProcessLookupError):
+                    if name not in ready:
+                        seen.add((os.getpriority(os.PRIO_PROCESS, pid), group_nice(pid)))
+            await asyncio.sleep(0.01)
+        assert platform.replicas("digits").ready == count
+        return seen
+
+    async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
+        assert {nice for nice, _ in await loading_nice(platform, 1)} == {base}
+        second = await loading_nice(platform, 2)
+        assert base + AUTO_STEP in {nice for nice, _ in second}
+        if own_group is not None:
+            assert base + AUTO_STEP in {group for _, group in second}
+        for pid in platform.replica_pids("digits", ready=True).values():
+            assert os.getpriority(os.PRIO_PROCESS, pid) == base  # both serve as equals
+            assert group_nice(pid) == own_group
+
+    os.sched_setaffinity(0, {min(cpus)})  # the replicas inherit it
+    try:
+        run(make_config(), body)
+    finally:
+        os.sched_setaffinity(0, cpus)
 
 
 @pytest.mark.parametrize("turns", [1, 2])

@@ -7,11 +7,21 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from knative.local.priority import can_restore, niceness, restore, starting
+from knative.local.priority import (
+    AUTO_STEP,
+    auto_step,
+    can_restore,
+    group_nice,
+    niceness,
+    restore,
+    set_group_nice,
+    starting,
+)
 from slackwise_config import ConfigError, parse_config
 
 #: a child that makes three threads after it starts, as a model's thread pools are made during
@@ -70,7 +80,72 @@ def test_every_thread_goes_back_to_the_platforms_niceness_when_ready() -> None:
     assert restore(child.pid, base) == 0  # a process that has gone is skipped
 
 
-@pytest.mark.parametrize("value", [-1, 20, "ten", True])
+def _busy_loop(nice: int | None) -> subprocess.Popen[bytes]:
+    """A busy loop on CPU 0 in a session of its own (as the platform spawns a replica), its
+    session at ``nice`` (None: left alone)."""
+
+    def setup() -> None:
+        os.sched_setaffinity(0, {0})
+        if nice is not None:
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
+            set_group_nice(nice)
+
+    return subprocess.Popen(
+        [sys.executable, "-c", "while True: pass"], start_new_session=True, preexec_fn=setup
+    )
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def test_a_replica_in_a_session_of_its_own_yields_through_its_session() -> None:
+    """Where the kernel shares a CPU between sessions first, a starting replica's niceness must
+    be its session's: with it, a yielding busy loop gets a small share of a CPU beside an equal
+    one (a tenth by the weights), and its session says the niceness it started at."""
+    if group_nice() is None:
+        pytest.skip("the kernel does not group tasks by session here")
+    if 0 not in os.sched_getaffinity(0):
+        pytest.skip("CPU 0 is not this process's")
+    serving, yielding = _busy_loop(None), _busy_loop(10)
+    try:
+        time.sleep(0.3)
+        assert group_nice(yielding.pid) == 10
+        assert group_nice(serving.pid) == group_nice()
+        before = _cpu_ticks(serving.pid), _cpu_ticks(yielding.pid)
+        time.sleep(1.5)
+        served = _cpu_ticks(serving.pid) - before[0]
+        yielded = _cpu_ticks(yielding.pid) - before[1]
+        assert served > 0
+        assert yielded < 0.35 * served, (served, yielded)  # equal would be about 1.0
+        if can_restore():
+            assert restore(yielding.pid) >= 1  # its session, and its thread
+            assert group_nice(yielding.pid) == group_nice()
+    finally:
+        for child in (serving, yielding):
+            child.kill()
+            child.wait()
+
+
+def test_auto_yields_only_when_the_ready_replicas_hold_every_cpu() -> None:
+    assert auto_step(cpus=1, ready_threads=1) == AUTO_STEP  # one core, one serving: no relief
+    assert auto_step(cpus=2, ready_threads=2) == AUTO_STEP
+    assert auto_step(cpus=2, ready_threads=3) == AUTO_STEP
+    assert auto_step(cpus=2, ready_threads=1) == 0  # a CPU to spare: it brings relief
+    assert auto_step(cpus=1, ready_threads=0) == 0  # from zero: nobody to yield to
+
+
+def test_starting_nice_reads_auto_by_default_and_a_step() -> None:
+    fns = {"d": {"model": "digits"}}
+    assert parse_config({"functions": fns}).platform.starting_nice == "auto"
+    raw = {"platform": {"starting_nice": "auto"}, "functions": fns}
+    assert parse_config(raw).platform.starting_nice == "auto"
+    raw = {"platform": {"starting_nice": 5}, "functions": fns}
+    assert parse_config(raw).platform.starting_nice == 5
+
+
+@pytest.mark.parametrize("value", [-1, 20, "ten", True, None, 1.5])
 def test_a_bad_starting_nice_is_named(value: object) -> None:
     raw = {"platform": {"starting_nice": value}, "functions": {"d": {"model": "digits"}}}
     with pytest.raises(ConfigError, match=r"platform\.starting_nice"):

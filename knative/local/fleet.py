@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from knative.kpa import KPA
 from knative.local.activator import Activator
 from knative.local.cpu_quota import CpuQuota
 from knative.local.events import EventLog, Ledger
-from knative.local.priority import niceness, restore, starting
+from knative.local.priority import auto_step, niceness, restore, starting
 from knative.local.replica import Replica, ReplicaStartError, ReplicaState
 from knative.meter import ConcurrencyMeter
 from slackwise_config import FunctionConfig, PlatformConfig
@@ -76,8 +77,8 @@ class Fleet:
         self.log_dir: Path | None = None
         self.client: httpx.AsyncClient | None = None
         self.stopping = False
-        #: the platform's own niceness and the one a replica starts at (knative.local.priority)
-        self.nice = (niceness(), starting(settings.starting_nice))
+        #: the platform's own niceness (a replica starts above it: :meth:`starting_nice`)
+        self.nice = niceness()
         #: the turns replicas take to load (``platform.max_starting``; None: no turns): the
         #: others wait theirs, counted as starting
         self.start_slots = (
@@ -159,6 +160,19 @@ class Fleet:
         fn.tasks.add(task)
         task.add_done_callback(fn.tasks.discard)
 
+    def starting_nice(self) -> int:
+        """The niceness a replica starts at now (``platform.starting_nice``; ``auto``: yielding
+        only when the ready replicas of every function hold the CPUs the platform may use,
+        :func:`knative.local.priority.auto_step`)."""
+        step = self.settings.starting_nice
+        if step == "auto":
+            held = sum(
+                max(1, fn.config.threads) * fn.count(ReplicaState.READY)
+                for fn in self.functions.values()
+            )
+            step = auto_step(len(os.sched_getaffinity(0)), held)
+        return starting(step)
+
     def _spawn(self, fn: FunctionRuntime, now: float) -> None:
         assert self.log_dir is not None
         replica = Replica(
@@ -176,14 +190,15 @@ class Fleet:
     async def _run_replica(self, fn: FunctionRuntime, replica: Replica) -> None:
         assert self.client is not None
         try:
+            nice = self.starting_nice()
             await replica.start(
                 self.client,
                 ready_timeout_s=self.settings.ready_timeout_s,
-                nice=self.nice[1],
+                nice=nice,
                 slot=self.start_slots,
             )
-            if replica.pid is not None and self.nice[1] != self.nice[0]:
-                restore(replica.pid, self.nice[0])  # ready: it serves as an equal
+            if replica.pid is not None and nice != self.nice:
+                restore(replica.pid, self.nice)  # ready: it serves as an equal
             if fn.quota is not None and replica.pid is not None:
                 fn.quota.add(replica.pid)  # loaded unthrottled, served within the quota
         except ReplicaStartError as exc:

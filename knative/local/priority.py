@@ -14,6 +14,16 @@ niceness, so it serves as an equal.
 Going back needs the right to lower a niceness (root, ``CAP_SYS_NICE`` or an ``RLIMIT_NICE`` that
 allows it); without it a replica would serve at the lower priority for its whole life, so the
 platform then starts replicas at its own niceness and logs why once (:func:`can_restore`).
+
+**Autogroups.** Where the kernel groups tasks by session
+(``/proc/sys/kernel/sched_autogroup_enabled``, on by default in most distributions), the scheduler
+first shares a CPU fairly between the sessions and only then by niceness inside each: a replica is
+spawned in a session of its own (so that its process group can be stopped whole), and a thread's
+niceness alone changes nothing against the replicas serving in theirs (measured on one core: two
+busy loops in sessions of their own split it 150/150 ticks with one at nice 10, 271/29 with its
+session's niceness at 10; ``tests/test_priority.py``). So the niceness goes on the replica's
+session too (``/proc/<pid>/autogroup``, :func:`set_group_nice`): set by the child before ``exec``
+once it leads its session, and set back with its threads when it is ready.
 """
 
 from __future__ import annotations
@@ -24,12 +34,36 @@ import os
 import resource
 from pathlib import Path
 
-__all__ = ["can_restore", "niceness", "restore", "starting"]
+__all__ = [
+    "AUTO_STEP",
+    "auto_step",
+    "can_restore",
+    "group_nice",
+    "niceness",
+    "restore",
+    "set_group_nice",
+    "starting",
+]
 
 logger = logging.getLogger(__name__)
 
 #: the highest niceness Linux has
 _MOST_NICE = 19
+#: the step ``starting_nice: auto`` takes when it yields: a tenth of a serving task's weight
+AUTO_STEP = 10
+#: this process has said once that it may not lower a niceness again
+_warned: list[bool] = []
+
+
+def auto_step(cpus: int, ready_threads: int) -> int:
+    """``starting_nice: auto``: the step a replica starts at when the platform may run on
+    ``cpus`` CPUs and its ready replicas hold ``ready_threads`` of them (each its batch threads).
+    When they hold them all, the new replica brings no CPU of its own: until they idle it can
+    only take theirs, and its start relieves nobody (one core: its load halved the answers of
+    the replica serving beside it, docs/advisor.md), so it yields (:data:`AUTO_STEP`). With a
+    CPU to spare, it loads at full speed there as an equal (0): yielding would only delay the
+    relief it brings. With nothing ready there is nobody to yield to. Pure."""
+    return AUTO_STEP if ready_threads > 0 and cpus <= ready_threads else 0
 
 
 def niceness(pid: int = 0) -> int:
@@ -59,6 +93,9 @@ def starting(step: int) -> int:
     if step == 0:
         return base
     if not can_restore(base):
+        if _warned:
+            return base
+        _warned.append(True)
         logger.warning(
             "starting replicas at this process's niceness (%d): it may not lower a niceness "
             "again (not root, RLIMIT_NICE %s), and a replica must not serve at the lower priority",
@@ -71,11 +108,15 @@ def starting(step: int) -> int:
 
 def restore(pid: int, base: int | None = None) -> int:
     """Set every thread of ``pid`` (and of the processes in its group that it spawned) to ``base``
-    (this process's niceness by default); returns how many threads changed. Threads that end
+    (this process's niceness by default), and ``pid``'s session to this process's session's
+    niceness (:func:`group_nice`); returns how many threads and sessions changed. Threads that end
     meanwhile, and a process that has gone, are skipped."""
     if base is None:
         base = niceness()
     changed = 0
+    own = group_nice()
+    if own is not None and group_nice(pid) not in (None, own):
+        changed += set_group_nice(own, pid)
     for tid in _threads(pid):
         with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
             if os.getpriority(os.PRIO_PROCESS, tid) != base:
@@ -106,3 +147,31 @@ def _threads(pid: int) -> list[int]:
         except (OSError, ValueError):
             continue
     return tids or [pid]
+
+
+def _autogroup(pid: int) -> Path:
+    return Path("/proc/self/autogroup" if pid == 0 else f"/proc/{pid}/autogroup")
+
+
+def group_nice(pid: int = 0) -> int | None:
+    """The niceness of ``pid``'s session as the scheduler weighs it against other sessions (0:
+    this process); None where the kernel does not group tasks by session, or cannot say."""
+    try:
+        if Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() != "1":
+            return None
+        # "/autogroup-<id> nice <n>"
+        return int(_autogroup(pid).read_text().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def set_group_nice(nice: int, pid: int = 0) -> int:
+    """Set the niceness of ``pid``'s session (0: this process's; a child calls it once it leads
+    a session of its own); 1 when it took, 0 where there are no autogroups or it was refused."""
+    if group_nice(pid) is None:
+        return 0
+    try:
+        _autogroup(pid).write_text(f"{nice}\n")
+    except OSError:
+        return 0
+    return 1

@@ -26,6 +26,7 @@ import httpx
 
 from functions.limits import TOKEN_ENV
 from knative.errors import PlatformError
+from knative.local.priority import set_group_nice
 from slackwise_config import FunctionConfig
 from slackwise_core.http1 import Http1Pool, Origin
 
@@ -49,6 +50,7 @@ def _child_setup(nice: int | None) -> Callable[[], None]:
         if nice is not None:
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, 0, nice)
+            set_group_nice(nice)  # its own session: weighed against the others by this
 
     return setup
 
