@@ -94,6 +94,7 @@ async def _one(nice: int | str, clients: int, before_s: float, after_s: float) -
         platform.close_logs()
     warm = [a for a in answers if started - before_s + 2.0 <= a[0] < started]
     during = [a for a in answers if started <= a[0] < ready]
+    after = [a for a in answers if ready <= a[0] < ready + after_s]
 
     def p95(rows: list[Any]) -> float:
         ms = sorted((done - sent) * 1000.0 for sent, done, _ in rows)
@@ -105,8 +106,10 @@ async def _one(nice: int | str, clients: int, before_s: float, after_s: float) -
         "cold_start_s": round(ready - started, 2),
         "rps_before": round(len(warm) / (before_s - 2.0), 1),
         "rps_during": round(len(during) / (ready - started), 1),
+        "rps_after": round(len(after) / after_s, 1),
         "p95_before_ms": p95(warm),
         "p95_during_ms": p95(during),
+        "p95_after_ms": p95(after),
         "errors": sum(1 for _, _, status in answers if status != 200),
     }
 
