@@ -22,8 +22,8 @@ spawned in a session of its own (so that its process group can be stopped whole)
 niceness alone changes nothing against the replicas serving in theirs (measured on one core: two
 busy loops in sessions of their own split it 150/150 ticks with one at nice 10, 271/29 with its
 session's niceness at 10; ``tests/test_priority.py``). So the niceness goes on the replica's
-session too (``/proc/<pid>/autogroup``, :func:`set_group_nice`): set by the child before ``exec``
-once it leads its session, and set back with its threads when it is ready.
+session too (``/proc/<pid>/autogroup``, :func:`set_group_nice`): set by the platform as soon as
+the replica has exec'd (:func:`lower`), and set back with its threads when it is ready.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ __all__ = [
     "auto_step",
     "can_restore",
     "group_nice",
+    "lower",
     "niceness",
     "restore",
     "set_group_nice",
@@ -104,6 +105,17 @@ def starting(step: int) -> int:
         )
         return base
     return min(_MOST_NICE, base + step)
+
+
+def lower(pid: int, nice: int) -> None:
+    """Start ``pid``, a replica that has just exec'd (one thread, the leader of a session of its
+    own), at ``nice``: its thread and its session. The parent sets it, not the child before
+    ``exec``: the platform's event loop waits for that ``exec``, and a child that already
+    yielded would make it wait behind the busy replicas (the threads the replica makes later
+    inherit the niceness)."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, pid, nice)
+    set_group_nice(nice, pid)
 
 
 def restore(pid: int, base: int | None = None) -> int:

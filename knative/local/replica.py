@@ -19,14 +19,13 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
 from functions.limits import TOKEN_ENV
 from knative.errors import PlatformError
-from knative.local.priority import set_group_nice
+from knative.local.priority import lower
 from slackwise_config import FunctionConfig
 from slackwise_core.http1 import Http1Pool, Origin
 
@@ -39,20 +38,6 @@ def _die_with_parent() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def _child_setup(nice: int | None) -> Callable[[], None]:
-    """What the child runs before ``exec``: die with the platform, and start at ``nice``
-    (:mod:`knative.local.priority`: a starting replica yields the CPU to the serving ones)."""
-
-    def setup() -> None:
-        _die_with_parent()
-        if nice is not None:
-            with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, 0, nice)
-            set_group_nice(nice)  # its own session: weighed against the others by this
-
-    return setup
 
 
 class ReplicaState(enum.Enum):
@@ -171,10 +156,14 @@ class Replica:
                     env=env,
                     pass_fds=(sock.fileno(),),
                     start_new_session=True,
-                    preexec_fn=_child_setup(nice),
+                    preexec_fn=_die_with_parent,
                 )
             finally:
                 sock.close()
+        if nice is not None:
+            # once it has exec'd: the platform's loop waits for the exec, and a child that
+            # yielded before it kept that loop waiting behind the serving replicas
+            lower(self.process.pid, nice)
 
     async def _wait_ready(self, client: httpx.AsyncClient, timeout_s: float) -> None:
         assert self.process is not None
