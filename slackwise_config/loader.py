@@ -109,8 +109,8 @@ def _platform(r: Reader, raw: Any) -> PlatformConfig:
 
 
 def _starting_nice(r: Reader, data: Mapping[str, Any]) -> int | Literal["auto"]:
-    """``platform.starting_nice``: ``auto`` or a step of 0..19 (0, the default: off)."""
-    value = data.get("starting_nice", 0)
+    """``platform.starting_nice``: ``auto`` (the default) or a step of 0..19 (0: off)."""
+    value = data.get("starting_nice", "auto")
     if value == "auto":
         return "auto"
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 19:

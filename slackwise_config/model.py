@@ -122,11 +122,10 @@ class PlatformConfig:
     #: can stall for up to ``(1 - cores) x period``; shorter periods cut that stall)
     cpu_period_ms: float = 100.0
     #: how far above the platform's niceness a replica runs until it is ready, so that its start
-    #: yields the CPU to the serving ones (knative.local.priority); ``auto`` yields (10) only
-    #: when the replica brings no CPU the ready ones do not already hold. 0, the default, is
-    #: off: in the overload benchmark a yielding start cost more than it spared
-    #: (docs/advisor.md)
-    starting_nice: int | Literal["auto"] = 0
+    #: yields the CPU to the serving ones (knative.local.priority); 0 is off; ``auto``, the
+    #: default, yields (10) only when the replica brings no CPU the ready ones do not already
+    #: hold, so it can relieve nobody before they idle (docs/advisor.md)
+    starting_nice: int | Literal["auto"] = "auto"
     #: how many replicas (of all functions) may load at once; the rest wait their turn, as pods
     #: wait Pending for a node with room. None, the default: no limit (one at a time on two
     #: cores delayed the KPA's second replica at a cold start by its first's load and spared

@@ -393,8 +393,8 @@ def test_a_starting_replica_yields_the_cpu_and_serves_as_an_equal_once_ready() -
 
 
 def test_under_auto_a_replica_that_brings_no_cpu_yields_and_one_that_does_not() -> None:
-    """``starting_nice: auto``, on one CPU: the first replica loads as an equal (nobody
-    serves), the second, beside it on the only CPU, yields until it is ready."""
+    """``starting_nice: auto`` (the default), on one CPU: the first replica loads as an equal
+    (nobody serves), the second, beside it on the only CPU, yields until it is ready."""
     from knative.local.priority import AUTO_STEP, can_restore, group_nice, niceness
 
     if not can_restore():
@@ -429,7 +429,7 @@ def test_under_auto_a_replica_that_brings_no_cpu_yields_and_one_that_does_not() 
 
     os.sched_setaffinity(0, {min(cpus)})  # the replicas inherit it
     try:
-        run(make_config(starting_nice="auto"), body)
+        run(make_config(), body)
     finally:
         os.sched_setaffinity(0, cpus)
 

@@ -136,9 +136,11 @@ def test_auto_yields_only_when_the_ready_replicas_hold_every_cpu() -> None:
     assert auto_step(cpus=1, ready_threads=0) == 0  # from zero: nobody to yield to
 
 
-def test_starting_nice_reads_off_by_default_auto_and_a_step() -> None:
+def test_starting_nice_reads_auto_by_default_off_and_a_step() -> None:
     fns = {"d": {"model": "digits"}}
-    assert parse_config({"functions": fns}).platform.starting_nice == 0
+    assert parse_config({"functions": fns}).platform.starting_nice == "auto"
+    raw = {"platform": {"starting_nice": 0}, "functions": fns}
+    assert parse_config(raw).platform.starting_nice == 0
     raw = {"platform": {"starting_nice": "auto"}, "functions": fns}
     assert parse_config(raw).platform.starting_nice == "auto"
     raw = {"platform": {"starting_nice": 5}, "functions": fns}
