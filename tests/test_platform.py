@@ -360,11 +360,11 @@ def test_the_gateway_takes_its_port_before_any_replica_starts(
 
 
 def test_a_starting_replica_yields_the_cpu_and_serves_as_an_equal_once_ready() -> None:
-    from knative.local.priority import can_restore, group_nice, niceness
+    from knative.local.priority import autogroups, can_restore, group_nice, niceness
 
     if not can_restore():
         pytest.skip("this process may not lower a niceness: replicas start at its own")
-    base, own_group = niceness(), group_nice()
+    base, sessions = niceness(), autogroups()
 
     async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
         await platform.set_min_scale("digits", 1)
@@ -381,12 +381,12 @@ def test_a_starting_replica_yields_the_cpu_and_serves_as_an_equal_once_ready() -
             await asyncio.sleep(0.01)
         assert platform.replicas("digits").ready == 1
         assert base + 10 in seen  # it loaded its model at the starting niceness
-        if own_group is not None:  # and its session too, where the kernel weighs sessions
+        if sessions:  # and its session too, where the kernel weighs sessions
             assert base + 10 in groups
         (pid,) = platform.replica_pids("digits", ready=True).values()
         tids = [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
         assert {os.getpriority(os.PRIO_PROCESS, tid) for tid in tids} == {base}
-        assert group_nice(pid) == own_group
+        assert group_nice(pid) == (base if sessions else None)
         assert (await post(client, platform)).status_code == 200
 
     run(make_config(starting_nice=10), body)
@@ -395,11 +395,11 @@ def test_a_starting_replica_yields_the_cpu_and_serves_as_an_equal_once_ready() -
 def test_under_auto_a_replica_that_brings_no_cpu_yields_and_one_that_does_not() -> None:
     """``starting_nice: auto`` (the default), on one CPU: the first replica loads as an equal
     (nobody serves), the second, beside it on the only CPU, yields until it is ready."""
-    from knative.local.priority import AUTO_STEP, can_restore, group_nice, niceness
+    from knative.local.priority import AUTO_STEP, autogroups, can_restore, group_nice, niceness
 
     if not can_restore():
         pytest.skip("this process may not lower a niceness: replicas start at its own")
-    base, own_group = niceness(), group_nice()
+    base, sessions = niceness(), autogroups()
     cpus = os.sched_getaffinity(0)
 
     async def loading_nice(platform: LocalPlatform, count: int) -> set[tuple[int, int | None]]:
@@ -421,11 +421,11 @@ def test_under_auto_a_replica_that_brings_no_cpu_yields_and_one_that_does_not() 
         assert {nice for nice, _ in await loading_nice(platform, 1)} == {base}
         second = await loading_nice(platform, 2)
         assert base + AUTO_STEP in {nice for nice, _ in second}
-        if own_group is not None:
+        if sessions:
             assert base + AUTO_STEP in {group for _, group in second}
         for pid in platform.replica_pids("digits", ready=True).values():
             assert os.getpriority(os.PRIO_PROCESS, pid) == base  # both serve as equals
-            assert group_nice(pid) == own_group
+            assert group_nice(pid) == (base if sessions else None)
 
     os.sched_setaffinity(0, {min(cpus)})  # the replicas inherit it
     try:

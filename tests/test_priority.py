@@ -15,8 +15,10 @@ import pytest
 from knative.local.priority import (
     AUTO_STEP,
     auto_step,
+    autogroups,
     can_restore,
     group_nice,
+    lower,
     niceness,
     restore,
     set_group_nice,
@@ -80,6 +82,35 @@ def test_every_thread_goes_back_to_the_platforms_niceness_when_ready() -> None:
     assert restore(child.pid, base) == 0  # a process that has gone is skipped
 
 
+def test_a_replica_in_a_session_of_its_own_is_lowered_and_restored_whole() -> None:
+    """:func:`lower` sets the thread and the session of a replica leading a session of its own;
+    :func:`restore` sets both back to the platform's thread niceness, which is what a replica
+    that never yielded serves at. It does not read this process's own session: a process in
+    init's session (a CI runner, a container's first process) is in the kernel's root group and
+    shows none, and its replicas must still come back from the yield."""
+    base = niceness()
+    if not can_restore(base):
+        pytest.skip("this process may not lower a niceness (not root, RLIMIT_NICE)")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD], stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert child.stdout is not None
+        lower(child.pid, base + 10)
+        assert child.stdout.readline().strip() == b"up"
+        assert set(_nice_of_threads(child.pid)) == {base + 10}  # made after: they inherit it
+        sessions = autogroups()
+        assert group_nice(child.pid) == (base + 10 if sessions else None)
+        assert restore(child.pid, base) == 4 + (1 if sessions else 0)
+        assert set(_nice_of_threads(child.pid)) == {base}
+        assert group_nice(child.pid) == (base if sessions else None)
+    finally:
+        child.kill()
+        child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+
+
 def _busy_loop(nice: int | None) -> subprocess.Popen[bytes]:
     """A busy loop on CPU 0 in a session of its own (as the platform spawns a replica), its
     session at ``nice`` (None: left alone)."""
@@ -104,7 +135,7 @@ def test_a_replica_in_a_session_of_its_own_yields_through_its_session() -> None:
     """Where the kernel shares a CPU between sessions first, a starting replica's niceness must
     be its session's: with it, a yielding busy loop gets a small share of a CPU beside an equal
     one (a tenth by the weights), and its session says the niceness it started at."""
-    if group_nice() is None:
+    if not autogroups():
         pytest.skip("the kernel does not group tasks by session here")
     if 0 not in os.sched_getaffinity(0):
         pytest.skip("CPU 0 is not this process's")
@@ -112,7 +143,7 @@ def test_a_replica_in_a_session_of_its_own_yields_through_its_session() -> None:
     try:
         time.sleep(0.3)
         assert group_nice(yielding.pid) == 10
-        assert group_nice(serving.pid) == group_nice()
+        assert group_nice(serving.pid) == 0  # a new session's
         before = _cpu_ticks(serving.pid), _cpu_ticks(yielding.pid)
         time.sleep(1.5)
         served = _cpu_ticks(serving.pid) - before[0]
@@ -121,7 +152,7 @@ def test_a_replica_in_a_session_of_its_own_yields_through_its_session() -> None:
         assert yielded < 0.35 * served, (served, yielded)  # equal would be about 1.0
         if can_restore():
             assert restore(yielding.pid) >= 1  # its session, and its thread
-            assert group_nice(yielding.pid) == group_nice()
+            assert group_nice(yielding.pid) == niceness()
     finally:
         for child in (serving, yielding):
             child.kill()

@@ -4,7 +4,8 @@ On a cluster a new pod starts on a node's spare capacity, or on a node of its ow
 platform every replica shares the machine's cores, and a replica loading its model (imports,
 weights, a warm-up batch: seconds of CPU) takes them from the replicas answering requests, just when
 the platform started it because those were short of capacity. So a replica is spawned at a niceness
-``starting_nice`` above the platform's own (``platform.starting_nice``; 0, the default, is off): the
+``starting_nice`` above the platform's own (``platform.starting_nice``: ``auto``, the default,
+yields only when the new replica brings no CPU of its own, :func:`auto_step`; 0 is off): the
 kernel's scheduler gives a nice-10 task about a tenth of the CPU a nice-0 one gets while both want
 it, and all of it while the others are idle, so the start costs the serving replicas little and
 takes longer only while they are busy. When it is ready, every thread of it (Linux keeps a niceness
@@ -23,7 +24,9 @@ niceness alone changes nothing against the replicas serving in theirs (measured 
 busy loops in sessions of their own split it 150/150 ticks with one at nice 10, 271/29 with its
 session's niceness at 10; ``tests/test_priority.py``). So the niceness goes on the replica's
 session too (``/proc/<pid>/autogroup``, :func:`set_group_nice`): set by the platform as soon as
-the replica has exec'd (:func:`lower`), and set back with its threads when it is ready.
+the replica has exec'd (:func:`lower`), and set back with its threads when it is ready, to the
+platform's thread niceness (a process in init's session, such as a container's first process or a
+CI runner, is in the kernel's root group and has no session niceness to copy).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from pathlib import Path
 __all__ = [
     "AUTO_STEP",
     "auto_step",
+    "autogroups",
     "can_restore",
     "group_nice",
     "lower",
@@ -119,16 +123,18 @@ def lower(pid: int, nice: int) -> None:
 
 
 def restore(pid: int, base: int | None = None) -> int:
-    """Set every thread of ``pid`` (and of the processes in its group that it spawned) to ``base``
-    (this process's niceness by default), and ``pid``'s session to this process's session's
-    niceness (:func:`group_nice`); returns how many threads and sessions changed. Threads that end
-    meanwhile, and a process that has gone, are skipped."""
+    """Set every thread of ``pid`` (and of the processes in its group that it spawned) and
+    ``pid``'s session to ``base`` (this process's niceness by default: what :func:`lower` gives
+    a replica that does not yield, so every ready replica serves at the same weight); returns how
+    many threads and sessions changed. Threads that end meanwhile, and a process that has gone,
+    are skipped. The session is set from ``base``, not from this process's own session: a
+    process in init's session (a container's first process, a CI runner) is in the kernel's root
+    group, which shows no session niceness at all, while its replicas lead sessions of their own."""
     if base is None:
         base = niceness()
     changed = 0
-    own = group_nice()
-    if own is not None and group_nice(pid) not in (None, own):
-        changed += set_group_nice(own, pid)
+    if group_nice(pid) not in (None, base):
+        changed += set_group_nice(base, pid)
     for tid in _threads(pid):
         with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
             if os.getpriority(os.PRIO_PROCESS, tid) != base:
@@ -165,12 +171,21 @@ def _autogroup(pid: int) -> Path:
     return Path("/proc/self/autogroup" if pid == 0 else f"/proc/{pid}/autogroup")
 
 
+def autogroups() -> bool:
+    """Whether the kernel shares a CPU between sessions before niceness counts."""
+    try:
+        return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return False
+
+
 def group_nice(pid: int = 0) -> int | None:
     """The niceness of ``pid``'s session as the scheduler weighs it against other sessions (0:
-    this process); None where the kernel does not group tasks by session, or cannot say."""
+    this process); None where the kernel does not group tasks by session, or cannot say (a
+    process in init's session is in the root group, whose file is empty)."""
+    if not autogroups():
+        return None
     try:
-        if Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() != "1":
-            return None
         # "/autogroup-<id> nice <n>"
         return int(_autogroup(pid).read_text().split()[-1])
     except (OSError, ValueError, IndexError):
