@@ -272,12 +272,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--docs", type=Path, help="rewrite the overload tables in this file")
-    parser.add_argument("--from-json", type=Path, help="only re-render the tables from this JSON")
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        help="only derive the shares again and re-render the tables from this JSON (with --json, "
+        "write the derived JSON there)",
+    )
     args = parser.parse_args(argv)
     if args.from_json is not None:
         if args.docs is None:
             parser.error("--from-json needs --docs")
-        write_docs(args.docs, json.loads(args.from_json.read_text(encoding="utf-8")))
+        result = json.loads(args.from_json.read_text(encoding="utf-8"))
+        for workload in result["workloads"].values():
+            summarize(workload)  # the shares and bounds derived again, by today's arithmetic
+        if args.json is not None:
+            args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_docs(args.docs, result)
         return 0
     if args.repeat < 1:
         parser.error(f"--repeat must be at least 1, got {args.repeat}")

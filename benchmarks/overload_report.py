@@ -9,6 +9,12 @@ can be re-rendered from the JSON. The targets each cell is held to:
   (``a``, ``r``: the adapter's CPU µs per answer and per refusal, fitted over the same run's
   cells; at k times the capacity C the adapter pays ``a`` per answer and ``r`` per refusal of
   (k-1)·C, so if it is what limits C it answers at most that);
+- model-bound workloads are also set against the bound of the core they share with the adapter
+  (the layout puts the adapter and its replicas on one CPU): the same ``C / (1 + (k-1)·r/a)``
+  with ``a`` the CPU µs per answer of the adapter and the replicas together and ``r`` the
+  adapter's per refusal, both fitted over the run's cells. A refusal's CPU comes out of the
+  model's core there, so above it no admission rule can serve more; reported beside the targets
+  (goodput / bound), not a target of its own;
 - everywhere: no client timeouts, every refusal with ``Retry-After``, refusal P99 <= 20 ms,
   status route P99 <= 50 ms (on the adapter's port and on its probe port), RSS back within
   10 MB of idle 10 s after.
@@ -173,6 +179,14 @@ def summarize(workload: dict[str, Any]) -> None:
         rows = [(c["window_s"], c["ok"], c["refused"], c["adapter_cpu_s"]) for c in cells]
         costs = fit_costs(rows)
         workload["costs"][kind] = asdict(costs)
+        if workload["bound"] == "model":
+            # the server's core: the adapter and its replicas share it (the layout)
+            core = [
+                (c["window_s"], c["ok"], c["refused"], c["adapter_cpu_s"] + c["replicas_cpu_s"])
+                for c in cells
+            ]
+            costs = fit_costs(core)
+            workload.setdefault("core_costs", {})[kind] = asdict(costs)
         for c in cells:
             c.update(derive(c, costs))
             c["targets"] = targets(workload["bound"], float(c["multiple"]), c)
@@ -203,8 +217,7 @@ def table(workload: dict[str, Any]) -> str:
     """One workload's table (medians, ranges in brackets) and the lines under it."""
     digits = workload["bound"] == "adapter"
     head = ["clients", "x C", "offered / on the wire req/s", "goodput req/s", "of C"]
-    if digits:
-        head += ["bound req/s", "goodput / bound"]
+    head += ["bound req/s", "goodput / bound"]
     head += ["answered in SLO", "refused", "given up", "refusal P99 ms", "no Retry-After"]
     head += ["timeouts"]
     head += ["RSS idle / peak / +10 s MB", "status P99 ms (port / probe port)"]
@@ -218,8 +231,7 @@ def table(workload: dict[str, Any]) -> str:
             fmt_stat(row["goodput_rps"]),
             fmt_stat(row["goodput_share"], 0, 100.0) + " %",
         ]
-        if digits:
-            cells += [fmt_stat(row["bound_rps"]), fmt_stat(row["bound_share"], 2)]
+        cells += [fmt_stat(row["bound_rps"]), fmt_stat(row["bound_share"], 2)]
         cells += [
             fmt_stat(row["in_slo_share"], 1, 100.0) + " %",
             fmt_stat(row["refused"]),
@@ -251,14 +263,19 @@ def table(workload: dict[str, Any]) -> str:
             f"refusal, {'-' if base is None else f'{base:.2f}'} cores besides (least squares "
             f"over its {costs['cells']} cells)"
         )
-        if digits:
-            rows = [r for r in workload["summary"] if r["kind"] == kind and r["multiple"] >= 2]
-            fractions = [
-                f"{r['multiple']:g}x {r['bound_rps']['median'] / r['capacity_rps']['median']:.2f}"
-                for r in rows
-                if r["bound_rps"]["median"] is not None and r["capacity_rps"]["median"]
-            ]
-            if fractions:
-                line += "; the bound C / (1 + (k-1)·r/a) is " + ", ".join(fractions) + " of C"
+        core = workload.get("core_costs", {}).get(kind) if not digits else None
+        if core is not None:
+            line += (
+                f"; the core it shares with the replicas fits a = {_us(core['answer_us'])} per "
+                f"answer (adapter and replicas), r = {_us(core['refusal_us'])} per refusal"
+            )
+        rows = [r for r in workload["summary"] if r["kind"] == kind and r["multiple"] >= 2]
+        fractions = [
+            f"{r['multiple']:g}x {r['bound_rps']['median'] / r['capacity_rps']['median']:.2f}"
+            for r in rows
+            if r["bound_rps"]["median"] is not None and r["capacity_rps"]["median"]
+        ]
+        if fractions:
+            line += "; the bound C / (1 + (k-1)·r/a) is " + ", ".join(fractions) + " of C"
         lines.append(line + ".")
     return "\n".join(lines)

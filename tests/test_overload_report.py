@@ -151,3 +151,36 @@ def test_an_admitted_request_given_up_is_a_miss_not_a_refusal(bench: Any) -> Non
     given_up = report.derive(_cell(2.0, ok=990, refused=500, given_up=10), costs)
     assert clean["in_slo_share"] == 1.0
     assert given_up["in_slo_share"] == pytest.approx(0.99)
+
+
+def test_a_model_bound_workload_is_set_against_the_core_it_shares(bench: Any) -> None:
+    """Embed's replicas and the adapter share one CPU: its bound is fitted on both processes'
+    CPU (5 ms an answer with the model, 100 µs a refusal here), not the adapter's alone (which
+    would put the bound near C at every load); the targets stay shares of C."""
+    _, report = bench
+    runs = []
+    for multiple, ok, refused in ((1.0, 1600, 0), (2.0, 1500, 1700), (3.0, 1450, 3350)):
+        runs.append(_cell(multiple, ok, refused, replicas_cpu_s=4.8e-3 * ok))
+    runs.append(_cell(10.0, 1300, 14700, replicas_cpu_s=4.8e-3 * 1300))
+    for c in runs:
+        c["capacity_rps"], c["on_wire_rps"] = 200.0, 200.0 * c["multiple"]
+        c["adapter_cpu_s"] = 0.05 * 8.0 + 200e-6 * c["ok"] + 100e-6 * c["refused"]
+        c["adapter_cores"] = c["adapter_cpu_s"] / 8.0
+    workload: dict[str, Any] = {
+        "slo_ms": 300.0,
+        "bound": "model",
+        "capacity": [{"kind": "keep-alive", "capacity_rps": 200.0, "found": True}],
+        "runs": runs,
+    }
+    report.summarize(workload)
+    core = workload["core_costs"]["keep-alive"]
+    assert core["answer_us"] == pytest.approx(5000.0)
+    assert core["refusal_us"] == pytest.approx(100.0)
+    ten = next(r for r in workload["summary"] if r["multiple"] == 10.0)
+    assert ten["bound_rps"]["median"] == pytest.approx(200.0 / (1.0 + 9 * 100.0 / 5000.0), 1e-3)
+    # 1300 / 8 s = 162.5 req/s: 0.81 of C (the 0.90 target missed), 0.96 of the core's bound
+    assert ten["bound_share"]["median"] == pytest.approx(162.5 / ten["bound_rps"]["median"], 1e-3)
+    assert ten["targets"]["goodput"] is False
+    text = report.table(workload)
+    assert "the core it shares with the replicas fits a = 5000 µs per answer" in text
+    assert "10x 0.85 of C" in text
