@@ -9,6 +9,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -456,3 +458,50 @@ def test_replicas_take_turns_to_load(turns: int) -> None:
         assert (await post(client, platform)).status_code == 200
 
     run(make_config(max_starting=turns), body)
+
+
+#: short enough that the yielding start outlasts it, long enough for the first (equal) one
+READY_TIMEOUT_S = 6.0
+
+
+def test_a_start_that_yields_beside_a_busy_core_is_not_timed_out_for_its_wait() -> None:
+    """On one CPU a busy neighbour keeps, the second replica starts ten steps nicer (``auto``)
+    and gets about a tenth of the core: its load takes several times the ready timeout of wall
+    time. The time it waited for the CPU does not count (knative.local.start_deadline): it
+    becomes ready, with no failed start, where a plain timeout killed it and started it again."""
+    from knative.local.priority import can_restore
+    from knative.local.start_deadline import run_delay_s
+
+    if not can_restore():
+        pytest.skip("this process may not lower a niceness: replicas start at its own")
+    if run_delay_s(os.getpid()) is None:
+        pytest.skip("the kernel keeps no schedstat here")
+    cpus = os.sched_getaffinity(0)
+    one = {min(cpus)}
+    neighbour = subprocess.Popen(
+        [sys.executable, "-c", "while True: pass"],
+        start_new_session=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, one),
+    )
+
+    async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
+        for count in (1, 2):
+            await platform.set_min_scale("digits", count)
+            for _ in range(1800):
+                if platform.replicas("digits").ready == count:
+                    break
+                await asyncio.sleep(0.05)
+        assert platform.replicas("digits").ready == 2
+        assert [
+            e.detail for e in platform.events(function="digits") if e.kind == "start_failed"
+        ] == []
+        second = [e for e in platform.events(function="digits") if e.kind == "cold_start"][-1]
+        assert second.duration_s > READY_TIMEOUT_S  # it waited for the CPU, and was let
+
+    os.sched_setaffinity(0, one)  # the replicas inherit it
+    try:
+        run(make_config(ready_timeout_s=READY_TIMEOUT_S), body)
+    finally:
+        os.sched_setaffinity(0, cpus)
+        neighbour.kill()
+        neighbour.wait()

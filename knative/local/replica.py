@@ -26,6 +26,7 @@ import httpx
 from functions.limits import TOKEN_ENV
 from knative.errors import PlatformError
 from knative.local.priority import lower
+from knative.local.start_deadline import StartDeadline, run_delay_s
 from slackwise_config import FunctionConfig
 from slackwise_core.http1 import Http1Pool, Origin
 
@@ -169,7 +170,9 @@ class Replica:
         assert self.process is not None
         url = f"{self.url}/v1/models/{self.function.name}"
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
+        pid = self.process.pid
+        # the time it waits for a CPU does not count against it (a start that yields)
+        deadline = StartDeadline(loop.time(), timeout_s, lambda: run_delay_s(pid))
         while True:
             if self.stopping:
                 raise ReplicaStartError(f"{self._name}: stopped while starting")
@@ -186,8 +189,8 @@ class Replica:
                     raise ReplicaStartError(f"{self._name}: {response.json().get('error')}")
             except httpx.TransportError:
                 pass
-            if loop.time() > deadline:
-                raise ReplicaStartError(f"{self._name}: not ready within {timeout_s:g} s")
+            if deadline.passed(loop.time()):
+                raise ReplicaStartError(f"{self._name}: {deadline.reason()}")
             await asyncio.sleep(0.05)
 
     def log_tail(self, lines: int = 8) -> str:

@@ -1,0 +1,85 @@
+"""When a starting replica has had its time: ``ready_timeout_s``, not counting the time the
+kernel kept it waiting for a CPU.
+
+A replica that loads its model on cores its neighbours keep busy progresses only as fast as the
+scheduler lets it, and with ``platform.starting_nice`` (``auto``: when the ready replicas hold
+every CPU) it is meant to: ten steps nicer, in its own session, it gets about a twentieth of a
+core the adapter and a serving replica keep busy (weights 110 against 1,024 each), so a model
+that loads in 7 s of CPU needs over two minutes of a flood, past the 120 s the platform gives a
+start. Timed out, it is killed and started again, and each try spends its seconds of CPU on the
+core it was meant to spare: a loop that a yielding start made. So the deadline moves on by the
+time the replica was runnable but not running (the kernel's ``run_delay`` in each thread's
+``/proc/<pid>/task/<tid>/schedstat``, the most of any thread: a replica loads its model on a
+thread of its own while the main one answers "loading", and the main thread, idle, waits for
+a CPU only half as long; measured on one core beside a busy loop, digits at nice 10: ready
+after 23.3 s, its loading thread 19.2 s of them waiting, the main one 10.2), at most
+``max_starved`` times the timeout: a start that hangs (sleeps, deadlocks, waits on a lock) waits
+for no CPU and times out as before, and one that spins beside busy neighbours times out too,
+later. Where the kernel keeps no schedstat the deadline is the plain timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["StartDeadline", "run_delay_s"]
+
+#: the most the time a start waited for a CPU moves its deadline, in timeouts
+MAX_STARVED = 10.0
+
+
+def run_delay_s(pid: int) -> float | None:
+    """The most seconds any thread of ``pid`` has waited runnable for a CPU (the second field
+    of each thread's ``schedstat``, in ns); None where the kernel does not say."""
+    most: float | None = None
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            waited = int((task / "schedstat").read_text().split()[1]) / 1e9
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+        most = waited if most is None else max(most, waited)
+    return most
+
+
+class StartDeadline:
+    """The ready deadline of a replica started at ``now`` (see the module). Time comes in as an
+    argument; ``waited`` says how long the replica has waited for a CPU so far (None: unknown)."""
+
+    def __init__(
+        self,
+        now: float,
+        timeout_s: float,
+        waited: Callable[[], float | None],
+        *,
+        max_starved: float = MAX_STARVED,
+    ) -> None:
+        self.timeout_s = timeout_s
+        self._deadline = now + timeout_s
+        self._waited = waited
+        self._max_s = max_starved * timeout_s
+        first = waited()
+        self._base = 0.0 if first is None else first
+        #: what the deadline moved by, at the last look
+        self.starved_s = 0.0
+
+    def passed(self, now: float) -> bool:
+        """Has the start had its time at ``now``? Asked at every look, so that what a thread
+        waited is kept once it ends."""
+        waited = self._waited()
+        if waited is not None:
+            self.starved_s = min(self._max_s, max(self.starved_s, waited - self._base))
+        return now > self._deadline + self.starved_s
+
+    def reason(self) -> str:
+        """Why it failed, for the start's error."""
+        if self.starved_s <= 0.0:
+            return f"not ready within {self.timeout_s:g} s"
+        return (
+            f"not ready within {self.timeout_s:g} s and the {self.starved_s:.1f} s it waited "
+            "for a CPU"
+        )
