@@ -180,13 +180,16 @@ def summarize(workload: dict[str, Any]) -> None:
         costs = fit_costs(rows)
         workload["costs"][kind] = asdict(costs)
         if workload["bound"] == "model":
-            # the server's core: the adapter and its replicas share it (the layout)
+            # the server's core: the adapter and its replicas share it (the layout); runs
+            # from before the replicas' CPU was recorded have no bound
             core = [
                 (c["window_s"], c["ok"], c["refused"], c["adapter_cpu_s"] + c["replicas_cpu_s"])
                 for c in cells
+                if c.get("replicas_cpu_s") is not None
             ]
-            costs = fit_costs(core)
-            workload.setdefault("core_costs", {})[kind] = asdict(costs)
+            costs = fit_costs(core) if len(core) == len(cells) else Costs(None, None, None, 0)
+            if costs.cells:
+                workload.setdefault("core_costs", {})[kind] = asdict(costs)
         for c in cells:
             c.update(derive(c, costs))
             c["targets"] = targets(workload["bound"], float(c["multiple"]), c)

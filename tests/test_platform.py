@@ -505,3 +505,38 @@ def test_a_start_that_yields_beside_a_busy_core_is_not_timed_out_for_its_wait() 
         os.sched_setaffinity(0, cpus)
         neighbour.kill()
         neighbour.wait()
+
+
+def test_a_replica_waiting_its_turn_to_load_yields_by_what_is_ready_when_its_turn_comes() -> None:
+    """``platform.max_starting: 1`` on one CPU, two replicas asked for at once: when they were
+    asked for nothing was ready, but by the second's turn the first serves and holds the only
+    CPU, so the second loads yielding (decided at its spawn, not when it was asked for)."""
+    from knative.local.priority import AUTO_STEP, can_restore, niceness, starting
+
+    if not can_restore():
+        pytest.skip("this process may not lower a niceness: replicas start at its own")
+    base = niceness()
+    cpus = os.sched_getaffinity(0)
+
+    async def body(platform: LocalPlatform, client: httpx.AsyncClient) -> None:
+        await platform.set_min_scale("digits", 2)
+        seen: dict[str, set[int]] = {}
+        for _ in range(3000):
+            if platform.replicas("digits").ready == 2:
+                break
+            ready = platform.replica_pids("digits", ready=True)
+            for name, pid in platform.replica_pids("digits").items():
+                with contextlib.suppress(ProcessLookupError):
+                    if name not in ready:
+                        seen.setdefault(name, set()).add(os.getpriority(os.PRIO_PROCESS, pid))
+            await asyncio.sleep(0.01)
+        assert platform.replicas("digits").ready == 2
+        first, second = sorted(seen)
+        assert seen[first] == {base}  # nothing was ready: nobody to yield to
+        assert starting(AUTO_STEP) in seen[second]  # its turn came with the first serving
+
+    os.sched_setaffinity(0, {min(cpus)})  # the replicas inherit it
+    try:
+        run(make_config(max_starting=1), body)
+    finally:
+        os.sched_setaffinity(0, cpus)

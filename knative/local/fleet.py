@@ -190,14 +190,13 @@ class Fleet:
     async def _run_replica(self, fn: FunctionRuntime, replica: Replica) -> None:
         assert self.client is not None
         try:
-            nice = self.starting_nice()
             await replica.start(
                 self.client,
                 ready_timeout_s=self.settings.ready_timeout_s,
-                nice=nice,
+                nice=self.starting_nice,  # decided when its turn to load comes
                 slot=self.start_slots,
             )
-            if replica.pid is not None and nice != self.nice:
+            if replica.pid is not None and replica.started_nice != self.nice:
                 restore(replica.pid, self.nice)  # ready: it serves as an equal
             if fn.quota is not None and replica.pid is not None:
                 fn.quota.add(replica.pid)  # loaded unthrottled, served within the quota

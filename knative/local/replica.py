@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -79,6 +80,8 @@ class Replica:
         self.port: int | None = None
         self.process: asyncio.subprocess.Process | None = None
         self.stopping = False
+        #: the niceness it was spawned at (None: the platform's own, not set)
+        self.started_nice: int | None = None
         #: keep-alive connections for predict requests to this replica
         self.pool: Http1Pool | None = None
 
@@ -102,18 +105,21 @@ class Replica:
         client: httpx.AsyncClient,
         *,
         ready_timeout_s: float,
-        nice: int | None = None,
+        nice: Callable[[], int] | None = None,
         slot: asyncio.Semaphore | None = None,
     ) -> None:
-        """Spawn the process (at niceness ``nice``, the platform's own when ``None``) and wait
-        until it answers ready, holding ``slot`` (the platform's loading turns) from the spawn
-        until then; raises ReplicaStartError."""
+        """Spawn the process and wait until it answers ready, holding ``slot`` (the platform's
+        loading turns) from the spawn until then; raises ReplicaStartError. ``nice`` says the
+        niceness to start at when the spawn comes (after its turn: the replicas ready by then
+        decide whether it yields), kept in :attr:`started_nice`; the platform's own when
+        ``None``."""
         if self.function.cold_start_extra_s > 0:
             await asyncio.sleep(self.function.cold_start_extra_s)
         async with slot if slot is not None else contextlib.nullcontext():
             if self.stopping:
                 raise ReplicaStartError(f"{self._name}: stopped before it started")
-            await self._spawn(nice)
+            self.started_nice = None if nice is None else nice()
+            await self._spawn(self.started_nice)
             await self._wait_ready(client, ready_timeout_s)
 
     async def _spawn(self, nice: int | None) -> None:
