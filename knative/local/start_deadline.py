@@ -3,11 +3,12 @@ kernel kept it waiting for a CPU.
 
 A replica that loads its model on cores its neighbours keep busy progresses only as fast as the
 scheduler lets it, and with ``platform.starting_nice`` (``auto``: when the ready replicas hold
-every CPU) it is meant to: ten steps nicer, in its own session, it gets about a twentieth of a
-core the adapter and a serving replica keep busy (weights 110 against 1,024 each), so a model
-that loads in 7 s of CPU needs over two minutes of a flood, past the 120 s the platform gives a
-start. Timed out, it is killed and started again, and each try spends its seconds of CPU on the
-core it was meant to spare: a loop that a yielding start made. So the deadline moves on by the
+every CPU) it is meant to: ten steps nicer, in its own session, it gets about a tenth of a
+core a serving replica keeps busy (a twentieth where the adapter keeps it busy too: weights 110
+against 1,024 each), so its wall time is ten to twenty times its load's CPU (embed under a
+10x flood on one core: ready 80-83 s in, docs/advisor.md). Past the 120 s the platform gives a
+start (a heavier model, a shorter timeout), it was killed and started again, each try spending
+its seconds of CPU on the core it was meant to spare. So the deadline moves on by the
 time the replica was runnable but not running (the kernel's ``run_delay`` in each thread's
 ``/proc/<pid>/task/<tid>/schedstat``, the most of any thread: a replica loads its model on a
 thread of its own while the main one answers "loading", and the main thread, idle, waits for
