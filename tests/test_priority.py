@@ -21,10 +21,10 @@ from knative.local.priority import (
     lower,
     niceness,
     restore,
-    set_group_nice,
     starting,
 )
 from slackwise_config import ConfigError, parse_config
+from tests.busy_loops import busy_loop
 
 #: a child that makes three threads after it starts, as a model's thread pools are made during
 #: the load, and then waits
@@ -111,21 +111,6 @@ def test_a_replica_in_a_session_of_its_own_is_lowered_and_restored_whole() -> No
             child.stdout.close()
 
 
-def _busy_loop(nice: int | None) -> subprocess.Popen[bytes]:
-    """A busy loop on CPU 0 in a session of its own (as the platform spawns a replica), its
-    session at ``nice`` (None: left alone)."""
-
-    def setup() -> None:
-        os.sched_setaffinity(0, {0})
-        if nice is not None:
-            os.setpriority(os.PRIO_PROCESS, 0, nice)
-            set_group_nice(nice)
-
-    return subprocess.Popen(
-        [sys.executable, "-c", "while True: pass"], start_new_session=True, preexec_fn=setup
-    )
-
-
 def _cpu_ticks(pid: int) -> int:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # utime + stime
@@ -139,7 +124,7 @@ def test_a_replica_in_a_session_of_its_own_yields_through_its_session() -> None:
         pytest.skip("the kernel does not group tasks by session here")
     if 0 not in os.sched_getaffinity(0):
         pytest.skip("CPU 0 is not this process's")
-    serving, yielding = _busy_loop(None), _busy_loop(10)
+    serving, yielding = busy_loop(None), busy_loop(10)
     try:
         time.sleep(0.3)
         assert group_nice(yielding.pid) == 10
