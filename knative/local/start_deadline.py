@@ -11,15 +11,15 @@ start (a heavier model, a shorter timeout), it was killed and started again, eac
 its seconds of CPU on the core it was meant to spare. So the deadline moves on by the
 time the replica was runnable but not running (the kernel's ``run_delay`` in each thread's
 ``/proc/<pid>/task/<tid>/schedstat``, the most of any thread: a replica loads its model on a
-thread of its own while the main one answers "loading", and the main thread, idle, waits for
-a CPU only half as long; measured on one core beside a busy loop, digits at nice 10: ready
-after 23.3 s, its loading thread 19.2 s of them waiting, the main one 10.2), at most
-``max_starved`` times the timeout: a start that hangs (sleeps, deadlocks, waits on a lock) waits
-for no CPU and times out as before, and one that spins beside busy neighbours times out too,
-later. Where the kernel keeps no schedstat the deadline is the plain timeout. The kernel adds a
-wait to ``run_delay`` when the thread next gets the CPU, so a start that gets no slice at all
-for a while shows that wait only after (at nice 10 beside busy replicas it gets one every few
-tens of milliseconds; at 19 beside three busy loops, none in 1.5 s was seen).
+thread of its own while the main one, answering "loading", idles and waits for a CPU far less
+(with the main thread's count alone, ``tests/test_platform.py``'s yielding start still timed
+out), at most ``max_starved`` times the timeout: a start that hangs (sleeps, deadlocks, waits
+on a lock) waits for no CPU and times out as before, and one that spins beside busy neighbours
+times out too, later. Where the kernel keeps no schedstat the deadline is the plain timeout.
+The kernel adds a wait to ``run_delay`` when the thread next gets the CPU, so a start that gets
+no slice at all for a while shows that wait only after (at nice 10 beside busy replicas slices
+come often; at 19 beside several busy loops there may be none for seconds:
+``tests/test_start_deadline.py`` measures at 10 for that reason).
 """
 
 from __future__ import annotations
