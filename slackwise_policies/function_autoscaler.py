@@ -4,6 +4,7 @@ the simulator)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -11,10 +12,12 @@ from typing import Any, Literal
 from slackwise_policies.advisor import Advisor
 from slackwise_policies.advisor_config import MAX_REPLICAS, AdvisorDecision
 from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.burst import SLA_WINDOW
 from slackwise_policies.evidence import Evidence
 from slackwise_policies.headroom import Headroom, HeadroomConfig, parse_headroom
 from slackwise_policies.keepalive import KeepAlive, KeepAliveConfig
 from slackwise_policies.latency import LatencyModel
+from slackwise_policies.onsets import Onsets
 from slackwise_policies.percentile import ServiceModel
 from slackwise_policies.replay import ObservedService
 
@@ -55,6 +58,9 @@ class FunctionAutoscaler:
     #: spare capacity from the measured volatility (None: the lean count, ``headroom: 0``)
     headroom: Headroom | None = field(default_factory=Headroom)
     _factor: tuple[float, float] | None = None
+    #: the requests a cold start after a lull delays, against a window's allowance: the last
+    #: replica stays through lulls while it would break the SLA (None: off, with the keep-alive)
+    onsets: Onsets | None = None
 
     def outcome(self, now: float, missed: bool) -> None:
         """A request finished at ``now``, in time or ``missed`` (late, pruned, refused)."""
@@ -79,6 +85,10 @@ class FunctionAutoscaler:
             gap = now - self.last_arrival
             if gap >= 1.0:
                 self.keep_alive.observe_gap(gap)
+                if self.onsets is not None:
+                    self.onsets.gap_ended(now, self.advisor.setup_s)
+        if self.onsets is not None:
+            self.onsets.arrived(now, instances)
         self.last_arrival = now
 
     def cold_start(self, now: float, seconds: float) -> None:
@@ -195,11 +205,14 @@ class FunctionAutoscaler:
         )
 
     def pin_for(self, decision: AdvisorDecision, now: float) -> int:
-        """The floor to write: the advisor's, one warm replica across short idle gaps."""
+        """The floor to write: the advisor's, one warm replica across short idle gaps, and
+        across every lull while a cold start after one would break a window of the SLA."""
         pin = decision.min_scale
         self.keep_warm = False
         if self.keep_alive is not None and self.last_arrival is not None:
-            self.keep_warm = self.keep_alive.should_keep_warm(now, self.last_arrival)
+            self.keep_warm = self.keep_alive.should_keep_warm(now, self.last_arrival) or (
+                self.onsets is not None and self.onsets.keeps(now, self.last_arrival)
+            )
             if self.keep_warm:
                 pin = max(pin, 1)
         if self.max_scale > 0:
@@ -216,6 +229,7 @@ class FunctionAutoscaler:
             "drift": None if self.drift is None else round(self.drift, 3),
             "headroom": "off" if self.headroom is None else self.headroom.reason,
             "burst_u": self.advisor.burst_u,
+            "onsets": "off" if self.onsets is None else self.onsets.reason,
             "burst_u_reason": None if self.advisor.burst is None else self.advisor.burst.reason,
         }
         if d is not None:
@@ -260,6 +274,7 @@ def function_autoscaler(
         # seconds ahead once a step from them entered the fit)
         advisor=Advisor(config, service),
         keep_alive=KeepAlive(KeepAliveConfig()) if settings.keep_alive else None,
+        onsets=_onsets(settings, percentile) if settings.keep_alive else None,
         model=model,
         limit=limit,
         container_concurrency=container_concurrency,
@@ -267,6 +282,14 @@ def function_autoscaler(
         evidence=Evidence() if settings.evidence else None,
         headroom=_headroom(settings.headroom),
     )
+
+
+def _onsets(settings: AdvisorSettings, percentile: float) -> Onsets:
+    """The lulls' onsets against the late requests one window of the SLA may hold: the
+    advisor's ``sla_window`` (Swayam's 1,000 when it judges the whole run) times what the
+    percentile lets miss."""
+    window = settings.sla_window or SLA_WINDOW
+    return Onsets(allowance=math.floor(window * (1.0 - percentile / 100.0) + 1e-9))
 
 
 def _headroom(value: float | Literal["auto"]) -> Headroom | None:
