@@ -22,9 +22,10 @@ keep-alive's own windows and may go to zero. Pure: the time is an argument.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import deque
+
+from slackwise_policies.settings_error import integer, number
 
 __all__ = ["HOLD_S", "SAMPLES", "Onsets"]
 
@@ -39,12 +40,9 @@ class Onsets:
     late requests one window of the SLA may hold (``allowance``)."""
 
     def __init__(self, *, allowance: int, samples: int = SAMPLES, hold_s: float = HOLD_S) -> None:
-        if allowance < 0:
-            raise ValueError(f"allowance must be >= 0, got {allowance!r}")
-        if samples < 1:
-            raise ValueError(f"samples must be >= 1, got {samples!r}")
-        if not (math.isfinite(hold_s) and hold_s >= 0.0):
-            raise ValueError(f"hold_s must be a finite number >= 0, got {hold_s!r}")
+        integer("allowance", allowance, 0)
+        integer("samples", samples, 1)
+        number("hold_s", hold_s, allow_low=True)
         self.allowance = allowance
         self.hold_s = hold_s
         self._onsets: deque[int] = deque(maxlen=samples)
