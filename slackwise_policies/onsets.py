@@ -6,17 +6,17 @@ against a cold start priced in replica-seconds. Under a windowed SLA (Swayam's: 
 request that arrives while the replica starts waits out the setup time and misses, and once more
 of them miss than one window may (10 for a P99 over 1,000), every window that holds them fails,
 about ``window / step`` windows for one cold start. On a bursty function (Azure's LLM
-code-completion trace, docs/simulator.md: most seconds empty, bursts of 100-300 requests within
-a setup time after gaps of one to four minutes) two cold starts cost 7 points of window
-compliance, where keeping the last replica through every gap costs about an eighth more
-replica-seconds.
+code-completion trace, docs/simulator.md: most seconds empty, a median of 134 requests within
+a setup time after each lull of ten seconds or more) two cold starts after lulls of 143 and 216 s
+cost about 5.6 points of window compliance, where keeping the last replica through every lull
+cost 4 % more replica-seconds.
 
 :class:`Onsets` measures that price where it is paid: after each idle gap (a second or more
 without arrivals, the keep-alive histogram's gaps), how many requests arrived within one setup
 time of the first. When the median of the last ``samples`` such onsets is more than the window's
 allowance, a cold start after a lull typically breaks the SLA, and the function keeps its last
 replica through idle gaps of up to ``hold_s`` (an hour by default: a function idle that long
-starts cold). A function whose lulls end with a few requests (the quiet NASA hour's) keeps the
+starts cold). A function whose lulls end with fewer requests than that keeps the
 keep-alive's own windows and may go to zero. Pure: the time is an argument.
 """
 
