@@ -20,6 +20,7 @@ seeds; the table gives medians and ranges of:
         --json experiments/sim/results/disturbance.json \\
         > experiments/sim/results/disturbance.txt
 
+``--kinds pause`` runs the stall alone (``slow`` the slowdowns).
 ``slackwise report`` copies the text into docs/advisor.md.
 """
 
@@ -175,15 +176,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated (default 1,2,3)")
     parser.add_argument("--config", default=CONFIG, help=f"a Fig. 9 config (default {CONFIG})")
     parser.add_argument("--json", type=Path, help="write every run here")
+    parser.add_argument(
+        "--kinds",
+        default="slow,pause",
+        help="comma-separated disturbance kinds to run (default slow,pause: all of them)",
+    )
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
+    kinds = {k.strip() for k in args.kinds.split(",") if k.strip()}
+    unknown = kinds - {d.kind for d in DISTURBANCES.values()}
+    if unknown or not kinds:
+        parser.error(f"--kinds: unknown kind(s) {sorted(unknown)!r}; known: slow, pause")
+    chosen = {what: d for what, d in DISTURBANCES.items() if d.kind in kinds}
     base = load_sim_config(ROOT / args.config)
     jobs = [(replace(base, disturbance=d), label, seed)
-            for what, d in DISTURBANCES.items() for label in RUNS[what]
+            for what, d in chosen.items() for label in RUNS[what]
             for seed in seeds]  # fmt: skip
     rows = map_jobs(_run, jobs, args.jobs)
     out: dict[str, Any] = {}
-    for what, d in DISTURBANCES.items():
+    for what, d in chosen.items():
         runs = [r for r, job in zip(rows, jobs, strict=True) if job[0].disturbance == d]
         out[what] = {"disturbance": asdict(d), "scalers": list(RUNS[what]), "runs": runs}
     print(_table(out), end="")

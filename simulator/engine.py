@@ -230,7 +230,7 @@ class Simulation:
 
     def _drop(self, req: SimRequest, now: float) -> None:
         """A request refused or pruned as late: answered at ``now``, a violation."""
-        self._finished(self.apps[req.app].stations[req.stage], req, now, missed=True)
+        self._finished(self.apps[req.app].stations[req.stage], req, now, missed=True, served=False)
         self._outstanding -= 1
         if req.index >= self._warmup:
             self._latencies.append(now - req.started)
@@ -238,14 +238,16 @@ class Simulation:
             self._index_of.append(req.index)
             self._violations += 1
 
-    def _finished(self, st: Station, req: SimRequest, now: float, *, missed: bool) -> None:
+    def _finished(
+        self, st: Station, req: SimRequest, now: float, *, missed: bool, served: bool = True
+    ) -> None:
         """Evidence for the scaler (unless it missed waiting for a cold start); a miss may ask
         for a decision at once."""
         hooks = self._hooks
         if hooks is None:
             return
         if not (missed and req.cold):
-            hooks.outcome(now, st.name, missed)
+            hooks.outcome(now, st.name, missed, served=served)
         if missed and hooks.missed(now, st.name):
             self._tick(st, now)
 

@@ -175,8 +175,8 @@ class _Learning:
     def cold_start(self, now: float, function: str, seconds: float) -> None:
         self.driver.cold_start(now, function, seconds)
 
-    def outcome(self, now: float, function: str, missed: bool) -> None:
-        self.driver.outcome(now, function, missed)
+    def outcome(self, now: float, function: str, missed: bool, *, served: bool = True) -> None:
+        self.driver.outcome(now, function, missed, served=served)
 
     def missed(self, now: float, function: str) -> bool:
         """Whether a miss at ``now`` asks the engine for a decision at once."""

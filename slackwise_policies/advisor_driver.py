@@ -115,12 +115,13 @@ class AdvisorDriver:
         if count >= 1:
             self.functions[function].advisor.observe_frontends(now, count)
 
-    def outcome(self, now: float, function: str, missed: bool) -> None:
+    def outcome(self, now: float, function: str, missed: bool, *, served: bool = True) -> None:
         """A request to ``function`` finished at ``now``, in time or ``missed`` (the evidence's
-        count; a request that missed waiting for a cold start is not reported)."""
+        count; a request that missed waiting for a cold start is not reported); ``served``: a
+        replica answered it (a refusal at the door or a pruned request was not)."""
         auto = self.functions.get(function)
         if auto is not None:
-            auto.outcome(now, missed)
+            auto.outcome(now, missed, served=served)
 
     def urgent(self, now: float, function: str) -> bool:
         """Whether a miss at ``now`` asks for a decision for ``function`` at once."""

@@ -20,12 +20,21 @@ last raise (new replicas need the setup before they can help, and until a window
 holds answers from before they were up: raising sooner only overshoots), but only when the last
 raise helped (the share missing fell by a tenth) or requests wait in the queue past their deadline:
 requests late in service itself (a service time over the SLO) are not helped by more replicas, and
-doubling on would run to max-scale. When the evidence agrees again for ``clear_s``, the floor steps
-down by half its excess over the model's count (one replica at least) per ``clear_s`` (passive
-scale-in) until the model's own count is above it, and it is gone: it came up by doubling, and it
-goes down as fast (one replica a period took half an hour from a floor of 188). While the floor
-stands, the model's inputs (the service times the advisor replays) come
-from the seconds since it was raised, at most the last two evidence windows
+doubling on would run to max-scale. A **stall** (requests queued past their deadline and no replica
+answering any of the requests that arrived since its last answer, for a second or more: every
+replica stopped, a node paused; refusals at the door are not answers) sizes the first raise for
+the backlog, not by the factor: a replica started now is up after ``setup_s``, and by then the
+queue holds the stall's seconds so far plus the setup's of arrivals, none answered; the raise is
+what carries the rate and drains that backlog within one evidence window,
+``ceil(count × (1 + (stalled + setup_s) / window_s))`` (the count in force carries the rate, so a
+backlog of ``s`` seconds of arrivals drained in ``window_s`` asks ``s / window_s`` times it more).
+Doubling there left the backlog to the replicas of a count sized for the rate alone, and every
+request arriving while they drained it missed too. When the evidence agrees again for
+``clear_s``, the floor steps down by half its excess over the model's count (one replica at
+least) per ``clear_s`` (passive scale-in) until the model's own count is above it, and it is
+gone: it came up by doubling, and it goes down as fast (one replica a period took half an hour
+from a floor of 188). While the floor stands, the model's inputs (the service times the advisor
+replays) come from the seconds since it was raised, at most the last two evidence windows
 (:meth:`Evidence.recent_s`), not its long window, so the model itself catches up with the change
 (and a stall's long batches leave it as soon as the stall is over). It never stands under another
 autoscaler: it is part of the advisor's own count. Pure: the time is an argument."""
@@ -78,9 +87,20 @@ class Evidence:
         self._fraction = 1.0
         #: when the model's own count last rose above the count in force
         self._model_raised_at = -math.inf
+        #: since when requests have waited with no replica answering (None: the last arrival
+        #: was answered): a stall's length
+        self._waiting_since: float | None = None
 
-    def outcome(self, now: float, missed: bool) -> None:
-        """A request finished at ``now``: answered in time, or ``missed`` (late or refused)."""
+    def arrived(self, now: float) -> None:
+        """A request arrived at ``now`` (the start of a wait, if nothing was waiting)."""
+        if self._waiting_since is None:
+            self._waiting_since = now
+
+    def outcome(self, now: float, missed: bool, *, served: bool = True) -> None:
+        """A request finished at ``now``: answered in time, or ``missed`` (late or refused);
+        ``served``: a replica answered it (a refusal at the door or a pruned request was not)."""
+        if served:
+            self._waiting_since = None
         second = int(now)
         buckets = self._buckets
         if not buckets or buckets[-1][0] != second:
@@ -104,6 +124,13 @@ class Evidence:
         if self.level is None or self._episode is None:
             return None
         return min(max(1.0, now - self._episode), 2.0 * self.config.window_s)
+
+    def stalled_s(self, now: float) -> float:
+        """How long requests have waited at ``now`` with no replica answering (0 when the last
+        arrival was answered; a lull's silence is not a stall: nothing waited through it)."""
+        if self._waiting_since is None:
+            return 0.0
+        return max(0.0, now - self._waiting_since)
 
     def counts(self, now: float) -> tuple[int, int]:
         """Outcomes and misses over the last ``window_s``."""
@@ -148,6 +175,11 @@ class Evidence:
             else:
                 base = max(current, self.level or 0, 1)
                 raised = min(cap, max(math.ceil(base * cfg.factor), base + 1))
+                stalled = self.stalled_s(now) if overdue and self.level is None else 0.0
+                if stalled >= 1.0:  # a stall: sized for the backlog a new replica will meet
+                    backlog_s = stalled + setup_s
+                    raised = min(cap, max(raised, math.ceil(base * (1 + backlog_s / cfg.window_s))))
+                    said += f", nothing answered for {stalled:.0f} s: sized for the backlog"
                 if raised > (self.level or 0):
                     if self.level is None:
                         self._episode = now

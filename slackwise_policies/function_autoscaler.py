@@ -62,10 +62,11 @@ class FunctionAutoscaler:
     #: replica stays through lulls while it would break the SLA (None: off, with the keep-alive)
     onsets: Onsets | None = None
 
-    def outcome(self, now: float, missed: bool) -> None:
-        """A request finished at ``now``, in time or ``missed`` (late, pruned, refused)."""
+    def outcome(self, now: float, missed: bool, *, served: bool = True) -> None:
+        """A request finished at ``now``, in time or ``missed`` (late, pruned, refused);
+        ``served``: a replica answered it (not refused at the door, not pruned)."""
         if self.evidence is not None:
-            self.evidence.outcome(now, missed)
+            self.evidence.outcome(now, missed, served=served)
         if self.advisor.burst is not None:
             self.advisor.burst.outcome(now, missed)
 
@@ -81,6 +82,8 @@ class FunctionAutoscaler:
         """``instances`` arrived at ``now``: the rate history and, for the idle gap before
         them, the keep-alive histogram (gaps under a second are the same burst)."""
         self.advisor.record(now, instances)
+        if self.evidence is not None:
+            self.evidence.arrived(now)
         if self.keep_alive is not None and self.last_arrival is not None:
             gap = now - self.last_arrival
             if gap >= 1.0:

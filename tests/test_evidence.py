@@ -135,12 +135,52 @@ def test_a_stalled_replica_answering_nothing_is_seen_through_its_overdue_queue()
     # a replica stopped mid-run: no outcome arrives at all, yet requests wait past their deadline
     ev = Evidence()
     t = feed(ev, 0.0, 3.0, 20, 0)  # it was fine
-    t += 3.0  # then nothing came back for three seconds
+    ev.arrived(t)  # then requests came and nothing came back for three seconds
+    t += 3.0
     assert ev.counts(t) == (0, 0)
     assert ev.floor(t, model=1, current=1, setup_s=2.0, most=10, overdue=0) == 1  # silence alone
     assert ev.floor(t, model=1, current=1, setup_s=2.0, most=10, overdue=4) == 1  # too few yet
-    assert ev.floor(t, model=1, current=1, setup_s=2.0, most=10, overdue=12) == 2
+    # nothing answered for 3 s: the raise carries the rate and drains, within the 3 s window,
+    # the backlog of 3 + 2 s (the setup) of arrivals: 1 x (1 + 5 / 3) -> 3, not the doubling's 2
+    assert ev.floor(t, model=1, current=1, setup_s=2.0, most=10, overdue=12) == 3
     assert "queued past their deadline" in (ev.reason or "")
+    assert "nothing answered for 3 s" in (ev.reason or "")
+
+
+def test_a_stall_sizes_its_raise_for_the_backlog_a_slowdown_doubles() -> None:
+    # the same misses and the same queue past its deadline; the one difference is whether a
+    # replica still answers the requests that arrive
+    slowed, stalled = Evidence(), Evidence()
+    t = feed(slowed, 0.0, 3.0, 30, 0)
+    feed(stalled, 0.0, 3.0, 30, 0)
+    slowed.arrived(t)
+    stalled.arrived(t)
+    feed(slowed, t, 1.0, 30, 1)  # a slowdown: answers still come, every one late
+    t += 1.0
+    # three replicas; a new one is up in 5 s; for 1 s nothing answered what arrived: the queue a
+    # new replica meets holds 1 + 5 s of arrivals, drained within the 3 s window: 3 x (1 + 6 / 3)
+    assert slowed.floor(t, model=3, current=3, setup_s=5.0, most=50, overdue=40) == 6
+    assert stalled.floor(t, model=3, current=3, setup_s=5.0, most=50, overdue=40) == 9
+    # max-scale still caps it
+    capped = Evidence()
+    feed(capped, 0.0, 3.0, 30, 0)
+    capped.arrived(3.0)
+    assert capped.floor(4.0, model=3, current=3, setup_s=5.0, most=7, overdue=40) == 7
+    # refusals at the door are no answers: the stall is still seen through them
+    refusing = Evidence()
+    feed(refusing, 0.0, 3.0, 30, 0)
+    refusing.arrived(3.0)
+    for i in range(30):
+        refusing.outcome(3.0 + i / 30, missed=True, served=False)
+    assert refusing.floor(4.0, model=3, current=3, setup_s=5.0, most=50, overdue=40) == 9
+    # a lull's silence is not a stall: nothing waited through it
+    lull = Evidence()
+    feed(lull, 0.0, 3.0, 30, 0)
+    lull.arrived(103.5)  # the first request after 100 s of nothing
+    for i in range(30):
+        lull.outcome(103.5 + i / 60, missed=True)
+    lull.arrived(104.0)
+    assert lull.floor(104.0, model=3, current=3, setup_s=5.0, most=50, overdue=40) == 6
 
 
 def test_a_few_overdue_among_many_timely_answers_are_tolerated() -> None:

@@ -99,7 +99,9 @@ class Accounting:
         if missed:
             self.misses.inc()
             if self.autoscaling is not None:
-                self.autoscaling.missed(self.name, done, cold=item.arrived_cold)
+                self.autoscaling.missed(
+                    self.name, done, cold=item.arrived_cold, served=batch_size > 0
+                )
         elif self.autoscaling is not None:
             self.autoscaling.outcome(self.name, done)
         for observer in self.observers if status == 200 else ():

@@ -166,13 +166,14 @@ class Autoscaling:
         """A request to ``function`` was answered in time at ``now`` (the evidence's count)."""
         self.driver.outcome(now, function, False)
 
-    def missed(self, function: str, now: float, *, cold: bool = False) -> None:
+    def missed(self, function: str, now: float, *, cold: bool = False, served: bool = True) -> None:
         """A request to ``function`` missed its SLO or was refused as late: counted as evidence
         (unless it arrived ``cold``, waiting for a replica to start: a cold start is not the
         model misjudging service times, and the advisor counts it already), and decided again
-        at once when the driver asks (:meth:`AdvisorDriver.urgent`)."""
+        at once when the driver asks (:meth:`AdvisorDriver.urgent`); ``served``: a replica
+        answered it (a refusal at the door was not: a stall's evidence)."""
         if not cold:
-            self.driver.outcome(now, function, True)
+            self.driver.outcome(now, function, True, served=served)
         if self._task is None or not self.driver.urgent(now, function):
             return
         task = asyncio.create_task(self.tick(only=function), name=f"advisor-{function}")
