@@ -21,23 +21,23 @@ holds answers from before they were up: raising sooner only overshoots), but onl
 raise helped (the share missing fell by a tenth) or requests wait in the queue past their deadline:
 requests late in service itself (a service time over the SLO) are not helped by more replicas, and
 doubling on would run to max-scale. A **stall** (requests queued past their deadline and no replica
-answering any of the requests that arrived since its last answer, for a second or more: every
-replica stopped, a node paused; refusals at the door are not answers) sizes the first raise for
-the backlog, not by the factor: a replica started now is up after ``setup_s``, and by then the
-queue holds the stall's seconds so far plus the setup's of arrivals, none answered; the raise is
-what carries the rate and drains that backlog within one evidence window,
-``ceil(count × (1 + (stalled + setup_s) / window_s))`` (the count in force carries the rate, so a
-backlog of ``s`` seconds of arrivals drained in ``window_s`` asks ``s / window_s`` times it more).
-Doubling there left the backlog to the replicas of a count sized for the rate alone, and every
-request arriving while they drained it missed too. When the evidence agrees again for
-``clear_s``, the floor steps down by half its excess over the model's count (one replica at
-least) per ``clear_s`` (passive scale-in) until the model's own count is above it, and it is
-gone: it came up by doubling, and it goes down as fast (one replica a period took half an hour
-from a floor of 188). While the floor stands, the model's inputs (the service times the advisor
-replays) come from the seconds since it was raised, at most the last two evidence windows
-(:meth:`Evidence.recent_s`), not its long window, so the model itself catches up with the change
-(and a stall's long batches leave it as soon as the stall is over). It never stands under another
-autoscaler: it is part of the advisor's own count. Pure: the time is an argument."""
+answering any of the requests that arrived since its last answer, for ``STALL_S`` or more: every
+replica stopped, a node paused; refusals at the door are not answers) sizes the first raise for the
+backlog, not by the factor: a replica started now is up after ``setup_s``, and by then the queue
+holds the stall's seconds so far plus the setup's of arrivals, none answered; the raise is what
+carries the rate and drains that backlog within one evidence window, ``ceil(count × (1 + (stalled +
+setup_s) / window_s))`` (the count in force carries the rate, so a backlog of ``s`` seconds of
+arrivals drained in ``window_s`` asks ``s / window_s`` times it more). Doubling there left the
+backlog to the replicas of a count sized for the rate alone, and every request arriving while they
+drained it missed too. When the evidence agrees again for ``clear_s``, the floor steps down by half
+its excess over the model's count (one replica at least) per ``clear_s`` (passive scale-in) until
+the model's own count is above it, and it is gone: it came up by doubling, and it goes down as fast
+(one replica a period took half an hour from a floor of 188). While the floor stands, the model's
+inputs (the service times the advisor replays) come from the seconds since it was raised, at most
+the last two evidence windows (:meth:`Evidence.recent_s`), not its long window, so the model itself
+catches up with the change (and a stall's long batches leave it as soon as the stall is over). It
+never stands under another autoscaler: it is part of the advisor's own count. Pure: the time is an
+argument."""
 
 from __future__ import annotations
 
@@ -45,7 +45,14 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-__all__ = ["Evidence", "EvidenceConfig"]
+__all__ = ["STALL_S", "Evidence", "EvidenceConfig"]
+
+#: how long requests wait with nothing answered before it is a stall: half a second, because
+#: the first decision after a stall begins comes within a second of it (the advisor's tick), and
+#: a whole second would then hang on whether a request arrived just before or just after the
+#: last answer (in the simulated 10 s stall, seed 3 of three doubled where 1 and 2 sized for
+#: the backlog); a replica that is not stopped answers within a batch's time, tens of ms here
+STALL_S = 0.5
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,10 +183,10 @@ class Evidence:
                 base = max(current, self.level or 0, 1)
                 raised = min(cap, max(math.ceil(base * cfg.factor), base + 1))
                 stalled = self.stalled_s(now) if overdue and self.level is None else 0.0
-                if stalled >= 1.0:  # a stall: sized for the backlog a new replica will meet
+                if stalled >= STALL_S:  # a stall: sized for the backlog a new replica will meet
                     backlog_s = stalled + setup_s
                     raised = min(cap, max(raised, math.ceil(base * (1 + backlog_s / cfg.window_s))))
-                    said += f", nothing answered for {stalled:.0f} s: sized for the backlog"
+                    said += f", nothing answered for {stalled:.1f} s: sized for the backlog"
                 if raised > (self.level or 0):
                     if self.level is None:
                         self._episode = now

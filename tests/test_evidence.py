@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from slackwise_policies.evidence import Evidence, EvidenceConfig
+from slackwise_policies.evidence import STALL_S, Evidence, EvidenceConfig
 
 
 def feed(ev: Evidence, start: float, seconds: float, per_s: int, miss_every: int) -> float:
@@ -144,7 +144,7 @@ def test_a_stalled_replica_answering_nothing_is_seen_through_its_overdue_queue()
     # the backlog of 3 + 2 s (the setup) of arrivals: 1 x (1 + 5 / 3) -> 3, not the doubling's 2
     assert ev.floor(t, model=1, current=1, setup_s=2.0, most=10, overdue=12) == 3
     assert "queued past their deadline" in (ev.reason or "")
-    assert "nothing answered for 3 s" in (ev.reason or "")
+    assert "nothing answered for 3.0 s" in (ev.reason or "")
 
 
 def test_a_stall_sizes_its_raise_for_the_backlog_a_slowdown_doubles() -> None:
@@ -181,6 +181,13 @@ def test_a_stall_sizes_its_raise_for_the_backlog_a_slowdown_doubles() -> None:
         lull.outcome(103.5 + i / 60, missed=True)
     lull.arrived(104.0)
     assert lull.floor(104.0, model=3, current=3, setup_s=5.0, most=50, overdue=40) == 6
+    # a wait shorter than STALL_S is a busy replica, not a stall
+    brief = Evidence()
+    feed(brief, 0.0, 3.0, 30, 0)
+    brief.arrived(3.0)
+    assert (
+        brief.floor(3.0 + 0.9 * STALL_S, model=3, current=3, setup_s=5.0, most=50, overdue=40) == 6
+    )
 
 
 def test_a_few_overdue_among_many_timely_answers_are_tolerated() -> None:
