@@ -381,3 +381,32 @@ def test_a_noisy_second_is_not_a_burst() -> None:
         advisor.record(t + 0.001 + i / 201.0, 1)
     t += 1.0
     assert advisor.rates_at(t, 1.0)[1] >= 190.0 > BURST_RATIO * advisor.rates_at(t)[1]
+
+
+def test_the_function_autoscaler_times_a_stall_from_its_arrivals_and_its_replicas_answers() -> None:
+    from slackwise_policies.advisor_settings import AdvisorSettings
+    from slackwise_policies.function_autoscaler import function_autoscaler
+    from slackwise_policies.latency import LatencyModel
+
+    auto = function_autoscaler(
+        "embed",
+        AdvisorSettings(enabled=True, capacity="own"),
+        slo_ms=110.0,
+        percentile=99.0,
+        model=LatencyModel.from_prior(20.0, 4.0),
+        limit=lambda: 16,
+        container_concurrency=1,
+        max_scale=0,
+        now=0.0,
+    )
+    evidence = auto.evidence
+    assert evidence is not None
+    auto.arrived(1.0, 1)
+    auto.outcome(1.02, False)  # answered by a replica
+    assert evidence.stalled_s(2.0) == 0.0
+    auto.arrived(2.0, 1)  # then nothing a replica answers: only the door's refusals
+    for i in range(10):
+        auto.outcome(2.0 + i / 10, True, served=False)
+    assert evidence.stalled_s(3.0) == 1.0
+    auto.outcome(3.1, True)  # a replica answers, late: the stall is over
+    assert evidence.stalled_s(3.5) == 0.0
