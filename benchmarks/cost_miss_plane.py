@@ -31,7 +31,12 @@ LIVE = {
     "live, inputs x4 20-40 s": "input-4.json",
     "live, inputs x8 20-40 s": "input.json",
 }
-SIM = "experiments/sim/results/disturbance.json"
+#: the simulated disturbances' JSONs, oldest first: a scenario a later one re-ran is read from it
+#: (``disturbance_sim.py --kinds pause`` re-runs the stall alone)
+SIMS = (
+    "experiments/sim/results/disturbance.json",
+    "experiments/sim/results/disturbance-stall.json",
+)
 OWNED, KPA_LIVE, KPA_SIM = "slackwise", "slackwise-kpa", "kpa"
 
 
@@ -52,11 +57,20 @@ def _live(name: str) -> dict[str, tuple[float, float, tuple[float, float, float,
     return out
 
 
-def _sim() -> dict[str, dict[str, tuple[float, float, tuple[float, float, float, float]]]]:
-    path = ROOT / SIM
-    if not path.exists():
-        return {}
-    doc = json.loads(path.read_text())
+def _sim() -> dict[str, tuple[dict[str, Any], str]]:
+    """``simulated, <disturbance>``: (scaler: (replica-s, misses %, their ranges), commit), each
+    from the last of :data:`SIMS` that holds it."""
+    out: dict[str, tuple[dict[str, Any], str]] = {}
+    for name in SIMS:
+        path = ROOT / name
+        if path.exists():
+            doc = json.loads(path.read_text())
+            for what, panel in _panels(doc).items():
+                out[f"simulated, {what}"] = (panel, str(doc.get("commit", "?")))
+    return out
+
+
+def _panels(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for what, block in doc["disturbances"].items():
         panel: dict[str, Any] = {}
@@ -66,7 +80,7 @@ def _sim() -> dict[str, dict[str, tuple[float, float, tuple[float, float, float,
             miss = [r["violation_pct"] for r in runs]
             panel[label] = (statistics.median(rs), statistics.median(miss),
                             (min(rs), max(rs), min(miss), max(miss)))  # fmt: skip
-        out[f"simulated, {what}"] = panel
+        out[what] = panel
     return out
 
 
@@ -89,12 +103,15 @@ def main(argv: list[str] | None = None) -> int:
         live = _live(name)
         if live is not None:
             panels[what] = (live, KPA_LIVE)
-    for what, panel in _sim().items():
+    commits: dict[str, str] = {}
+    for what, (panel, at) in _sim().items():
         panels[what] = (panel, KPA_SIM)
+        commits[what] = at
     print("| scenario | slackwise below and left of the KPA mode? |")
     print("|---|---|")
     for what, (panel, kpa) in panels.items():
-        print(f"| {what} | {_verdict(panel, kpa)} |")
+        at = f" (commit {commits[what]})" if what in commits else ""
+        print(f"| {what}{at} | {_verdict(panel, kpa)} |")
     print("\nLive: misses after the first ready replica, medians of 3 runs; simulated: misses "
           "among the hour's requests, medians of 3 seeds.")  # fmt: skip
     if args.png:
