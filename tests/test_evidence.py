@@ -384,21 +384,9 @@ def test_a_noisy_second_is_not_a_burst() -> None:
 
 
 def test_the_function_autoscaler_times_a_stall_from_its_arrivals_and_its_replicas_answers() -> None:
-    from slackwise_policies.advisor_settings import AdvisorSettings
-    from slackwise_policies.function_autoscaler import function_autoscaler
-    from slackwise_policies.latency import LatencyModel
+    from tests.test_onsets import _embed
 
-    auto = function_autoscaler(
-        "embed",
-        AdvisorSettings(enabled=True, capacity="own"),
-        slo_ms=110.0,
-        percentile=99.0,
-        model=LatencyModel.from_prior(20.0, 4.0),
-        limit=lambda: 16,
-        container_concurrency=1,
-        max_scale=0,
-        now=0.0,
-    )
+    auto = _embed()  # embed's autoscaler with the advisor's defaults, evidence on
     evidence = auto.evidence
     assert evidence is not None
     auto.arrived(1.0, 1)
