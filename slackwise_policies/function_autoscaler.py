@@ -20,6 +20,7 @@ from slackwise_policies.latency import LatencyModel
 from slackwise_policies.onsets import Onsets
 from slackwise_policies.percentile import ServiceModel
 from slackwise_policies.replay import ObservedService
+from slackwise_policies.returns import Returns
 
 __all__ = [
     "DRIFT_RATIO",
@@ -61,6 +62,9 @@ class FunctionAutoscaler:
     #: the requests a cold start after a lull delays, against a window's allowance: the last
     #: replica stays through lulls while it would break the SLA (None: off, with the keep-alive)
     onsets: Onsets | None = None
+    #: each level's returns after the count fell below it: a level whose return broke a window
+    #: of the SLA is held as long as its return took (None: off, with the keep-alive)
+    returns: Returns | None = None
 
     def outcome(self, now: float, missed: bool, *, served: bool = True) -> None:
         """A request finished at ``now``, in time or ``missed`` (late, pruned, refused);
@@ -92,6 +96,8 @@ class FunctionAutoscaler:
                     self.onsets.gap_ended(now, self.advisor.setup_s)
         if self.onsets is not None:
             self.onsets.arrived(now, instances)
+        if self.returns is not None:
+            self.returns.arrived(now, instances)
         self.last_arrival = now
 
     def cold_start(self, now: float, seconds: float) -> None:
@@ -195,17 +201,25 @@ class FunctionAutoscaler:
             headroom=self.headroom_factor(now),
         )
         self.last = decision
-        pin = self.pin_for(decision, now)
-        if self.evidence is None:
-            return pin
-        return self.evidence.floor(
-            now,
-            model=pin,
-            current=kpa_wants if current is None else current,
-            setup_s=self.advisor.setup_s,
-            most=self.max_scale,
-            overdue=overdue,
-        )
+        count = self.pin_for(decision, now)
+        if self.evidence is not None:
+            count = self.evidence.floor(
+                now,
+                model=count,
+                current=kpa_wants if current is None else current,
+                setup_s=self.advisor.setup_s,
+                most=self.max_scale,
+                overdue=overdue,
+            )
+        if self.returns is not None:  # the replicas expected: the KPA's may stand above a floor
+            self.returns.decided(
+                now,
+                needed=decision.needed,
+                count=max(count, kpa_wants),
+                model_rate=decision.model_rate,
+                setup_s=self.advisor.setup_s,
+            )
+        return count
 
     def pin_for(self, decision: AdvisorDecision, now: float) -> int:
         """The floor to write: the advisor's, one warm replica across short idle gaps, and
@@ -218,6 +232,9 @@ class FunctionAutoscaler:
             )
             if self.keep_warm:
                 pin = max(pin, 1)
+        if self.returns is not None:
+            bursty = self.onsets is not None and self.onsets.breaks(now)
+            pin = max(pin, self.returns.level(now, bursty=bursty))
         if self.max_scale > 0:
             pin = min(pin, self.max_scale)
         return pin
@@ -233,6 +250,7 @@ class FunctionAutoscaler:
             "headroom": "off" if self.headroom is None else self.headroom.reason,
             "burst_u": self.advisor.burst_u,
             "onsets": "off" if self.onsets is None else self.onsets.reason,
+            "returns": "off" if self.returns is None else self.returns.reason,
             "burst_u_reason": None if self.advisor.burst is None else self.advisor.burst.reason,
         }
         if d is not None:
@@ -278,6 +296,9 @@ def function_autoscaler(
         advisor=Advisor(config, service),
         keep_alive=KeepAlive(KeepAliveConfig()) if settings.keep_alive else None,
         onsets=_onsets(settings, percentile) if settings.keep_alive else None,
+        returns=Returns(allowance=_allowance(settings, percentile))
+        if settings.keep_alive
+        else None,
         model=model,
         limit=limit,
         container_concurrency=container_concurrency,
@@ -287,12 +308,16 @@ def function_autoscaler(
     )
 
 
-def _onsets(settings: AdvisorSettings, percentile: float) -> Onsets:
-    """The lulls' onsets against the late requests one window of the SLA may hold: the
-    advisor's ``sla_window`` (Swayam's 1,000 when it judges the whole run) times what the
-    percentile lets miss."""
+def _allowance(settings: AdvisorSettings, percentile: float) -> int:
+    """The late requests one window of the SLA may hold: the advisor's ``sla_window``
+    (Swayam's 1,000 when it judges the whole run) times what the percentile lets miss."""
     window = settings.sla_window or SLA_WINDOW
-    return Onsets(allowance=math.floor(window * (1.0 - percentile / 100.0) + 1e-9))
+    return math.floor(window * (1.0 - percentile / 100.0) + 1e-9)
+
+
+def _onsets(settings: AdvisorSettings, percentile: float) -> Onsets:
+    """The lulls' onsets against the late requests one window of the SLA may hold."""
+    return Onsets(allowance=_allowance(settings, percentile))
 
 
 def _headroom(value: float | Literal["auto"]) -> Headroom | None:
