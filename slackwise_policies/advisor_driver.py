@@ -99,6 +99,7 @@ class AdvisorDriver:
             container_concurrency=container_concurrency,
             max_scale=max_scale,
             now=now,
+            owns=self.owns,
         )
 
     # -- what the request path reports ---------------------------------------------------------

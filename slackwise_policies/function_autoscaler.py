@@ -279,9 +279,12 @@ def function_autoscaler(
     container_concurrency: int,
     max_scale: int,
     now: float,
+    owns: bool = True,
 ) -> FunctionAutoscaler:
     """One function's advisor and keep-alive built from the adapter's advisor settings (for
-    :class:`slackwise_policies.advisor_driver.AdvisorDriver`, live and simulated alike)."""
+    :class:`slackwise_policies.advisor_driver.AdvisorDriver`, live and simulated alike);
+    ``owns``: the count is the function's (else a floor under the KPA, whose own scale-in
+    decides above it: no level is held by its returns)."""
     config = settings.config_for(
         slo_ms=slo_ms, percentile=percentile, max_replicas=max_scale or MAX_REPLICAS
     )
@@ -296,9 +299,11 @@ def function_autoscaler(
         advisor=Advisor(config, service),
         keep_alive=KeepAlive(KeepAliveConfig()) if settings.keep_alive else None,
         onsets=_onsets(settings, percentile) if settings.keep_alive else None,
-        returns=Returns(allowance=_allowance(settings, percentile))
-        if settings.keep_alive
-        else None,
+        returns=(
+            Returns(allowance=_allowance(settings, percentile))
+            if settings.keep_alive and owns
+            else None
+        ),
         model=model,
         limit=limit,
         container_concurrency=container_concurrency,

@@ -6,6 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from slackwise_policies.advisor_driver import AdvisorDriver
+from slackwise_policies.advisor_settings import AdvisorSettings
+from slackwise_policies.latency import LatencyModel
 from slackwise_policies.returns import BURST_HOLD_S, HOLD_S, MARGIN, Returns
 from tests.test_onsets import _bursty, _embed
 
@@ -98,3 +101,23 @@ def test_a_bursty_function_holds_a_level_it_reached_until_its_returns_are_measur
     assert sparse.pin_for(decision, later) == 0
     assert bursty.pin_for(decision, end + BURST_HOLD_S + 1.0) == 1  # the onsets' last replica
     assert "no return measured yet" in bursty.status()["returns"]
+
+
+def test_a_floor_under_the_kpa_holds_no_level_by_its_returns() -> None:
+    settings = AdvisorSettings(enabled=True, capacity="floor")
+    floor = AdvisorDriver(settings, owns=False)
+    owned = AdvisorDriver(settings, owns=True)
+    for driver in (floor, owned):
+        driver.add(
+            0.0,
+            "embed",
+            slo_ms=110.0,
+            percentile=99.0,
+            model=LatencyModel.from_prior(20.0, 4.0),
+            limit=lambda: 16,
+            container_concurrency=1,
+            max_scale=0,
+        )
+    assert floor.functions["embed"].returns is None
+    assert owned.functions["embed"].returns is not None
+    assert floor.functions["embed"].status()["returns"] == "off"
