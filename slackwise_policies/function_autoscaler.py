@@ -211,7 +211,7 @@ class FunctionAutoscaler:
                 most=self.max_scale,
                 overdue=overdue,
             )
-        if self.returns is not None:  # the replicas expected: the KPA's may stand above a floor
+        if self.returns is not None:  # the replicas in force or asked for, whichever is more
             self.returns.decided(
                 now,
                 needed=decision.needed,
