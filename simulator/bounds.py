@@ -8,7 +8,8 @@ ceiling is ``nodes × max n / L(n)`` over the batch sizes within the function's 
 ``L(n)`` fits that room for every app it serves, and the workload's rate is bounded by the first
 function to reach its ceiling (app requests split by weight; a function serving two apps serves
 both shares; with input sizes, a function's instances cost their mean, :mod:`simulator.inputs`).
-Queueing and the variance of service times are ignored, so the bound is generous: no policy
+Queueing, a batch's wait for its last member and the variance of service times are ignored
+(:mod:`simulator.tail_bound` adds the last two), so the bound is generous: no policy
 sustains more with every request in its SLO, and a baseline already close to it leaves no
 policy room to gain. (The SLA search runs a finite number of requests and lets 1 % miss, and a
 late request may ride a batch larger than any SLO allows, so a search can pass a rate a few
