@@ -59,16 +59,20 @@ def _job(config: SimConfig, scaler: str, hold_s: float, burst_u: float) -> dict[
                          seed=config.seed)  # fmt: skip
 
 
-def _table(traces: dict[str, dict[str, Any]]) -> str:
-    head = " | ".join(f"U {u:g}" for u in HEADROOMS)
+def _table(
+    traces: dict[str, dict[str, Any]],
+    holds: tuple[float, ...] = HOLDS_S,
+    headrooms: tuple[float, ...] = HEADROOMS,
+) -> str:
+    head = " | ".join(f"U {u:g}" for u in headrooms)
     lines = [
         f"| trace | hold s | {head} |",
-        "|---|---|" + "---|" * len(HEADROOMS),
+        "|---|---|" + "---|" * len(headrooms),
     ]
     for label, doc in traces.items():
         cells = {(r["hold_s"], r["burst_u"]): r for r in doc["runs"]}
-        for i, hold in enumerate(HOLDS_S):
-            row = [cells[(hold, u)] for u in HEADROOMS]
+        for i, hold in enumerate(holds):
+            row = [cells[(hold, u)] for u in headrooms]
             text = " | ".join(
                 f"{r['vs_clair_a2']:.2f} × at {r['compliance_pct']:.1f} %" for r in row
             )
@@ -112,6 +116,17 @@ def _stored_references(directory: Path, name: str) -> dict[str, dict[str, Any]]:
     return {n: dict(rows[n], source=f"{path.name} at {revision}") for n in REFERENCES}
 
 
+def _grid(parser: argparse.ArgumentParser, flag: str, text: str) -> tuple[float, ...]:
+    """A comma-separated list of positive numbers, or the parser's error naming the flag."""
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        parser.error(f"{flag}: expected comma-separated numbers, got {text!r}")
+    if not values or any(not v > 0 for v in values):
+        parser.error(f"{flag}: every value must be > 0, got {text!r}")
+    return values
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
@@ -121,12 +136,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--references", type=Path, metavar="DIR",
                         help="take ClairA1, ClairA2 and slackwise from the Fig. 9 JSONs in DIR "
                         "(same code and config only) instead of running them")  # fmt: skip
+    parser.add_argument("--holds", default=",".join(f"{h:g}" for h in HOLDS_S),
+                        help="the grid's holds, seconds (default %(default)s)")  # fmt: skip
+    parser.add_argument("--headrooms", default=",".join(f"{u:g}" for u in HEADROOMS),
+                        help="the grid's headrooms U (default %(default)s)")  # fmt: skip
     args = parser.parse_args(argv)
+    holds, headrooms = (
+        _grid(parser, "--holds", args.holds),
+        _grid(parser, "--headrooms", args.headrooms),
+    )
     chosen = {k: v for k, v in TRACES.items() if v in args.traces.split(",")}
     out: dict[str, dict[str, Any]] = {}
     for label, name in chosen.items():
         config = load_sim_config(ROOT / f"experiments/sim/autoscale-{name}.yaml")
-        grid = [(config, "hindsight", h, u) for h in HOLDS_S for u in HEADROOMS]
+        grid = [(config, "hindsight", h, u) for h in holds for u in headrooms]
         if args.references is not None:
             refs = _stored_references(args.references, name)
             runs = map_jobs(_job, grid, args.jobs)
@@ -148,9 +171,9 @@ def main(argv: list[str] | None = None) -> int:
             "cheapest_compliant": min(ok, key=lambda r: r["replica_seconds"]) if ok else None,
         }
         print(f"{label}: {len(runs)} runs", file=sys.stderr)
-    print(_table(out))
+    print(_table(out, holds, headrooms))
     if args.json:
-        doc = {"traces": out, "holds_s": HOLDS_S, "headrooms": HEADROOMS, "commit": commit(ROOT),
+        doc = {"traces": out, "holds_s": holds, "headrooms": headrooms, "commit": commit(ROOT),
                "machine": machine(), "command": " ".join(sys.argv)}  # fmt: skip
         args.json.write_text(json.dumps(doc, indent=1) + "\n")
     return 0
