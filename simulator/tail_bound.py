@@ -26,8 +26,10 @@ two apps gives every request the roomier one's: each choice is the generous one,
 sustains more than this rate with every app within its SLA. Slots free for the next batch at
 once (no queueing for a slot) and the rate is found on a grid of 0.2 % steps.
 
-Where the room is loose it is the ceiling less the mean's excess over the median; where it is
-tight (a function that binds with a room a few of its batches long) it can be well under it.
+Where the room is loose it is the ceiling less the mean's excess over the median, or a little
+above the ceiling where the SLA's allowance buys batches larger than the room fits (the ceiling
+lets no request be late); where the room is tight (a function that binds with a room a few of
+its batches long) it can be well under it.
 """
 
 from __future__ import annotations
