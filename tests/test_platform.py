@@ -464,8 +464,10 @@ def test_replicas_take_turns_to_load(turns: int) -> None:
     run(make_config(max_starting=turns), body)
 
 
-#: short enough that the yielding start outlasts it, long enough for the first (equal) one
-READY_TIMEOUT_S = 6.0
+#: short enough that the yielding start outlasts it (its wall time about ten times its load's CPU)
+#: and that the most of any one thread's wait, not their sum over the phases, times it out; long
+#: enough for the load's own CPU and I/O (digits trains for about 5 s of CPU on one core)
+READY_TIMEOUT_S = 10.0
 
 
 def test_a_start_that_yields_beside_a_busy_core_is_not_timed_out_for_its_wait() -> None:

@@ -15,13 +15,24 @@ from tests.busy_loops import busy_loop
 
 
 class _Waited:
-    """How long a replica has waited for a CPU, set by the test."""
+    """How long each thread of a replica has waited for a CPU, set by the test (``value``: the
+    main thread's, the only one unless ``threads`` says more)."""
 
     def __init__(self, value: float | None = 0.0) -> None:
-        self.value = value
+        self.threads: dict[int, float] | None = None if value is None else {1: value}
 
-    def __call__(self) -> float | None:
-        return self.value
+    @property
+    def value(self) -> float:
+        assert self.threads is not None
+        return self.threads[1]
+
+    @value.setter
+    def value(self, seconds: float) -> None:
+        assert self.threads is not None
+        self.threads[1] = seconds
+
+    def __call__(self) -> dict[int, float] | None:
+        return None if self.threads is None else dict(self.threads)
 
 
 def test_a_start_that_never_waited_for_a_cpu_has_the_plain_timeout() -> None:
@@ -40,6 +51,35 @@ def test_the_time_a_start_waited_for_a_cpu_moves_its_deadline() -> None:
     assert not deadline.passed(219.9)
     assert deadline.passed(220.1)
     assert deadline.reason() == "not ready within 120 s and the 100.0 s it waited for a CPU"
+
+
+def test_waits_on_threads_in_turn_add_up() -> None:
+    """The main thread waits while it imports, then the loading thread while it loads: both
+    move the deadline (the most of any one thread missed the first)."""
+    waited = _Waited(0.5)
+    deadline = StartDeadline(0.0, 6.0, waited)
+    waited.value = 6.8  # importing: 6.3 s runnable, not running
+    assert not deadline.passed(5.0)
+    assert waited.threads is not None
+    waited.threads[2] = 40.0  # the loading thread, begun after the clock started
+    waited.value = 7.0  # the main thread answers "loading" now and then
+    assert not deadline.passed(50.0)
+    assert deadline.starved_s == pytest.approx(46.3)
+    assert deadline.passed(52.4)
+
+
+def test_threads_waiting_at_once_count_once() -> None:
+    waited = _Waited(0.0)
+    deadline = StartDeadline(0.0, 10.0, waited)
+    assert waited.threads is not None
+    waited.threads.update({1: 4.0, 2: 5.0, 3: 5.0})  # all runnable over the same 5 s
+    assert not deadline.passed(12.0)
+    assert deadline.starved_s == pytest.approx(5.0)
+    del waited.threads[3]  # a thread that ended keeps what it waited
+    waited.threads[2] = 7.0
+    assert not deadline.passed(16.9)
+    assert deadline.starved_s == pytest.approx(7.0)
+    assert deadline.passed(17.1)
 
 
 def test_the_deadline_moves_at_most_max_starved_timeouts() -> None:

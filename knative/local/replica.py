@@ -27,7 +27,7 @@ import httpx
 from functions.limits import TOKEN_ENV
 from knative.errors import PlatformError
 from knative.local.priority import lower
-from knative.local.start_deadline import StartDeadline, run_delay_s
+from knative.local.start_deadline import StartDeadline, thread_waits_s
 from slackwise_config import FunctionConfig
 from slackwise_core.http1 import Http1Pool, Origin
 
@@ -178,7 +178,7 @@ class Replica:
         loop = asyncio.get_running_loop()
         pid = self.process.pid
         # the time it waits for a CPU does not count against it (a start that yields)
-        deadline = StartDeadline(loop.time(), timeout_s, lambda: run_delay_s(pid))
+        deadline = StartDeadline(loop.time(), timeout_s, lambda: thread_waits_s(pid))
         while True:
             if self.stopping:
                 raise ReplicaStartError(f"{self._name}: stopped while starting")

@@ -9,13 +9,17 @@ against 1,024 each), so its wall time is ten to twenty times its load's CPU (emb
 10x flood on one core: ready 80-83 s in, docs/advisor.md). Past the 120 s the platform gives a
 start (a heavier model, a shorter timeout), it was killed and started again, each try spending
 its seconds of CPU on the core it was meant to spare. So the deadline moves on by the
-time the replica was runnable but not running (the kernel's ``run_delay`` in each thread's
-``/proc/<pid>/task/<tid>/schedstat``, the most of any thread: a replica loads its model on a
-thread of its own while the main one, answering "loading", idles and waits for a CPU far less
-(with the main thread's count alone, ``tests/test_platform.py``'s yielding start still timed
-out), at most ``max_starved`` times the timeout: a start that hangs (sleeps, deadlocks, waits
-on a lock) waits for no CPU and times out as before, and one that spins beside busy neighbours
-times out too, later. Where the kernel keeps no schedstat the deadline is the plain timeout.
+time the replica was runnable but not running, from the kernel's ``run_delay`` in each thread's
+``/proc/<pid>/task/<tid>/schedstat``. A start runs on more than one thread, in phases: the main
+thread imports the model's code, then a thread of its own loads (trains) it while the main one
+answers "loading" and waits for a CPU a little at each poll. So between two looks the deadline
+moves by the most any one thread waited (threads waiting at once count once), and the looks add
+up: the phases on different threads add up (the most of any one thread, as this module first
+took it, missed the main thread's wait while importing, and ``tests/test_platform.py``'s
+yielding start timed out), at most
+``max_starved`` times the timeout: a start that hangs (sleeps, deadlocks, waits on a lock) waits
+for no CPU and times out as before, and one that spins beside busy neighbours times out too,
+later. Where the kernel keeps no schedstat the deadline is the plain timeout.
 The kernel adds a wait to ``run_delay`` when the thread next gets the CPU, so a start that gets
 no slice at all for a while shows that wait only after (at nice 10 beside busy replicas slices
 come often; at 19 beside several busy loops there may be none for seconds:
@@ -24,41 +28,48 @@ come often; at 19 beside several busy loops there may be none for seconds:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-__all__ = ["StartDeadline", "run_delay_s"]
+__all__ = ["StartDeadline", "run_delay_s", "thread_waits_s"]
 
 #: the most the time a start waited for a CPU moves its deadline, in timeouts
 MAX_STARVED = 10.0
 
 
-def run_delay_s(pid: int) -> float | None:
-    """The most seconds any thread of ``pid`` has waited runnable for a CPU (the second field
-    of each thread's ``schedstat``, in ns); None where the kernel does not say."""
-    most: float | None = None
+def thread_waits_s(pid: int) -> dict[int, float] | None:
+    """The seconds each thread of ``pid`` has waited runnable for a CPU (the second field of
+    its ``schedstat``, in ns), by thread id; None where the kernel does not say."""
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
         return None
+    waits: dict[int, float] = {}
     for task in tasks:
         try:
-            waited = int((task / "schedstat").read_text().split()[1]) / 1e9
+            waits[int(task.name)] = int((task / "schedstat").read_text().split()[1]) / 1e9
         except (OSError, ValueError, IndexError):
             continue  # a thread that ended meanwhile
-        most = waited if most is None else max(most, waited)
-    return most
+    return waits or None
+
+
+def run_delay_s(pid: int) -> float | None:
+    """The most seconds any thread of ``pid`` has waited for a CPU; None where the kernel does
+    not say."""
+    waits = thread_waits_s(pid)
+    return None if waits is None else max(waits.values())
 
 
 class StartDeadline:
     """The ready deadline of a replica started at ``now`` (see the module). Time comes in as an
-    argument; ``waited`` says how long the replica has waited for a CPU so far (None: unknown)."""
+    argument; ``waited`` says how long each of the replica's threads has waited for a CPU so
+    far, by thread id (None: unknown)."""
 
     def __init__(
         self,
         now: float,
         timeout_s: float,
-        waited: Callable[[], float | None],
+        waited: Callable[[], Mapping[int, float] | None],
         *,
         max_starved: float = MAX_STARVED,
     ) -> None:
@@ -66,17 +77,22 @@ class StartDeadline:
         self._deadline = now + timeout_s
         self._waited = waited
         self._max_s = max_starved * timeout_s
-        first = waited()
-        self._base = 0.0 if first is None else first
+        # what the threads had waited before the clock started does not count; a thread that
+        # appears later counts from nothing (it began after)
+        self._seen: dict[int, float] = dict(waited() or {})
+        self._total_s = 0.0
         #: what the deadline moved by, at the last look
         self.starved_s = 0.0
 
     def passed(self, now: float) -> bool:
-        """Has the start had its time at ``now``? Asked at every look, so that what a thread
-        waited is kept once it ends."""
-        waited = self._waited()
-        if waited is not None:
-            self.starved_s = min(self._max_s, max(self.starved_s, waited - self._base))
+        """Has the start had its time at ``now``? Asked at every look: what the threads waited
+        since the last look adds the most of any one of them."""
+        waits = self._waited()
+        if waits is not None:
+            grown = [w - self._seen.get(tid, 0.0) for tid, w in waits.items()]
+            self._total_s += max([0.0, *grown])
+            self._seen.update(waits)
+            self.starved_s = min(self._max_s, self._total_s)
         return now > self._deadline + self.starved_s
 
     def reason(self) -> str:
