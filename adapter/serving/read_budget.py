@@ -27,8 +27,8 @@ packet takes to leave; a read held for the next turn waits that turn whatever th
 under a flood of new connections a turn is 10-20 ms, so a fixed 10 ms refused nearly every read
 held at all: digits at 3x its capacity, a connection per request, served 138 req/s; 384 with
 the turn added; the turn is the larger of the loop's measured lateness and the one just ended,
-timed from its first client read), and the line is no shorter than at the last turn that found
-it that old (CoDel waits out an interval before it drops, so that a burst is not taken for a
+timed from its first client read), and the line is no shorter than at the last turn's end
+(CoDel waits out an interval before it drops, so that a burst is not taken for a
 standing queue: here a burst behind one slow turn, say a 2,000-instance body parsed on a core
 shared with other work, drains turn by turn, and its 15 small requests, each with nearly all
 of its SLO left, were refused at first sight in CI; a flood's line does not shrink), every
@@ -101,9 +101,8 @@ class ReadBudget:
         #: the line has filled faster than it drains since its oldest read waited too long,
         #: and no turn since has ended with the line empty
         self._congested = False
-        #: how many reads waited at the last turn that found its oldest read waiting too long
-        #: (None: the last turn did not)
-        self._over_len: int | None = None
+        #: how many reads waited at the end of the last turn (0: it found none)
+        self._last_len = 0
         #: reads handled a turn late, and those refused for waiting too long, in all
         self.deferred = 0
         self.refused = 0
@@ -134,7 +133,7 @@ class ReadBudget:
         waiting = self._waiting
         if not waiting:
             self._congested = False  # a turn's own budget read everything: the flood is over
-            self._over_len = None
+            self._last_len = 0
             return
         now = time.perf_counter()
         # the turn that just ended, from its first client read: a read held in it waited that
@@ -143,13 +142,11 @@ class ReadBudget:
         turn = now - self._started
         max_wait = self.max_wait_s + max(self.turn_s(), turn)
         if not self._congested and now - waiting[0][1] >= max_wait:
-            # a line that waited too long is congested once it fills faster than it drains:
-            # not shorter now than at the last turn that found it too old (a burst behind one
-            # stall drains turn by turn, a flood does not)
-            self._congested = self._over_len is not None and len(waiting) >= self._over_len
-            self._over_len = len(waiting)
-        elif not self._congested:
-            self._over_len = None
+            # a line that waited too long is congested when it fills faster than it drains:
+            # no shorter now than at the last turn's end (what came in since at least what
+            # that turn served); a burst behind one stall drains turn by turn, a flood does not
+            self._congested = len(waiting) >= self._last_len
+        self._last_len = len(waiting)
         if not self._congested:
             while waiting and not self.over():  # a new turn's budget, spent on the oldest first
                 conn, since = waiting.popleft()
