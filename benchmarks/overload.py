@@ -54,6 +54,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from capacity_search import MAX_PROBES, PROBES
 from overload_cells import (
     CLOSED_LOOP_CLIENTS,
     CLOSED_LOOP_S,
@@ -63,7 +64,6 @@ from overload_cells import (
     PROBE_PASS,
     PROBE_REQUESTS,
     PROBE_WARMUP_S,
-    PROBES,
     capacity,
     cell,
     probe_s,
@@ -218,7 +218,9 @@ def _dirty() -> bool | None:
 def meta(argv: list[str], workloads: list[Workload], timing: dict[str, float]) -> dict[str, Any]:
     closed = {"clients": CLOSED_LOOP_CLIENTS, "warmup_s": CLOSED_LOOP_WARMUP_S}
     probes = {"count": PROBES, "warmup_s": PROBE_WARMUP_S, "requests": PROBE_REQUESTS}
-    probes |= {"min_s": PROBE_MIN_S, "max_s": PROBE_MAX_S}
+    probes |= {"min_s": PROBE_MIN_S, "max_s": PROBE_MAX_S, "max_count": MAX_PROBES}
+    # every failed probe is run again once before it counts (benchmarks/capacity_search.py)
+    probes |= {"failures_confirmed": True}
     return {
         "command": " ".join([Path(PY).name, "benchmarks/overload.py", *argv]),
         "commit": commit(ROOT),

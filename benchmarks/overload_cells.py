@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import psutil
+from capacity_search import CapacitySearch
 from overload_setup import CLIENT_TIMEOUT_S, LOADGEN, PY, ROOT, Adapter, Layout, Workload, taskset
 
 #: the capacity search: a closed-loop estimate, then open-loop probes (keep-alive clients)
@@ -27,13 +28,6 @@ PROBE_WARMUP_S = 1.5
 SETTLE_MAX_S = 60.0
 #: an open-loop run at the closed loop's rate before the probes, not judged
 WARMUP_S = 10.0
-PROBES = 6
-#: more probes while none has failed, doubling the rate: a capacity that no probe bracketed is
-#: only a lower bound (the chain's closed-loop estimate is a small part of it: the door refuses
-#: most of a closed loop's flood)
-MAX_PROBES = 12
-#: probes that bisect a bracket at least (within MAX_PROBES), however late it was found
-MIN_BISECTIONS = 2
 #: a probe's measured seconds: enough for PROBE_REQUESTS requests (a 99 % share means little
 #: over fewer), within these bounds
 PROBE_REQUESTS = 100
@@ -51,21 +45,29 @@ def _busy_s() -> list[float]:
     ]
 
 
+def _steal_s() -> list[float]:
+    """Each CPU's seconds stolen so far: time the host ran someone else while this guest's CPU
+    had work (Linux's ``steal``; 0 where it is not counted). Not busy and not idle: on a VM
+    whose host is shared, a stall that no process here caused shows up only here."""
+    return [getattr(t, "steal", 0.0) for t in psutil.cpu_times(percpu=True)]
+
+
 @dataclass(frozen=True)
 class Counters:
     """What the window is the difference of: the adapter's and its replicas' CPU seconds (the
-    replicas by pid) and every CPU's busy seconds."""
+    replicas by pid), every CPU's busy seconds and the seconds the host stole from each."""
 
     at: float
     adapter_s: float
     replicas_s: dict[int, float]
     busy_s: list[float]
+    steal_s: list[float]
 
     @staticmethod
     def read(adapter: Adapter | None) -> Counters:
         replicas = adapter.replicas_cpu_s() if adapter else {}
         cpu = adapter.cpu_s() if adapter else 0.0
-        return Counters(time.monotonic(), cpu, replicas, _busy_s())
+        return Counters(time.monotonic(), cpu, replicas, _busy_s(), _steal_s())
 
 
 @dataclass(frozen=True)
@@ -78,13 +80,16 @@ class Window:
     cpu_s: float  # the adapter process's own
     replicas_cpu_s: float
     busy: list[float]  # each CPU's busy share, whoever ran on it
+    steal: list[float]  # each CPU's share stolen by the host
 
     @staticmethod
     def between(start: Counters, end: Counters) -> Window:
         seconds = max(end.at - start.at, 1e-9)
         replicas = sum(s - start.replicas_s.get(pid, 0.0) for pid, s in end.replicas_s.items())
         busy = [(b - a) / seconds for a, b in zip(start.busy_s, end.busy_s, strict=True)]
-        return Window(start.at, seconds, end.adapter_s - start.adapter_s, replicas, busy)
+        steal = [(b - a) / seconds for a, b in zip(start.steal_s, end.steal_s, strict=True)]
+        cpu_s = end.adapter_s - start.adapter_s
+        return Window(start.at, seconds, cpu_s, replicas, busy, steal)
 
 
 def loadgen(
@@ -130,8 +135,9 @@ class Watch(threading.Thread):
         #: (when, ms) per port; a failed poll counts as the client's timeout
         self.status: tuple[list[tuple[float, float]], list[tuple[float, float]]] = ([], [])
         self.rss: list[tuple[float, float]] = []
-        #: (when, admitted finished, admitted late) as the door counts them
-        self.door: list[tuple[float, int, int]] = []
+        #: (when, admitted finished, admitted late, refusals judged, those with a slot free) as
+        #: the door counts them
+        self.door: list[tuple[float, int, int, int, int]] = []
         #: (when, replicas ready, replicas desired, batch limit, door margin ms) of the polled
         #: function
         self.state: list[tuple[float, int, int, int, float]] = []
@@ -163,16 +169,18 @@ class Watch(threading.Thread):
         with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
             door = answer.json()["door"]
             counts = int(door["admitted_finished"]), int(door["admitted_late"])
-            self.door.append((time.monotonic(), *counts))
+            refused = int(door.get("refused") or 0), int(door.get("refused_with_free_slot") or 0)
+            self.door.append((time.monotonic(), *counts, *refused))
 
-    def door_counts(self, since: float) -> tuple[int, int] | None:
-        """Admitted requests the door saw finish, and finish late, from ``since`` to the last
-        poll (None without a ``door`` in the status: a door that does not judge)."""
+    def door_counts(self, since: float) -> tuple[int, int, int, int] | None:
+        """Admitted requests the door saw finish, and finish late, and the refusals its rule
+        made, and made with a slot free, from ``since`` to the last poll (None without a
+        ``door`` in the status: a door that does not judge)."""
         before = [d for d in self.door if d[0] <= since]
         if not before or not self.door:
             return None
-        _, finished, late = self.door[-1]
-        return finished - before[-1][1], late - before[-1][2]
+        last, first = self.door[-1], before[-1]
+        return last[1] - first[1], last[2] - first[2], last[3] - first[3], last[4] - first[4]
 
     def p99(self, port: int, since: float, until: float) -> float | None:
         return percentile([ms for t, ms in self.status[port] if since <= t <= until], 99)
@@ -223,6 +231,8 @@ def cell(
         replica_cores=round(window.replicas_cpu_s / window.seconds, 3),
         # how busy each CPU was (the adapter's and the generator's), whoever ran on it
         cpus_busy={str(c): round(b, 3) for c, b in enumerate(window.busy)},
+        # and how much of each the host stole (a stall no process here caused)
+        cpus_steal={str(c): round(b, 3) for c, b in enumerate(window.steal)},
         rss_idle_mb=round(idle, 1),
         rss_peak_mb=round(max(during, default=idle), 1),
         rss_after_mb=round(after[-1] if after else idle, 1),
@@ -232,6 +242,10 @@ def cell(
         # it admitted finishing late (given up included) as it sees them, from when it read each
         door_finished=None if door is None else door[0],
         door_late=None if door is None else door[1],
+        # the refusals the door's rule made for the queue ahead (a held refusal repeats one),
+        # and those made while a replica's slot was free: priced by the batch it would ride
+        door_refused=None if door is None else door[2],
+        door_refused_free_slot=None if door is None else door[3],
         # the function's state over the measured window (least, most): a replica starting
         # (ready under desired), a count scaled down, or a batch limit still growing explains
         # a cell's goodput
@@ -294,6 +308,7 @@ def _probe(
             "ok": out["ok"],
             "window_s": round(window.seconds, 3),
             "adapter_cpu_s": round(window.cpu_s, 4),
+            "cpus_steal": {str(c): round(b, 3) for c, b in enumerate(window.steal)},
             **watch.spans(window.began, window.began + window.seconds),
         }
     )
@@ -302,14 +317,8 @@ def _probe(
 def capacity(workload: Workload, layout: Layout, adapter: Adapter) -> dict[str, Any]:
     """The largest rate at which >= 99 % of the requests sent are answered 200 within the SLO,
     open loop, keep-alive: a closed-loop estimate, a warm-up open loop at that rate (not
-    judged), then :data:`PROBES` probes that step from it
-    (x1.5 up, x0.7 down) until a pass and a failure bracket it, then bisect (geometrically);
-    while no probe has failed, up to :data:`MAX_PROBES`, doubling from the sixth, and on until
-    :data:`MIN_BISECTIONS` probes have bisected a bracket (a bracket found by the last probes,
-    10 and 20 req/s, used to stop there and call 10 the capacity). Each probe's evidence
-    overrides an earlier probe's that it contradicts, and a first failure before any pass is
-    run again once before it counts (a chain's first probe at 1 req/s, failed by what the
-    closed loop left, used to hold the search under 1 req/s)."""
+    judged), then probes from it as :class:`capacity_search.CapacitySearch` steers them (every
+    failure run again once before it counts)."""
     flags = ["--concurrency", str(CLOSED_LOOP_CLIENTS), "--warmup-s", f"{CLOSED_LOOP_WARMUP_S:g}"]
     closed, _ = loadgen(workload, layout, [*flags, "--duration-s", f"{CLOSED_LOOP_S:g}"], adapter)
     settled_s = settle(workload)
@@ -319,35 +328,15 @@ def capacity(workload: Workload, layout: Layout, adapter: Adapter) -> dict[str, 
     flags = ["--rate", f"{rate:.2f}", "--warmup-s", "0", "--duration-s", f"{WARMUP_S:g}"]
     warmup, _ = loadgen(workload, layout, [*flags, "--slo-ms", f"{workload.slo_ms:g}"], adapter)
     time.sleep(1.0)
-    passed: float | None = None
-    failed: float | None = None
+    search = CapacitySearch(rate)
     probes: list[dict[str, Any]] = []
-    bisections = 0  # probes run with a pass and a failure bracketing them
-    retried = False
-    while len(probes) < PROBES or (
-        len(probes) < MAX_PROBES and (failed is None or bisections < MIN_BISECTIONS)
-    ):
-        bisections += passed is not None and failed is not None
-        ok, record = _probe(workload, layout, adapter, rate)
-        probes.append(record)
-        if not ok and failed is None and passed is None and not retried:
-            retried = True  # a first probe's failure is run again before it counts: what
-            continue  # the closed loop left (a margin, replicas starting) can fail it alone
-        # the latest evidence wins: a pass at or above a failure (what a flood before it left
-        # behind, faded) drops the failure, and a failure at or below a pass drops the pass
-        if ok:
-            passed = rate if passed is None else max(passed, rate)
-            failed = None if failed is not None and failed <= rate else failed
-        else:
-            failed = rate if failed is None else min(failed, rate)
-            passed = None if passed is not None and passed >= rate else passed
-        if passed is not None and failed is not None:
-            rate = math.sqrt(passed * failed)
-        elif failed is None:
-            rate *= 1.5 if len(probes) < PROBES - 1 else 2.0
-        else:
-            rate *= 0.7
+    while search.more():
+        confirming = search.confirming
+        ok, record = _probe(workload, layout, adapter, search.rate)
+        probes.append({**record, "confirms": confirming})
+        search.record(ok)
         time.sleep(1.0)  # what a failed probe left queued drains
+    passed, failed = search.passed, search.failed
     best = passed if passed is not None else max(float(p["goodput_rps"] or 0.0) for p in probes)
     return {
         "closed_loop_rps": closed["ok_rps"],

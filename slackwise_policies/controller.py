@@ -140,6 +140,11 @@ class Controller(Generic[T]):
         self.drain = Drain()
         #: how late the door's admitted requests finish: the margin its evidence asks for
         self.lateness = Lateness()
+        #: the door's refusals for the queue ahead, and those of them made while a slot was
+        #: free (a replica idle: the queue then waits for company, not for capacity, and the
+        #: refusal rests on the price of the batch it would ride)
+        self.refused_count = 0
+        self.refused_with_free_slot = 0
         #: the earliest due time in the queue (late requests are looked for from then on)
         self._next_due = -math.inf
         if aimd is not None:
@@ -184,6 +189,8 @@ class Controller(Generic[T]):
             "margin_ms": round(1000.0 * self.lateness.margin_s(now), 2),
             "admitted_finished": self.lateness.finished_count,
             "admitted_late": self.lateness.late_count,
+            "refused": self.refused_count,
+            "refused_with_free_slot": self.refused_with_free_slot,
             "drain_ms_per_instance": None if pace is None else round(1000.0 * pace, 3),
             "path_margin_ms": round(self.path_margin.margin_ms(), 2),
             "batch_1_ms": round(self.reader.estimate_ms(1), 2),
@@ -220,6 +227,9 @@ class Controller(Generic[T]):
             company_per_s=self.arrivals.rate(now),
         )
         refusal = judge(batch_limit=limit, drain_s_per_instance=self.drain.s_per_instance(now))
+        if refusal is not None and refusal.lag_s == 0.0:
+            self.refused_count += 1
+            self.refused_with_free_slot += self.inflight < self.slots(ready)
         # batches at the cap would have taken it (the queue's pace was measured at the limit's
         # batches, so it says nothing of theirs): the limit held it back, which is the backlog
         # AIMD grows the limit on, kept from forming by the door itself

@@ -388,3 +388,33 @@ def test_behind_the_door_a_backlog_goes_in_batches_that_keep_up_not_one_at_a_tim
 
     served, now = queued("serve")  # no door: GrandSLAM's prefix, the head first, as before
     assert [item.seq for item in served.step(now, ready=2).batch][:1] == [0]
+
+
+def test_the_door_counts_refusals_made_while_a_slot_was_free() -> None:
+    """The status tells a refusal behind a busy replica from one made while a slot sat free (the
+    queue waiting for company, the refusal resting on the price of the batch it would ride)."""
+    from slackwise_policies.controller import Controller
+    from slackwise_policies.latency import LatencyModel
+    from slackwise_policies.modes import preset
+    from slackwise_policies.queue import QueuedRequest
+
+    c: Controller[QueuedRequest] = Controller(
+        name="f", preset=preset("slackwise"), model=LatencyModel(a_ms=40.0, b_ms_per_item=10.0),
+        max_batch=8, container_concurrency=1, now=0.0, late="predict",
+    )  # fmt: skip
+    for seq in range(1, 4):  # queued, nothing in flight: the slot is free
+        assert c.admit(QueuedRequest(deadline=1.0, arrival=0.0, seq=seq), 0.0, ready=1) is None
+    tight = QueuedRequest(deadline=0.05, arrival=0.0, seq=4)  # 40 + 10 x 4 ms > 50 ms
+    assert c.admit(tight, 0.0, ready=1) is not None
+    status = c.door_status(0.0)
+    assert status["refused"] == 1 and status["refused_with_free_slot"] == 1
+    step = c.step(0.0, ready=1)  # a batch leaves: the one slot is busy
+    assert step.batch and c.inflight == 1
+    for seq in range(5, 8):
+        c.admit(QueuedRequest(deadline=1.0, arrival=0.0, seq=seq), 0.0, ready=1)
+    assert c.admit(QueuedRequest(deadline=0.05, arrival=0.0, seq=9), 0.0, ready=1) is not None
+    status = c.door_status(0.0)
+    assert status["refused"] == 2 and status["refused_with_free_slot"] == 1
+    lag = c.admit(QueuedRequest(deadline=0.05, arrival=0.0, seq=10), 0.0, ready=1, lag_s=1.0)
+    assert lag is not None and lag.lag_s > 0.0  # the loop's lag: not a refusal for the queue
+    assert c.door_status(0.0)["refused"] == 2
