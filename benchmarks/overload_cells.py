@@ -135,9 +135,9 @@ class Watch(threading.Thread):
         #: (when, ms) per port; a failed poll counts as the client's timeout
         self.status: tuple[list[tuple[float, float]], list[tuple[float, float]]] = ([], [])
         self.rss: list[tuple[float, float]] = []
-        #: (when, admitted finished, admitted late, refusals judged, those with a slot free) as
-        #: the door counts them
-        self.door: list[tuple[float, int, int, int, int]] = []
+        #: (when, admitted finished, admitted late, refusals judged, those with a slot free,
+        #: admitted late by their batch's service alone) as the door counts them
+        self.door: list[tuple[float, int, int, int, int, int]] = []
         #: (when, replicas ready, replicas desired, batch limit, door margin ms) of the polled
         #: function
         self.state: list[tuple[float, int, int, int, float]] = []
@@ -170,17 +170,19 @@ class Watch(threading.Thread):
             door = answer.json()["door"]
             counts = int(door["admitted_finished"]), int(door["admitted_late"])
             refused = int(door.get("refused") or 0), int(door.get("refused_with_free_slot") or 0)
-            self.door.append((time.monotonic(), *counts, *refused))
+            overran = int(door.get("admitted_overran") or 0)
+            self.door.append((time.monotonic(), *counts, *refused, overran))
 
-    def door_counts(self, since: float) -> tuple[int, int, int, int] | None:
-        """Admitted requests the door saw finish, and finish late, and the refusals its rule
-        made, and made with a slot free, from ``since`` to the last poll (None without a
-        ``door`` in the status: a door that does not judge)."""
+    def door_counts(self, since: float) -> tuple[int, ...] | None:
+        """Admitted requests the door saw finish, and finish late, the refusals its rule made,
+        and made with a slot free, and the admitted late by their batch's service alone, from
+        ``since`` to the last poll (None without a ``door`` in the status: a door that does not
+        judge)."""
         before = [d for d in self.door if d[0] <= since]
         if not before or not self.door:
             return None
         last, first = self.door[-1], before[-1]
-        return last[1] - first[1], last[2] - first[2], last[3] - first[3], last[4] - first[4]
+        return tuple(b - a for a, b in zip(first[1:], last[1:], strict=True))
 
     def p99(self, port: int, since: float, until: float) -> float | None:
         return percentile([ms for t, ms in self.status[port] if since <= t <= until], 99)
@@ -246,6 +248,8 @@ def cell(
         # and those made while a replica's slot was free: priced by the batch it would ride
         door_refused=None if door is None else door[2],
         door_refused_free_slot=None if door is None else door[3],
+        # of door_late, those late even had they not waited (their batch's service alone)
+        door_overran=None if door is None else door[4],
         # the function's state over the measured window (least, most): a replica starting
         # (ready under desired), a count scaled down, or a batch limit still growing explains
         # a cell's goodput

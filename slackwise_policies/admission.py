@@ -161,12 +161,21 @@ class Lateness:
         self._last_late = -math.inf
         self._margin = 0.0
         self._at = -math.inf
-        #: admitted requests seen finish, and how many of them late (for the status)
+        #: admitted requests seen finish, how many of them late, and how many of those late
+        #: by their batch's own service alone (for the status)
         self.finished_count = 0
         self.late_count = 0
+        self.overran_count = 0
 
     def finished(
-        self, now: float, due: float, slo_s: float, *, given_up: bool = False, weight: float = 1.0
+        self,
+        now: float,
+        due: float,
+        slo_s: float,
+        *,
+        given_up: bool = False,
+        weight: float = 1.0,
+        overran: bool = False,
     ) -> None:
         """An admitted request with an SLO of ``slo_s``, due at ``due``, finished at ``now``
         (or was ``given_up``). One with no SLO left when it came (a chain's stage entered past
@@ -174,10 +183,21 @@ class Lateness:
         one sample, ``1 / n`` for each of the ``n`` members of one batch (or of the requests
         given up at one step): a batch that overran its head makes its members late together,
         one event and not ``n``, and counted ``n`` times it threw the margin to its cap at the
-        start of every flood (live, 40 late in one second from one or two batches)."""
+        start of every flood (live, 40 late in one second from one or two batches).
+        ``overran``: it would have been late had it not waited at all (its batch's round trip
+        alone outlasted its SLO): counted, but no evidence about the queue ahead, so the margin
+        does not move. Refusing more does not shorten a batch a stall of the host stretched;
+        counted as the door's, such lateness held the margin at its cap while the replicas
+        idled (embed on a two-core VM whose host stole 5-30 % of the CPU: in 16 of 24 cells from
+        1x its capacity, and those served a median 0.68 of it). The requests that waited behind
+        that batch were late because they waited: they still raise it."""
         if not slo_s > 0.0:
             return
         self.finished_count += 1
+        if overran and (given_up or now > due):
+            self.late_count += 1
+            self.overran_count += 1
+            return
         step = self.step * slo_s * weight
         margin = self.margin_s(now)
         if given_up or now > due:
@@ -240,6 +260,7 @@ def expected_finish(
     drain_s_per_instance: float | None = None,
     free_at: float = -math.inf,
     company_per_s: float = 0.0,
+    free_slots: int = 0,
 ) -> float:
     """When a request of ``size`` instances with ``queued`` instances ahead should finish;
     ``free_at``: when the first slot frees, when every slot holds a batch in flight. Its own
@@ -250,7 +271,12 @@ def expected_finish(
     heads' deadlines, to 3-4 where 10 carried the load, and a fifth of what the door admitted
     finished late without the margin; tests/test_door_flood.py). With
     ``drain_s_per_instance`` (the queue's measured pace, :class:`Drain`), the later of the
-    model's finish and the pace's: evidence over the model."""
+    model's finish and the pace's: evidence over the model. The pace is of a queue that waits
+    for capacity, so it prices only what the ``free_slots`` (slots with no batch in flight) do
+    not take at once: a queue that waits for company behind an idle replica leaves with the
+    next batch, and priced at the backlog's pace from its first instance, embed's door refused
+    behind 3-8 queued requests with a replica idle (a third of its refusals at 1x-3x its
+    capacity on a two-core VM, ``door_refused_free_slot`` in the overload benchmark's JSON)."""
     limit = max(1, batch_limit)
     full, rest = divmod(queued, limit)
     rounds = full // max(1, slots)
@@ -260,8 +286,9 @@ def expected_finish(
     company = math.ceil(company_per_s * (leaves - now)) if leaves > now else 0
     own = min(limit, rest + size + company)
     finish = leaves + estimate_ms(own) / 1000.0
-    if queued and drain_s_per_instance is not None:
-        measured = now + queued * drain_s_per_instance + estimate_ms(min(batch_limit, size)) / 1e3
+    waiting = queued - max(0, free_slots) * limit  # what the free slots do not take at once
+    if waiting > 0 and drain_s_per_instance is not None:
+        measured = now + waiting * drain_s_per_instance + estimate_ms(min(batch_limit, size)) / 1e3
         finish = max(finish, measured)
     return finish
 
@@ -287,13 +314,15 @@ def at_the_door(
     free_at: float = -math.inf,
     after_s: float = 0.0,
     company_per_s: float = 0.0,
+    free_slots: int = 0,
 ) -> DoorRefusal | None:
     """Admit (None) or refuse a request due at ``due`` (see the module docstring);
     ``allowance_s``: the margin the evidence of late finishes asks for (:class:`Lateness`);
     ``finish``: the door's :func:`expected_finish` when the caller has it already; ``free_at``:
     when the first slot frees, if every slot is busy (the batches in flight hold the queue back);
     ``after_s``: what the stages after this one are expected to take (a chain's first stage
-    judges the whole chain, even with nothing queued ahead of it here)."""
+    judges the whole chain, even with nothing queued ahead of it here); ``free_slots``: slots
+    with no batch in flight (:func:`expected_finish`)."""
     if lag_s > lag_fraction * slo_s:
         retry = max(MIN_RETRY_S, math.ceil(lag_s))
         return DoorRefusal(0.0, queued_requests, retry, warming=ready == 0, lag_s=lag_s)
@@ -314,6 +343,7 @@ def at_the_door(
             drain_s_per_instance=drain_s_per_instance,
             free_at=free_at,
             company_per_s=company_per_s,
+            free_slots=free_slots,
         )
     late_s = finish + after_s + margin_s + allowance_s - due
     if late_s <= 0.0:

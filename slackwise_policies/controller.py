@@ -189,6 +189,7 @@ class Controller(Generic[T]):
             "margin_ms": round(1000.0 * self.lateness.margin_s(now), 2),
             "admitted_finished": self.lateness.finished_count,
             "admitted_late": self.lateness.late_count,
+            "admitted_overran": self.lateness.overran_count,
             "refused": self.refused_count,
             "refused_with_free_slot": self.refused_with_free_slot,
             "drain_ms_per_instance": None if pace is None else round(1000.0 * pace, 3),
@@ -225,6 +226,7 @@ class Controller(Generic[T]):
             free_at=self._free_at(ready),
             after_s=after_s,
             company_per_s=self.arrivals.rate(now),
+            free_slots=max(0, self.slots(ready) - self.inflight),
         )
         refusal = judge(batch_limit=limit, drain_s_per_instance=self.drain.s_per_instance(now))
         if refusal is not None and refusal.lag_s == 0.0:
@@ -421,10 +423,18 @@ class Controller(Generic[T]):
         if not stalled:
             self.model.observe(now, instances, compute_ms, round_trip_ms, cold=cold)
         if self.late == "predict" and not cold:  # the door's evidence (a cold start is waited)
+            took_s = round_trip_ms / 1000.0
             for item in batch:
                 if item.deadline == item.due:  # whole: not a chain's stage before its last
+                    # late even had it not waited: its batch's service, not the queue ahead (a
+                    # stall of the caller's own loop is the door's to answer for, as before)
+                    overran = not stalled and item.arrival + took_s > item.due
                     self.lateness.finished(
-                        now, item.due, item.due - item.arrival, weight=1.0 / len(batch)
+                        now,
+                        item.due,
+                        item.due - item.arrival,
+                        weight=1.0 / len(batch),
+                        overran=overran,
                     )
         aimd = self.aimd
         if aimd is None or stalled:

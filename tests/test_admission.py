@@ -418,3 +418,62 @@ def test_the_door_counts_refusals_made_while_a_slot_was_free() -> None:
     lag = c.admit(QueuedRequest(deadline=0.05, arrival=0.0, seq=10), 0.0, ready=1, lag_s=1.0)
     assert lag is not None and lag.lag_s > 0.0  # the loop's lag: not a refusal for the queue
     assert c.door_status(0.0)["refused"] == 2
+
+
+def test_the_queues_pace_prices_only_what_the_free_slots_do_not_take_at_once() -> None:
+    """A pace measured in a backlog (20 ms an instance: a stall of the host) and 6 queued: with
+    every slot busy the request waits for the pace and is refused; with a slot free the 6 leave
+    with the next batch, and only the batch it rides prices it."""
+
+    def judge(free_slots: int):  # type: ignore[no-untyped-def]  # fmt: skip
+        return at_the_door(
+            0.0, 0.1, size=1, queued=6, queued_requests=6, batch_limit=8, slots=2, ready=2,
+            estimate_ms=est, slo_s=0.1, drain_s_per_instance=0.02, free_slots=free_slots,
+        )  # fmt: skip
+
+    refused = judge(0)
+    assert refused is not None and refused.late_s == pytest.approx(0.12 + 0.012 - 0.1)
+    assert judge(1) is None  # leaves at once: 10 + 2 x 7 ms
+    finish = expected_finish(0.0, size=1, queued=20, batch_limit=8, slots=2, estimate_ms=est,
+                             drain_s_per_instance=0.02, free_slots=1)  # fmt: skip
+    assert finish == pytest.approx((20 - 8) * 0.02 + 0.012)  # the rest waits at the pace
+
+
+def test_lateness_its_batch_alone_caused_does_not_move_the_margin() -> None:
+    """A request late even had it not waited (its batch's round trip outlasted its SLO: a stall
+    of the host) is counted but says nothing of the queue ahead; one late because it waited
+    raises the margin."""
+    from slackwise_policies.admission import Lateness
+
+    lateness = Lateness()
+    lateness.finished(1.2, 1.0, 0.3, overran=True)
+    assert lateness.margin_s(1.2) == 0.0
+    assert (lateness.late_count, lateness.overran_count, lateness.finished_count) == (1, 1, 1)
+    lateness.finished(1.3, 1.0, 0.3)
+    assert lateness.margin_s(1.3) == pytest.approx(0.02 * 0.3 * 0.998)
+    lateness.finished(1.4, 1.5, 0.3, overran=True)  # in time: overran means nothing then
+    assert lateness.overran_count == 1
+
+
+def test_the_controller_tells_a_batch_that_overran_from_a_wait_behind_the_queue() -> None:
+    from slackwise_policies.controller import Controller
+    from slackwise_policies.latency import LatencyModel
+    from slackwise_policies.modes import preset
+    from slackwise_policies.queue import QueuedRequest
+
+    c: Controller[QueuedRequest] = Controller(
+        name="f", preset=preset("slackwise"), model=LatencyModel(a_ms=20.0, b_ms_per_item=1.0),
+        max_batch=8, container_concurrency=1, now=0.0, late="predict",
+    )  # fmt: skip
+    fresh = QueuedRequest(deadline=0.1, arrival=0.0, seq=1)
+    waited = QueuedRequest(deadline=0.1, arrival=-0.05, seq=2)
+    # a batch of 120 ms against a 100 ms SLO: late even with no wait at all
+    c.completed([fresh], now=0.12, instances=1, round_trip_ms=120.0, compute_ms=120.0,
+                cold=False, timeout_dispatch=False)  # fmt: skip
+    assert c.lateness.overran_count == 1 and c.lateness.margin_s(0.12) == 0.0
+    # a batch of 30 ms that left 80 ms after its member came: late for the wait
+    c.completed([waited], now=0.11, instances=1, round_trip_ms=30.0, compute_ms=30.0,
+                cold=False, timeout_dispatch=False)  # fmt: skip
+    status = c.door_status(0.11)
+    assert status["admitted_late"] == 2 and status["admitted_overran"] == 1
+    assert c.lateness.margin_s(0.11) > 0.0
