@@ -9,7 +9,10 @@ containerConcurrency 1 on one shared core, so the batches in flight share it (pr
 sharing: two running batches each run at half speed), a batch of ``n`` costing
 ``a + b·n`` ms of the core alone (15 + 5·n by default), times a log-normal noise (sigma 0.15);
 SLO 300 ms. The latency model starts at the true alone costs and learns from what it sees,
-contention included, as it does live.
+contention included, as it does live. ``--stalls-per-s R --stall-ms M`` adds the host's steal
+as a two-core VM shows it: at Poisson times, R a second, the core stops for M ms and no batch
+in flight progresses (from a random generator of their own, so a seed's arrivals and noise
+are the same with and without them).
 
 Why on a virtual clock: live, one 10x cell of embed went from 87 % to 98.6 % of its answers in
 the SLO between runs on the same tree, so a change to the door cannot be judged by a few
@@ -60,6 +63,10 @@ class Function:
     replicas: int = 2
     slo_s: float = 0.3
     max_batch: int = 64
+    #: the host's steal: stalls of ``stall_ms`` at Poisson times, ``stalls_per_s`` a second,
+    #: in which no batch in flight progresses (0: a quiet host)
+    stalls_per_s: float = 0.0
+    stall_ms: float = 0.0
 
     def capacity_rps(self) -> float:
         """The core's rate at the largest batch that still fits the SLO when every replica runs
@@ -97,6 +104,11 @@ def flood(
     batches: list[int] = []  # sizes of the batches sent after the warm-up
     arrival = rng.expovariate(rate)
     running: list[tuple[list[float], float, list[QueuedRequest]]] = []  # ([work ms], sent, batch)
+    # the host's stalls, from a generator of their own: the arrivals and the noise of a seed
+    # are the same with and without them
+    stalls = random.Random(seed + 1_000_003)
+    next_stall = stalls.expovariate(fn.stalls_per_s) if fn.stalls_per_s > 0.0 else math.inf
+    stall_end = -math.inf
     # arrivals stop at ``seconds``, then what was admitted drains: a request still queued or in
     # flight when the clock stopped is neither late nor in time (counted late, as it was before
     # 2026-11-29, it added about 0.6 points at every rate: a second of admissions at capacity)
@@ -104,15 +116,23 @@ def flood(
         if arrival >= seconds:
             arrival = math.inf
         shared = len(running)
+        stalled = now < stall_end
         first = min(range(shared), key=lambda i: running[i][0][0]) if shared else -1
-        ends = now + running[first][0][0] * shared / 1000.0 if shared else math.inf
-        then = min(arrival, ends)
-        if math.isinf(then):  # nothing in flight and nothing to come: the queue waits for
-            then = now + 0.001  # company, or for a deadline to give it up
-        for work, _, _ in running:  # every batch in flight gets its share of the core
-            work[0] -= (then - now) * 1000.0 / shared
+        resumes = stall_end if stalled else now
+        ends = resumes + running[first][0][0] * shared / 1000.0 if shared else math.inf
+        turn = stall_end if stalled else next_stall  # the next stall's start, or its end
+        then = min(arrival, ends, turn)
+        if math.isinf(min(arrival, ends)):  # nothing in flight and nothing to come: the queue
+            then = min(then, now + 0.001)  # waits for company, or for a deadline to give it up
+        if not stalled:
+            for work, _, _ in running:  # every batch in flight gets its share of the core
+                work[0] -= (then - now) * 1000.0 / shared
         now = then
-        if shared and ends <= arrival:
+        if then == turn and turn < min(arrival, ends):
+            if not stalled:  # a stall begins
+                stall_end = now + fn.stall_ms / 1000.0
+                next_stall = stall_end + stalls.expovariate(fn.stalls_per_s)
+        elif shared and ends <= arrival:
             _, sent, batch = running.pop(first)
             took = (now - sent) * 1000.0
             c.completed(batch, now=now, instances=len(batch), round_trip_ms=took, compute_ms=took,
@@ -153,13 +173,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-margin", action="store_true", help="the door's arithmetic alone (margin held at 0)"
     )
+    parser.add_argument("--stalls-per-s", type=float, default=0.0,
+                        help="the host's stalls a second (Poisson), none by default")  # fmt: skip
+    parser.add_argument("--stall-ms", type=float, default=0.0,
+                        help="how long each stall holds every batch in flight")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
+    if args.stalls_per_s < 0.0 or args.stall_ms < 0.0:
+        parser.error(
+            f"--stalls-per-s and --stall-ms must be >= 0, got {args.stalls_per_s} and "
+            f"{args.stall_ms}"
+        )
     if args.seeds < 1:
         parser.error(f"--seeds must be at least 1, got {args.seeds}")
     if not 0.0 <= args.warmup_s < args.seconds:
         parser.error(f"--warmup-s must be within [0, --seconds), got {args.warmup_s}")
-    fn = Function()
+    fn = Function(stalls_per_s=args.stalls_per_s, stall_ms=args.stall_ms)
     capacity = fn.capacity_rps()
     started = time.time()
     rows: list[dict[str, Any]] = []

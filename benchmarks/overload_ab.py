@@ -8,13 +8,14 @@ The overload table (``benchmarks/overload.py``) states each cell as a multiple o
 the revision itself measured, and that capacity moves with the revision and with the machine (on
 this two-core VM the same code measured 3,500 and 11,000 req/s an hour apart). So a change can
 read worse in that table while serving more at every rate. This benchmark holds the offered load
-fixed: ``slackwise serve -c experiments/overload/digits.yaml`` from each revision's tree (the
+fixed: ``slackwise serve -c experiments/overload/NAME.yaml`` (``--workload``: digits by
+default, or embed, as ``benchmarks/overload.py`` runs them) from each revision's tree (the
 baseline checked out with ``git worktree`` into a temporary folder, run with this venv), the
 same open-loop Poisson generator (this revision's ``benchmarks/loadgen.py``: keep-alive clients,
 or a new connection per request with ``--fresh-connections``) pinned to a CPU of its own and the
 adapter with its replicas to the others, as in ``benchmarks/overload.py`` (``--rates`` sets the
 rates; ``--name`` the docs block), each rate for 10 s after 2 s of warm-up, the revisions
-interleaved within each repeat. Reported: goodput (answers within the 100 ms SLO per second,
+interleaved within each repeat. Reported: goodput (answers within the workload's SLO per second,
 from when each request left the client), answers, refusals, the adapter's CPU (cores, from its
 own process's CPU time over the measured seconds), the rate on the wire, the share of answers
 within the SLO and the refusals' P99, as medians over the repeats with ranges.
@@ -37,47 +38,63 @@ from typing import Any
 import httpx
 import psutil
 from overload_report import fit_costs
-from overload_setup import Layout, taskset
+from overload_setup import WORKLOADS, Layout, Workload, taskset
 
 from slackwise_cli.repeats import commit
 from slackwise_cli.results import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
-BASE = "http://127.0.0.1:8711"
-PREDICT = f"{BASE}/v1/models/digits:predict"
-CONFIG = "experiments/overload/digits.yaml"
+#: digits' default rates (req/s); another workload names its own (``--rates``)
 RATES = (2000.0, 4000.0, 6000.0, 9000.0, 12000.0, 16000.0)
+#: the door's counters a cell records (differences over its window; what the revision has)
+DOOR_COUNTS = ("admitted_finished", "admitted_late", "admitted_overran", "refused",
+               "refused_with_free_slot")  # fmt: skip
 
 
-def _start(tree: Path, layout: Layout) -> subprocess.Popen[bytes]:
+def _start(tree: Path, layout: Layout, workload: Workload) -> subprocess.Popen[bytes]:
+    from functions.samples import sample_request
+
     env = dict(os.environ, PYTHONPATH=str(tree))
     proc = subprocess.Popen(
-        [*taskset(layout.adapter), PY, "-m", "slackwise_cli.main", "serve", "-c", CONFIG],
+        [*taskset(layout.adapter), PY, "-m", "slackwise_cli.main", "serve", "-c", workload.config],
         cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    deadline = time.monotonic() + 120
+    body = sample_request(workload.sample_model, 1)
+    deadline = time.monotonic() + max(120.0, 5 * workload.startup_s)
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"{BASE}/healthz", timeout=1).status_code == 200:
-                body = {"instances": [[0.0] * 64]}
-                if httpx.post(PREDICT, json=body, timeout=10).status_code == 200:
-                    return proc
+            healthy = httpx.get(f"{workload.base()}/healthz", timeout=1).status_code == 200
+            if healthy and httpx.post(workload.predict_url(), json=body, timeout=30).is_success:
+                return proc
         except httpx.HTTPError:
             pass
         time.sleep(0.5)
     proc.kill()
-    raise SystemExit(f"overload_ab: the adapter of {tree} did not come up on :8711")
+    raise SystemExit(f"overload_ab: the adapter of {tree} did not come up at {workload.base()}")
 
 
-def _cell(tree: Path, rate: float, layout: Layout, fresh: bool = False) -> dict[str, Any]:
-    proc = _start(tree, layout)
+def _door(workload: Workload) -> dict[str, int]:
+    """The door's counters in the function's status (the keys a revision has; none without)."""
+    try:
+        doc = httpx.get(workload.status_urls()[0], timeout=5).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    door = doc.get("door") or {}
+    return {k: int(v) for k, v in door.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _cell(
+    tree: Path, rate: float, layout: Layout, workload: Workload, fresh: bool = False
+) -> dict[str, Any]:
+    proc = _start(tree, layout, workload)
     try:
         adapter = psutil.Process(proc.pid)
         gen = subprocess.Popen(
             [*taskset(layout.generator), PY, str(ROOT / "benchmarks" / "loadgen.py"),
-             "--url", PREDICT, "--model", "digits", "--rate", f"{rate:.1f}", "--warmup-s", "2",
-             "--duration-s", "10", "--slo-ms", "100",
+             "--url", workload.predict_url(), "--model", workload.sample_model,
+             "--rate", f"{rate:.1f}", "--warmup-s", "2", "--duration-s", "10",
+             "--slo-ms", f"{workload.slo_ms:g}",
              *(["--fresh-connections", "--max-in-flight", "8192"] if fresh else [])],
             stdout=subprocess.PIPE, text=True, cwd=ROOT,
         )  # fmt: skip
@@ -85,11 +102,12 @@ def _cell(tree: Path, rate: float, layout: Layout, fresh: bool = False) -> dict[
         for line in gen.stdout:
             if line.strip() == "measuring":
                 break
-        before, start = adapter.cpu_times(), time.monotonic()
+        before, start, door_before = adapter.cpu_times(), time.monotonic(), _door(workload)
         time.sleep(9.5)
         after, end = adapter.cpu_times(), time.monotonic()
         out = json.loads(gen.stdout.read().strip().splitlines()[-1])
         gen.wait()
+        door_after = _door(workload)
     finally:
         proc.terminate()
         try:
@@ -97,6 +115,8 @@ def _cell(tree: Path, rate: float, layout: Layout, fresh: bool = False) -> dict[
         except subprocess.TimeoutExpired:
             proc.kill()
     busy = (after.user + after.system) - (before.user + before.system)
+    # the door's counts from the measured window's start until every answer was in
+    door = {f"door_{k}": door_after[k] - v for k, v in door_before.items() if k in door_after}
     return {
         "rate": rate,
         "goodput_rps": out["goodput_rps"],
@@ -110,6 +130,7 @@ def _cell(tree: Path, rate: float, layout: Layout, fresh: bool = False) -> dict[
         "refusal_p99_ms": out["refusal_p99_ms"],
         "within_slo_share": out["ok_within_slo"] / out["ok"] if out["ok"] else None,
         "lag_p99_ms": out["lag_p99_ms"],
+        **{k: v for k, v in door.items() if k.removeprefix("door_") in DOOR_COUNTS},
     }
 
 
@@ -144,6 +165,11 @@ def table(result: dict[str, Any]) -> str:
     if full:
         heads += [f"on the wire {base} / {head}", f"answers in SLO % {base} / {head}",
                   f"refusal P99 ms {base} / {head}"]  # fmt: skip
+    door = all("door_refused" in row["this"] and "door_refused" in row["baseline"]
+               for row in result["summary"])  # fmt: skip
+    if door:
+        heads += [f"door: refused with a slot free {base} / {head}",
+                  f"door: admitted late {base} / {head}"]  # fmt: skip
     lines = [
         "| offered req/s | " + " | ".join(heads) + " |",
         "|" + " --- |" * (len(heads) + 1),
@@ -162,6 +188,8 @@ def table(result: dict[str, Any]) -> str:
             cells += [pair(b, n, "on_wire_rps"),
                       pair(share.get("b", {}), share.get("n", {}), "within_slo_share", 1),
                       pair(b, n, "refusal_p99_ms")]  # fmt: skip
+        if door:
+            cells += [pair(b, n, "door_refused_with_free_slot"), pair(b, n, "door_admitted_late")]
         lines.append(f"| {row['rate']:.0f} | " + " | ".join(cells) + " |")
     lines.append("")
     for label, name in (("baseline", base), ("this", head)):
@@ -198,7 +226,8 @@ def summarize(runs: list[dict[str, Any]], rates: tuple[float, ...]) -> list[dict
         for label in ("baseline", "this"):
             cells = [c for c in runs if c["rate"] == rate and c["revision"] == label]
             keys = ("goodput_rps", "ok_rps", "refused_rps", "adapter_cores", "on_wire_rps",
-                    "refusal_p99_ms", "within_slo_share")  # fmt: skip
+                    "refusal_p99_ms", "within_slo_share",
+                    *(f"door_{k}" for k in DOOR_COUNTS))  # fmt: skip
             row[label] = {
                 key: _stat(values)
                 for key in keys
@@ -215,8 +244,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--docs", type=Path, help="rewrite the before/after table in this file")
     parser.add_argument("--render", type=Path, help="only rewrite the table from this JSON")
-    parser.add_argument("--rates", default=",".join(f"{r:g}" for r in RATES),
-                        help="offered rates, req/s, comma-separated")  # fmt: skip
+    parser.add_argument("--rates", default=None,
+                        help="offered rates, req/s, comma-separated (digits: "
+                             + ",".join(f"{r:g}" for r in RATES) + ")")  # fmt: skip
+    parser.add_argument("--workload", default="digits", choices=sorted(WORKLOADS),
+                        help="which overload workload to serve")  # fmt: skip
     parser.add_argument("--name", default="",
                         help="the docs block to rewrite (<!-- overload before/after table NAME: "
                              "...): several comparisons can live in one file")  # fmt: skip
@@ -231,8 +263,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--render needs --docs")
         _write_docs(args.docs, json.loads(args.render.read_text(encoding="utf-8")), args.name)
         return 0
+    workload = WORKLOADS[args.workload]
+    if args.rates is None and args.workload != "digits":
+        parser.error(f"--rates is required with --workload {args.workload}")
+    text = args.rates or ",".join(f"{r:g}" for r in RATES)
     try:
-        rates = tuple(float(r) for r in args.rates.split(","))
+        rates = tuple(float(r) for r in text.split(","))
     except ValueError:
         parser.error(f"--rates must be numbers separated by commas, got {args.rates!r}")
     if not rates or min(rates) <= 0:
@@ -257,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
                 for rate in rates:
                     for label, where in (("baseline", tree), ("this", ROOT)):
                         cell = {"repeat": r + 1, "revision": label,
-                                **_cell(where, rate, layout, args.fresh_connections)}  # fmt: skip
+                                **_cell(where, rate, layout, workload,
+                                        args.fresh_connections)}  # fmt: skip
                         print(json.dumps(cell), flush=True)
                         runs.append(cell)
         finally:
@@ -269,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         "commit": commit(ROOT),
         "baseline": base.stdout.strip(),
         "machine": machine(),
-        "config": CONFIG,
+        "config": workload.config,
+        "workload": workload.name,
+        "slo_ms": workload.slo_ms,
         "date": time.strftime("%Y-%m-%d"),
         "layout": layout.as_json(),
         "clients": "a new connection per request" if args.fresh_connections else "keep-alive",

@@ -65,9 +65,22 @@ def test_a_failure_that_repeats_counts(search_module: ModuleType) -> None:
     assert search.failed is not None
     counted = [o for o in search.outcomes if o[2]]
     assert len(counted) <= search_module.MAX_PROBES
-    assert len(search.outcomes) <= 2 * search_module.MAX_PROBES
+    assert len(search.outcomes) <= 2 * search_module.MAX_PROBES + 1
+    assert search.outcomes[-1][0] == search.failed  # probed once more at the end: failed again
 
 
 def test_a_first_rate_must_be_positive(search_module: ModuleType) -> None:
     with pytest.raises(ValueError, match="first rate"):
         search_module.CapacitySearch(0.0)
+
+
+def test_a_failure_the_start_left_is_probed_again_after_the_passes_below_it(
+    search_module: ModuleType,
+) -> None:
+    """embed at 09c5476: its first rate, 16 req/s, failed twice back to back (what the closed
+    loop's flood left), then 11-16 passed and the search stopped at 16, while its 10x cell then
+    served 124 req/s in the SLO. Probed once more at the end, 16 passes and the search goes on
+    up."""
+    search = _run(search_module, 16.0, lambda rate, index: index >= 2 and rate <= 120.0)
+    assert search.passed is not None and search.passed > 60.0
+    assert 16.0 in search.rechecked
