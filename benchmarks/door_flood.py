@@ -87,12 +87,14 @@ def flood(
     seconds: float = 40.0,
     warmup_s: float = 10.0,
     margin: bool = True,
+    tail_quantile: float = 0.99,
 ) -> dict[str, float]:
     """One run: arrivals at ``rate`` for ``seconds``; counted after ``warmup_s``. Without
     ``margin`` the door judges by its own arithmetic alone (the margin learnt from late
     finishes held at 0)."""
     rng = random.Random(seed)
     model = LatencyModel(a_ms=fn.a_ms, b_ms_per_item=fn.b_ms)
+    model.tail_quantile = tail_quantile
     c: Controller[QueuedRequest] = Controller(
         name="f", preset=preset("slackwise"), model=model, max_batch=fn.max_batch,
         container_concurrency=1, now=0.0, late="predict",
@@ -177,8 +179,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="the host's stalls a second (Poisson), none by default")  # fmt: skip
     parser.add_argument("--stall-ms", type=float, default=0.0,
                         help="how long each stall holds every batch in flight")  # fmt: skip
+    parser.add_argument("--tail-quantile", type=float, default=0.99,
+                        help="the quantile the door prices a batch at and the batcher judges "
+                             "its head by (the adapter's: 0.99)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
+    if not 0.5 <= args.tail_quantile < 1.0:
+        parser.error(f"--tail-quantile must be within [0.5, 1), got {args.tail_quantile}")
     if args.stalls_per_s < 0.0 or args.stall_ms < 0.0:
         parser.error(
             f"--stalls-per-s and --stall-ms must be >= 0, got {args.stalls_per_s} and "
@@ -197,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     for k in MULTIPLES:
         runs = [
             flood(fn, k * capacity, seed=s, seconds=args.seconds, warmup_s=args.warmup_s,
-                  margin=not args.no_margin)
+                  margin=not args.no_margin, tail_quantile=args.tail_quantile)
             for s in range(args.seeds)
         ]  # fmt: skip
         row = {key: _stat([r[key] for r in runs]) for key in runs[0]}
@@ -214,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             "commit": commit(ROOT), "machine": machine(), "started": started,
             "function": fn.__dict__, "capacity_rps": capacity, "seconds": args.seconds,
             "warmup_s": args.warmup_s, "margin": not args.no_margin,
+            "tail_quantile": args.tail_quantile,
             "accounting": "drained: arrivals stop at the run's end and what was admitted "
                           "finishes before the counts (the runs before 2026-11-29 counted the "
                           "requests still queued or in flight at the end as late)",

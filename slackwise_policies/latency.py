@@ -224,6 +224,10 @@ class LatencyModel:
             self._curve = self._fit_curve(0.0)
         self.warm_samples = 0
         self.cold_samples = 0
+        #: the quantile :meth:`p99_ms` reads: what the door prices a batch at and the batcher
+        #: judges a batch's head by behind a door (0.99 everywhere the adapter runs;
+        #: ``benchmarks/door_flood.py --tail-quantile`` sweeps it on a host that stalls)
+        self.tail_quantile = 0.99
 
     @classmethod
     def from_prior(
@@ -347,11 +351,12 @@ class LatencyModel:
         if n < 1:
             raise ValueError(f"batch size must be >= 1, got {n!r}")
         window = self._by_size.get(n)
+        q = self.tail_quantile
         if window is not None and window.prune(now) >= self._min_samples:
-            return max(self._floor_ms, window.quantile(0.99))
+            return max(self._floor_ms, window.quantile(q))
         if self._ratios.prune(now) < self._min_samples:
             return self.estimate_ms(n) * self._prior_spread
-        return self.estimate_ms(n) * max(1.0, self._ratios.quantile(0.99))
+        return self.estimate_ms(n) * max(1.0, self._ratios.quantile(q))
 
     def mean_ms(self, n: int, now: float) -> float:
         """The mean round trip of a batch of ``n``: observed where the window holds enough of

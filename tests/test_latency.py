@@ -298,3 +298,14 @@ def test_the_curve_is_the_running_maximum_of_its_points_interpolation(
             raw = v0 if n1 == n0 else v0 + (v1 - v0) * (n - n0) / (n1 - n0)
         last = max(floor, raw, last)
         assert curve.at(n) == pytest.approx(last, rel=1e-9, abs=1e-9)
+
+
+def test_the_tail_the_door_prices_at_is_the_quantile_it_names() -> None:
+    """``p99_ms`` reads ``tail_quantile`` of the measured round trips: one batch in ten stalled
+    by 250 ms sets the P99, not the P90 (what benchmarks/door_flood.py sweeps)."""
+    model = LatencyModel(a_ms=10.0, b_ms_per_item=1.0)
+    for i in range(200):
+        model.observe(i * 0.01, 4, 14.0, 264.0 if i % 10 == 0 else 14.0, cold=False)
+    assert model.p99_ms(4, 2.0) == pytest.approx(264.0)
+    model.tail_quantile = 0.85
+    assert model.p99_ms(4, 2.0) == pytest.approx(14.0)
