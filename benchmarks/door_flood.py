@@ -106,9 +106,7 @@ def flood(
     batches: list[int] = []  # sizes of the batches sent after the warm-up
     arrival = rng.expovariate(rate)
     running: list[tuple[list[float], float, list[QueuedRequest]]] = []  # ([work ms], sent, batch)
-    # the host's stalls, from a generator of their own: the arrivals and the noise of a seed
-    # are the same with and without them
-    stalls = random.Random(seed + 1_000_003)
+    stalls = random.Random(seed + 1_000_003)  # a seed's arrivals and noise stay as they were
     next_stall = stalls.expovariate(fn.stalls_per_s) if fn.stalls_per_s > 0.0 else math.inf
     stall_end = -math.inf
     # arrivals stop at ``seconds``, then what was admitted drains: a request still queued or in
@@ -124,8 +122,8 @@ def flood(
         ends = resumes + running[first][0][0] * shared / 1000.0 if shared else math.inf
         turn = stall_end if stalled else next_stall  # the next stall's start, or its end
         then = min(arrival, ends, turn)
-        if math.isinf(min(arrival, ends)):  # nothing in flight and nothing to come: the queue
-            then = min(then, now + 0.001)  # waits for company, or for a deadline to give it up
+        if math.isinf(min(arrival, ends)):  # nothing in flight or to come: the queue waits
+            then = min(then, now + 0.001)
         if not stalled:
             for work, _, _ in running:  # every batch in flight gets its share of the core
                 work[0] -= (then - now) * 1000.0 / shared

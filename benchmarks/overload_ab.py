@@ -237,6 +237,20 @@ def summarize(runs: list[dict[str, Any]], rates: tuple[float, ...]) -> list[dict
     return summary
 
 
+def _rates(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[float, ...]:
+    """The offered rates asked for (digits has defaults; another workload must name them)."""
+    if args.rates is None and args.workload != "digits":
+        parser.error(f"--rates is required with --workload {args.workload}")
+    text = args.rates or ",".join(f"{r:g}" for r in RATES)
+    try:
+        rates = tuple(float(r) for r in text.split(","))
+    except ValueError:
+        parser.error(f"--rates must be numbers separated by commas, got {args.rates!r}")
+    if not rates or min(rates) <= 0:
+        parser.error(f"--rates must be positive, got {args.rates!r}")
+    return rates
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="the earlier revision (a git rev)")
@@ -263,16 +277,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--render needs --docs")
         _write_docs(args.docs, json.loads(args.render.read_text(encoding="utf-8")), args.name)
         return 0
-    workload = WORKLOADS[args.workload]
-    if args.rates is None and args.workload != "digits":
-        parser.error(f"--rates is required with --workload {args.workload}")
-    text = args.rates or ",".join(f"{r:g}" for r in RATES)
-    try:
-        rates = tuple(float(r) for r in text.split(","))
-    except ValueError:
-        parser.error(f"--rates must be numbers separated by commas, got {args.rates!r}")
-    if not rates or min(rates) <= 0:
-        parser.error(f"--rates must be positive, got {args.rates!r}")
+    workload, rates = WORKLOADS[args.workload], _rates(parser, args)
     layout = Layout.split()
     layout.pin_self()
     if args.repeat < 1:

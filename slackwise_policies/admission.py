@@ -33,7 +33,7 @@ every input are arguments.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -43,6 +43,7 @@ __all__ = [
     "Drain",
     "Late",
     "Lateness",
+    "Refusals",
     "at_the_door",
     "expected_finish",
     "holds_until",
@@ -207,6 +208,31 @@ class Lateness:
         else:
             self._margin = max(0.0, margin - step * (1.0 - self.share))
 
+    def counts(self) -> dict[str, int]:
+        """The admitted requests seen finish, late, and late by their batch alone (status)."""
+        return {
+            "admitted_finished": self.finished_count,
+            "admitted_late": self.late_count,
+            "admitted_overran": self.overran_count,
+        }
+
+    def batch_finished(
+        self,
+        now: float,
+        members: Iterable[tuple[float, float]],
+        took_s: float,
+        *,
+        weight: float,
+        stalled: bool = False,
+    ) -> None:
+        """A batch that took ``took_s`` ended at ``now``: one sample for each of its ``members``
+        (``(arrival, due)``), ``weight`` each. A member late even had it not waited (its
+        arrival plus the batch's round trip past its due) overran; a stall of the caller's own
+        loop (``stalled``) is the door's to answer for, so then none counts as overran."""
+        for arrival, due in members:
+            overran = not stalled and arrival + took_s > due
+            self.finished(now, due, due - arrival, weight=weight, overran=overran)
+
     def margin_s(self, now: float) -> float:
         """The margin at ``now``. It also halves every ``half_life_s`` (10 s) by itself once no
         admitted request has finished late for ``calm_s`` (5 s), so a burst of late finishes (a
@@ -226,6 +252,24 @@ class Lateness:
                 self._margin *= 0.5 ** ((now - calm_from) / self.half_life_s)
             self._at = now
         return self._margin
+
+
+@dataclass(slots=True)
+class Refusals:
+    """The door's refusals for the queue ahead (a refusal for the loop's lag is not one), and
+    those made while a slot was free: a replica idle, the queue waiting for company rather than
+    capacity, the refusal resting on the price of the batch it would ride (for the status)."""
+
+    count: int = 0
+    with_free_slot: int = 0
+
+    def record(self, refusal: DoorRefusal | None, *, free_slot: bool) -> None:
+        if refusal is not None and refusal.lag_s == 0.0:
+            self.count += 1
+            self.with_free_slot += free_slot
+
+    def status(self) -> dict[str, int]:
+        return {"refused": self.count, "refused_with_free_slot": self.with_free_slot}
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from slackwise_policies.admission import DoorRefusal, Drain, Late, Lateness, at_the_door
+from slackwise_policies.admission import DoorRefusal, Drain, Late, Lateness, Refusals, at_the_door
 from slackwise_policies.aimd import AIMD, AIMDDecision
 from slackwise_policies.batching import BatchDecision, LatencyEstimator
 from slackwise_policies.batching_settings import DEFAULT_BATCHING, BatchingSettings
@@ -140,11 +140,7 @@ class Controller(Generic[T]):
         self.drain = Drain()
         #: how late the door's admitted requests finish: the margin its evidence asks for
         self.lateness = Lateness()
-        #: the door's refusals for the queue ahead, and those of them made while a slot was
-        #: free (a replica idle: the queue then waits for company, not for capacity, and the
-        #: refusal rests on the price of the batch it would ride)
-        self.refused_count = 0
-        self.refused_with_free_slot = 0
+        self.refusals = Refusals()  # the door's, and those made with a slot free (status)
         #: the earliest due time in the queue (late requests are looked for from then on)
         self._next_due = -math.inf
         if aimd is not None:
@@ -187,11 +183,8 @@ class Controller(Generic[T]):
         pace = self.drain.s_per_instance(now)
         return {
             "margin_ms": round(1000.0 * self.lateness.margin_s(now), 2),
-            "admitted_finished": self.lateness.finished_count,
-            "admitted_late": self.lateness.late_count,
-            "admitted_overran": self.lateness.overran_count,
-            "refused": self.refused_count,
-            "refused_with_free_slot": self.refused_with_free_slot,
+            **self.lateness.counts(),
+            **self.refusals.status(),
             "drain_ms_per_instance": None if pace is None else round(1000.0 * pace, 3),
             "path_margin_ms": round(self.path_margin.margin_ms(), 2),
             "batch_1_ms": round(self.reader.estimate_ms(1), 2),
@@ -229,9 +222,7 @@ class Controller(Generic[T]):
             free_slots=max(0, self.slots(ready) - self.inflight),
         )
         refusal = judge(batch_limit=limit, drain_s_per_instance=self.drain.s_per_instance(now))
-        if refusal is not None and refusal.lag_s == 0.0:
-            self.refused_count += 1
-            self.refused_with_free_slot += self.inflight < self.slots(ready)
+        self.refusals.record(refusal, free_slot=self.inflight < self.slots(ready))
         # batches at the cap would have taken it (the queue's pace was measured at the limit's
         # batches, so it says nothing of theirs): the limit held it back, which is the backlog
         # AIMD grows the limit on, kept from forming by the door itself
@@ -423,19 +414,9 @@ class Controller(Generic[T]):
         if not stalled:
             self.model.observe(now, instances, compute_ms, round_trip_ms, cold=cold)
         if self.late == "predict" and not cold:  # the door's evidence (a cold start is waited)
-            took_s = round_trip_ms / 1000.0
-            for item in batch:
-                if item.deadline == item.due:  # whole: not a chain's stage before its last
-                    # late even had it not waited: its batch's service, not the queue ahead (a
-                    # stall of the caller's own loop is the door's to answer for, as before)
-                    overran = not stalled and item.arrival + took_s > item.due
-                    self.lateness.finished(
-                        now,
-                        item.due,
-                        item.due - item.arrival,
-                        weight=1.0 / len(batch),
-                        overran=overran,
-                    )
+            whole = [(i.arrival, i.due) for i in batch if i.deadline == i.due]  # not a stage
+            took_s, weight = round_trip_ms / 1000.0, 1.0 / len(batch)
+            self.lateness.batch_finished(now, whole, took_s, weight=weight, stalled=stalled)
         aimd = self.aimd
         if aimd is None or stalled:
             return
