@@ -1,24 +1,18 @@
-"""One function's scheduling loop without the I/O: the controller the live dispatcher and the
-simulator both drive.
+"""One function's scheduling loop without the I/O: the controller that the live loop
+(:mod:`adapter.serving.dispatcher`: HTTP, futures, metrics) and the simulator
+(:mod:`simulator.engine`: virtual replicas, service times from a profile) both drive, through
+exactly these methods, so a parity test holds them to the same batches. A :class:`Controller`
+holds a function's queue, its batch-limit tuner (AIMD), the latency model its decisions read,
+and the counters they need. Each entry point takes the time as an argument:
 
-A :class:`Controller` holds a function's queue, its batch-limit tuner (AIMD), the latency model
-its decisions read, and the counters the decisions need (batches in flight, the recent arrival
-rate, the batch sizes in use). Its three entry points take the time as an argument and return
-what to do; the caller does it:
-
-* :meth:`Controller.admit` queues an admitted request, or (``late: predict``, the default)
-  says it would finish late and should be refused at the door now
-  (:mod:`slackwise_policies.admission`).
-* :meth:`Controller.step` is one scheduling step: answer the requests whose deadline passed
-  (``late: prune`` or ``predict``), tune the limit when a period ended, and pick the batch to
-  send now, or the time to look again (:class:`Step`). The caller sends ``step.batch`` and calls
-  :meth:`step` again until it says to wait.
-* :meth:`Controller.completed` feeds back a batch's answer (round trip, compute, cold) to the
-  latency model and AIMD; :meth:`Controller.released` frees its slot, whatever the outcome.
-
-The live loop (:mod:`adapter.serving.dispatcher`) adds HTTP, futures and metrics; the simulator
-(:mod:`simulator.engine`) adds virtual replicas and service times drawn from a profile. Because
-both call exactly these methods, a parity test holds them to the same batches.
+* :meth:`Controller.admit` queues a request, or (``late: predict``, the default) says it would
+  finish late and should be refused at the door now (:mod:`slackwise_policies.admission`).
+* :meth:`Controller.step` answers the requests whose deadline passed (``late: prune`` or
+  ``predict``), tunes the limit when a period ended, and picks the batch to send now or the
+  time to look again (:class:`Step`); the caller sends it and steps again until told to wait.
+* :meth:`Controller.completed` feeds a batch's answer back to the latency model, AIMD and the
+  slots that pay (:mod:`slackwise_policies.parallelism`); :meth:`Controller.released` frees
+  its slot, whatever the outcome.
 """
 
 from __future__ import annotations
@@ -39,6 +33,7 @@ from slackwise_policies.input_cost import InputCost, batch_input_bytes
 from slackwise_policies.lagged_p95 import LaggedP95
 from slackwise_policies.latency import LatencyModel
 from slackwise_policies.modes import ModePreset
+from slackwise_policies.parallelism import Parallelism
 from slackwise_policies.queue import Queued, RequestQueue
 from slackwise_policies.scheduling import (
     backlog_batch,
@@ -134,6 +129,7 @@ class Controller(Generic[T]):
         #: the batch sizes in use, for the stage budgets of the chains through this function
         self.batch_sizes = BatchSizeTracker(alpha=settings.estimate_alpha)
         self.inflight = 0
+        self.parallel = Parallelism()  # how many of the slots pay (replicas sharing a core)
         #: when each batch in flight is expected to end (a heap): the door's queue starts then
         self._inflight_ends: list[float] = []
         #: the queue's measured pace while backlogged (admission's evidence)
@@ -185,6 +181,7 @@ class Controller(Generic[T]):
             "margin_ms": round(1000.0 * self.lateness.margin_s(now), 2),
             **self.lateness.counts(),
             **self.refusals.status(),
+            **self.parallel.status(),
             "drain_ms_per_instance": None if pace is None else round(1000.0 * pace, 3),
             "path_margin_ms": round(self.path_margin.margin_ms(), 2),
             "batch_1_ms": round(self.reader.estimate_ms(1), 2),
@@ -255,11 +252,11 @@ class Controller(Generic[T]):
     # -- scheduling --------------------------------------------------------------------------
 
     def slots(self, ready: int) -> int:
-        """Batches the platform can hold at once: ready replicas × containerConcurrency, or one
-        while none is ready (it rides the activator and wakes the function; the rest wait)."""
+        """Batches to hold at once: of ready replicas × containerConcurrency, as many as pay
+        (:class:`Parallelism`); one while none is ready (it rides the activator, the rest wait)."""
         if ready == 0:
             return 1
-        return ready * max(1, self.container_concurrency)
+        return self.parallel.slots(ready * max(1, self.container_concurrency))
 
     def limit(self) -> int:
         """The batch cap in instances now: AIMD's limit within the function's maximum (the
@@ -376,6 +373,7 @@ class Controller(Generic[T]):
             return Step(decision=decision, wake_at=decision.wake_at, late=late, tuned=tuned)
         batch = queue.pop(decision.take)
         self.inflight += 1
+        self.parallel.dispatched(now)
         instances = sum(item.size for item in batch)
         heapq.heappush(self._inflight_ends, now + self.reader.estimate_ms(instances) / 1000.0)
         self.batch_sizes.observe(instances)
@@ -403,14 +401,15 @@ class Controller(Generic[T]):
     ) -> None:
         """A batch of ``instances`` sent by :meth:`step` was answered at ``now``: teach the
         latency model, and judge each member for AIMD by the mode's signal (the batch's service
-        time, or the request's response time under MLProxy). A member whose stage had no budget
-        (its chain's deadline had passed when it entered) says nothing about the batch size.
-        ``stalled``: its answer waited out a stall of the caller's own loop, so its round trip
-        measured the caller: it teaches neither the model nor AIMD, but its members' lateness is
-        still the door's evidence (the door answers for the caller's stalls too)."""
-        if self.input_cost is not None and not (cold or stalled):
+        time, or under MLProxy the request's response time; a member whose stage had no budget
+        says nothing). ``stalled``: its answer waited out a stall of the caller's own loop, so
+        its round trip measured the caller: it teaches neither the model nor AIMD, but its
+        members' lateness is still the door's evidence (the door answers for those stalls)."""
+        ratio = None if cold or stalled else round_trip_ms / self.model.estimate_ms(instances)
+        if self.input_cost is not None and ratio is not None:
             size = batch_input_bytes((item.input_bytes, item.size) for item in batch)
-            self.input_cost.observe(size, round_trip_ms / self.model.estimate_ms(instances))
+            self.input_cost.observe(size, ratio)
+        self.parallel.answered(now, round_trip_ms / 1000.0, ratio)
         if not stalled:
             self.model.observe(now, instances, compute_ms, round_trip_ms, cold=cold)
         if self.late == "predict" and not cold:  # the door's evidence (a cold start is waited)
@@ -438,6 +437,7 @@ class Controller(Generic[T]):
     def released(self) -> None:
         """A batch sent by :meth:`step` is over (answered or failed): its slot is free."""
         self.inflight -= 1
+        self.parallel.failed(self.inflight)  # one never answered is in flight no more
         if self._inflight_ends:  # the one expected to end first (batches end in any order)
             heapq.heappop(self._inflight_ends)
 

@@ -1,0 +1,121 @@
+"""How many of a function's batches are worth running at once: as many slots as pay.
+
+A function's slots are its ready replicas times their ``containerConcurrency``, and the
+controller fills every free one. That assumes the slots are independent. Replicas that share a
+core (two replicas on one CPU of a small node, or pods without CPU limits on a busy one) are
+not: a batch sent beside another runs at part of the core's speed, both finish later than
+either would alone, and the work is done no sooner. Live, embed's overload layout (the
+adapter and both replicas on one CPU, ``benchmarks/overload.py``): of 100 batches at its
+capacity, 17 ran beside another and 6 of those took 1.4-2.4x the model's estimate, against 1
+of the 83 that ran alone; each of those broke the promise the door had made to every request
+queued behind it (2-10 % of the admitted finished late at 1x). The same function held to one
+replica (``max-scale: 1``) served more in 7 of 8 fixed-rate cells on the same host.
+
+:class:`Parallelism` measures it rather than assuming it. Every warm batch is a sample of its
+round trip over the latency model's estimate (``ratio``) against the number of the function's
+other batches in flight while it ran, on average (``others``, 0 alone, 1 beside one for its
+whole run). A weighted least-squares line ``ratio = a·(1 + c·others)``, forgetting old samples
+(a half-life of 50 batches), gives ``c``, the slowdown one more batch in flight brings: 0
+for independent slots, 1 for batches that share one core. A batch more than :data:`STALLED`
+(2) times slower than sharing explains (a stall of every replica, which slows the batches in
+flight together, and would read as sharing) is no sample. With ``k`` batches at once the work
+goes ``k / (1 + c·(k - 1))`` times as fast as one at a time, so the ``k``-th slot pays when it
+adds at least ``min_gain`` (15 %) of one batch's pace alone to that; :meth:`Parallelism.slots`
+is the most slots that each pay. It judges only once both kinds of batch have been seen
+(``min_weight`` each, in batches, within the half-life): a function whose replicas never
+overlapped uses all its slots, and so does one whose slots are all busy for long (a slowdown of
+every replica under a backlog is not told from sharing without batches alone to compare). The
+evidence fades, so once a cap has held for about a hundred batches, every slot is tried again,
+and the cap comes back only if they still do not pay (a replica moved to a core of its own, a
+new one on another node).
+Pure: the times are arguments.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+__all__ = ["STALLED", "Parallelism"]
+
+#: a batch slower than this many times its estimate for each batch in flight with it (itself
+#: included) stalled: sharing a core explains no more, and it says nothing of the slots
+STALLED = 2.0
+
+
+class Parallelism:
+    """The slots worth filling, from how batches beside each other ran (module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        half_life: float = 50.0,
+        min_gain: float = 0.15,
+        min_weight: float = 3.0,
+    ) -> None:
+        self.decay = 0.5 ** (1.0 / half_life)
+        self.min_gain = min_gain
+        self.min_weight = min_weight
+        # weighted sums for the line ratio = a + b·others, and the weight of each kind of batch
+        self._w = self._wx = self._wy = self._wxx = self._wxy = 0.0
+        self._alone = self._beside = 0.0
+        #: when each batch in flight was sent, and the last batches answered (sent, end)
+        self._sent: list[float] = []
+        self._ended: deque[tuple[float, float]] = deque(maxlen=16)
+        self.slowdown: float | None = None  # c, once judged
+
+    def dispatched(self, now: float) -> None:
+        """A batch left at ``now``."""
+        self._sent.append(now)
+
+    def failed(self, inflight: int) -> None:
+        """A batch ended unanswered, ``inflight`` still out: it is no longer in flight."""
+        while len(self._sent) > inflight:
+            self._sent.pop(0)
+
+    def answered(self, now: float, round_trip_s: float, ratio: float | None) -> float:
+        """A batch sent ``round_trip_s`` before ``now`` was answered; with ``ratio`` (its round
+        trip over the model's estimate; None when it says nothing: cold, or a stall of the
+        caller) it is a sample. Returns the batches in flight beside it, on average."""
+        sent = now - round_trip_s
+        if self._sent:  # it is the one in flight sent nearest to when it was
+            self._sent.remove(min(self._sent, key=lambda t: abs(t - sent)))
+        beside = sum(now - max(sent, t) for t in self._sent if t < now)
+        beside += sum(max(0.0, end - max(sent, t)) for t, end in self._ended if end > sent)
+        self._ended.append((sent, now))
+        others = beside / round_trip_s if round_trip_s > 0.0 else 0.0
+        if ratio is not None and ratio <= STALLED * (1.0 + others):
+            self._learn(min(others, 8.0), ratio)
+        return others
+
+    def _learn(self, x: float, y: float) -> None:
+        d = self.decay
+        self._w = d * self._w + 1.0
+        self._wx = d * self._wx + x
+        self._wy = d * self._wy + y
+        self._wxx = d * self._wxx + x * x
+        self._wxy = d * self._wxy + x * y
+        self._alone = d * self._alone + max(0.0, 1.0 - x)
+        self._beside = d * self._beside + min(1.0, x)
+        self.slowdown = None
+        var = self._wxx / self._w - (self._wx / self._w) ** 2
+        if min(self._alone, self._beside) < self.min_weight or var <= 1e-9:
+            return
+        b = (self._wxy / self._w - self._wx * self._wy / self._w**2) / var
+        a = self._wy / self._w - b * self._wx / self._w
+        if a > 0.0:
+            self.slowdown = max(0.0, b / a)
+
+    def slots(self, slots: int) -> int:
+        """Of ``slots``, the most that each add ``min_gain`` of one slot's pace to the work's."""
+        c = self.slowdown
+        if c is None or slots <= 1:
+            return slots
+        for k in range(2, slots + 1):
+            before, after = (k - 1) / (1.0 + c * (k - 2)), k / (1.0 + c * (k - 1))
+            if after - before < self.min_gain:
+                return k - 1
+        return slots
+
+    def status(self) -> dict[str, float | None]:
+        """For the function's status: ``c``, None until judged."""
+        return {"beside_slowdown": None if self.slowdown is None else round(self.slowdown, 3)}
