@@ -74,14 +74,14 @@ def _start(tree: Path, layout: Layout, workload: Workload) -> subprocess.Popen[b
     raise SystemExit(f"overload_ab: the adapter of {tree} did not come up at {workload.base()}")
 
 
-def _door(workload: Workload) -> dict[str, int]:
-    """The door's counters in the function's status (the keys a revision has; none without)."""
+def _door(workload: Workload) -> dict[str, float]:
+    """The door's numbers in the function's status (the keys a revision has; none without)."""
     try:
         doc = httpx.get(workload.status_urls()[0], timeout=5).json()
     except (httpx.HTTPError, ValueError):
         return {}
     door = doc.get("door") or {}
-    return {k: int(v) for k, v in door.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return {k: v for k, v in door.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def _cell(
@@ -130,7 +130,9 @@ def _cell(
         "refusal_p99_ms": out["refusal_p99_ms"],
         "within_slo_share": out["ok_within_slo"] / out["ok"] if out["ok"] else None,
         "lag_p99_ms": out["lag_p99_ms"],
-        **{k: v for k, v in door.items() if k.removeprefix("door_") in DOOR_COUNTS},
+        **{k: int(v) for k, v in door.items() if k.removeprefix("door_") in DOOR_COUNTS},
+        # how much a batch beside another slowed, as the controller judged it at the end
+        "beside_slowdown": door_after.get("beside_slowdown"),
     }
 
 
