@@ -29,9 +29,6 @@ Rules chosen where the papers leave room:
   estimate is ``estimate_ms(n) × spread``, where ``spread`` is the P95 of the ratios
   ``observed / fitted`` over every warm sample in the window (all batch sizes pooled), once the
   pool holds ``min_samples``; before that, the prior's spread. The spread is at least 1.
-* **A tail the samples support** (:meth:`LatencyModel.p99_ms`): never beyond the few largest
-  samples, so one stall of the host does not price every batch for the window's 30 s
-  (:mod:`slackwise_policies.tail_support`).
 * **Bounded memory.** Windows are kept per exact batch size (batch sizes are bounded by the
   function's max batch), each a deque of at most ``max_samples_per_size`` samples younger than
   ``window_s``, also kept sorted, so a nearest-rank percentile is a lookup. The P95 is
@@ -48,7 +45,6 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Literal, TypedDict, Unpack, get_args
 
 from slackwise_policies.latency_curve import Curve, interpolate, prior_points
-from slackwise_policies.tail_support import supported, supported_quantile
 
 __all__ = ["LATENCY_MODELS", "LatencyModel", "LatencyModelKind", "LatencyModels", "LatencySettings"]
 
@@ -351,21 +347,16 @@ class LatencyModel:
 
     def p99_ms(self, n: int, now: float) -> float:
         """P99 round trip of a batch of ``n``: observed, or ``estimate ×`` the 99th percentile of
-        observed over fitted (what a door that promises 99 % judges a batch's head by), as far
-        as the samples support it (the module docstring, "A tail the samples support")."""
+        observed over fitted (what a door that promises 99 % judges a batch's head by)."""
         if n < 1:
             raise ValueError(f"batch size must be >= 1, got {n!r}")
         window = self._by_size.get(n)
         q = self.tail_quantile
-        if window is not None:
-            own = window.prune(now)
-            if own >= self._min_samples and supported(q, own):
-                return max(self._floor_ms, window.quantile(q))
-        pooled = self._ratios.prune(now)
-        if pooled < self._min_samples:
+        if window is not None and window.prune(now) >= self._min_samples:
+            return max(self._floor_ms, window.quantile(q))
+        if self._ratios.prune(now) < self._min_samples:
             return self.estimate_ms(n) * self._prior_spread
-        ratio = self._ratios.quantile(supported_quantile(q, pooled))
-        return self.estimate_ms(n) * max(1.0, ratio)
+        return self.estimate_ms(n) * max(1.0, self._ratios.quantile(q))
 
     def mean_ms(self, n: int, now: float) -> float:
         """The mean round trip of a batch of ``n``: observed where the window holds enough of
