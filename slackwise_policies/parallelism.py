@@ -4,12 +4,12 @@ A function's slots are its ready replicas times their ``containerConcurrency``, 
 controller fills every free one. That assumes the slots are independent. Replicas that share a
 core (two replicas on one CPU of a small node, or pods without CPU limits on a busy one) are
 not: a batch sent beside another runs at part of the core's speed, both finish later than
-either would alone, and the work is done no sooner. Live, embed's overload layout (the
-adapter and both replicas on one CPU, ``benchmarks/overload.py``): of 100 batches at its
-capacity, 17 ran beside another and 6 of those took 1.4-2.4x the model's estimate, against 1
-of the 83 that ran alone; each of those broke the promise the door had made to every request
-queued behind it (2-10 % of the admitted finished late at 1x). The same function held to one
-replica (``max-scale: 1``) served more in 7 of 8 fixed-rate cells on the same host.
+either would alone, and the work is done little sooner. Behind a door that promised the
+requests queued after it a batch's usual time, such a batch breaks every one of those promises
+(embed's overload layout puts the adapter and both replicas on one CPU,
+``benchmarks/overload.py``; a per-batch trace of its cells at capacity on a two-core VM, an
+instrumentation not kept in the tree, found the batches that ran far over their estimate were
+nearly all ones that ran beside the other replica's, with nothing stolen by the host).
 
 :class:`Parallelism` measures it rather than assuming it. Every warm batch is a sample of its
 round trip over the latency model's estimate (``ratio``) against the number of the function's
@@ -27,8 +27,11 @@ overlapped uses all its slots, and so does one whose slots are all busy for long
 every replica under a backlog is not told from sharing without batches alone to compare). The
 evidence fades, so once a cap has held for about a hundred batches, every slot is tried again,
 and the cap comes back only if they still do not pay (a replica moved to a core of its own, a
-new one on another node).
-Pure: the times are arguments.
+new one on another node). Measured live (``benchmarks/overload_ab.py`` records the slowdown
+the controller judged at the end of each cell, ``beside_slowdown``): on that VM in a fast hour
+embed's batches beside another ran 0.17-0.52 slower, under the 0.74 at which a second slot
+stops paying, so every slot stayed in use (docs/reliability.md, "Slots that pay"). Pure: the
+times are arguments.
 """
 
 from __future__ import annotations
