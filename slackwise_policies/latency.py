@@ -46,7 +46,14 @@ from typing import Literal, TypedDict, Unpack, get_args
 
 from slackwise_policies.latency_curve import Curve, interpolate, prior_points
 
-__all__ = ["LATENCY_MODELS", "LatencyModel", "LatencyModelKind", "LatencyModels", "LatencySettings"]
+__all__ = [
+    "LATENCY_MODELS",
+    "LatencyModel",
+    "LatencyModelKind",
+    "LatencyModels",
+    "LatencySettings",
+    "RunningFit",
+]
 
 #: how a function's batch latency is estimated (``adapter.latency_model``): ``linear``, GrandSLAM's
 #: Eq. 2 fit, or ``curve``, the measured latency of each batch size where it was measured
@@ -122,7 +129,7 @@ class _Window:
         return _nearest_rank(self._sorted, q)
 
 
-class _RunningFit:
+class RunningFit:
     """Weighted least squares of ``y`` on ``x`` with exponential forgetting and a ridge prior."""
 
     __slots__ = ("_decay", "_prior_a", "_prior_b", "_tau", "_w", "_wx", "_wxx", "_wxy", "_wy")
@@ -210,8 +217,8 @@ class LatencyModel:
         self._min_samples = min_samples
         self._max_samples = max_samples_per_size
         self._floor_ms = floor_ms
-        self._round_trip = _RunningFit(a_ms, b_ms_per_item, decay, prior_strength)
-        self._compute = _RunningFit(a_ms, b_ms_per_item, decay, prior_strength)
+        self._round_trip = RunningFit(a_ms, b_ms_per_item, decay, prior_strength)
+        self._compute = RunningFit(a_ms, b_ms_per_item, decay, prior_strength)
         self._coef = self._round_trip.coefficients()
         self._by_size: dict[int, _Window] = {}
         self._ratios = _Window(window_s, 4 * max_samples_per_size)

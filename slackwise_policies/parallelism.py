@@ -38,6 +38,8 @@ from __future__ import annotations
 
 from collections import deque
 
+from slackwise_policies.latency import RunningFit
+
 __all__ = ["STALLED", "Parallelism"]
 
 #: a batch slower than this many times its estimate for each batch in flight with it (itself
@@ -58,8 +60,9 @@ class Parallelism:
         self.decay = 0.5 ** (1.0 / half_life)
         self.min_gain = min_gain
         self.min_weight = min_weight
-        # weighted sums for the line ratio = a + b·others, and the weight of each kind of batch
-        self._w = self._wx = self._wy = self._wxx = self._wxy = 0.0
+        # the line ratio = a + b·others (plain least squares: no prior to speak of), and the
+        # weight of each kind of batch
+        self._fit = RunningFit(1.0, 0.0, self.decay, 1e-9)
         self._alone = self._beside = 0.0
         #: when each batch in flight was sent, and the last batches answered (sent, end)
         self._sent: list[float] = []
@@ -92,21 +95,14 @@ class Parallelism:
 
     def _learn(self, x: float, y: float) -> None:
         d = self.decay
-        self._w = d * self._w + 1.0
-        self._wx = d * self._wx + x
-        self._wy = d * self._wy + y
-        self._wxx = d * self._wxx + x * x
-        self._wxy = d * self._wxy + x * y
+        self._fit.add(x, y)
         self._alone = d * self._alone + max(0.0, 1.0 - x)
         self._beside = d * self._beside + min(1.0, x)
         self.slowdown = None
-        var = self._wxx / self._w - (self._wx / self._w) ** 2
-        if min(self._alone, self._beside) < self.min_weight or var <= 1e-9:
-            return
-        b = (self._wxy / self._w - self._wx * self._wy / self._w**2) / var
-        a = self._wy / self._w - b * self._wx / self._w
-        if a > 0.0:
-            self.slowdown = max(0.0, b / a)
+        if min(self._alone, self._beside) >= self.min_weight:
+            a, b = self._fit.coefficients()
+            if a > 0.0:
+                self.slowdown = b / a
 
     def slots(self, slots: int) -> int:
         """Of ``slots``, the most that each add ``min_gain`` of one slot's pace to the work's."""
