@@ -52,12 +52,15 @@ DOOR_COUNTS = ("admitted_finished", "admitted_late", "admitted_overran", "refuse
                "refused_with_free_slot")  # fmt: skip
 
 
-def _start(tree: Path, layout: Layout, workload: Workload) -> subprocess.Popen[bytes]:
+def _start(
+    tree: Path, layout: Layout, workload: Workload, records: Path | None = None
+) -> subprocess.Popen[bytes]:
     from functions.samples import sample_request
 
     env = dict(os.environ, PYTHONPATH=str(tree))
+    config = workload.config if records is None else str(_with_records(tree, workload, records))
     proc = subprocess.Popen(
-        [*taskset(layout.adapter), PY, "-m", "slackwise_cli.main", "serve", "-c", workload.config],
+        [*taskset(layout.adapter), PY, "-m", "slackwise_cli.main", "serve", "-c", config],
         cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     body = sample_request(workload.sample_model, 1)
@@ -74,6 +77,18 @@ def _start(tree: Path, layout: Layout, workload: Workload) -> subprocess.Popen[b
     raise SystemExit(f"overload_ab: the adapter of {tree} did not come up at {workload.base()}")
 
 
+def _with_records(tree: Path, workload: Workload, records: Path) -> Path:
+    """A copy of the workload's config (``tree``'s) that writes the adapter's request records
+    to ``records`` (``adapter.records``, which every revision here reads), beside them."""
+    import yaml
+
+    doc = yaml.safe_load((tree / workload.config).read_text(encoding="utf-8"))
+    doc.setdefault("adapter", {})["records"] = str(records.resolve())
+    config = records.with_suffix(".yaml")
+    config.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return config
+
+
 def _door(workload: Workload) -> dict[str, float]:
     """The door's numbers in the function's status (the keys a revision has; none without)."""
     try:
@@ -85,9 +100,14 @@ def _door(workload: Workload) -> dict[str, float]:
 
 
 def _cell(
-    tree: Path, rate: float, layout: Layout, workload: Workload, fresh: bool = False
+    tree: Path,
+    rate: float,
+    layout: Layout,
+    workload: Workload,
+    fresh: bool = False,
+    records: Path | None = None,
 ) -> dict[str, Any]:
-    proc = _start(tree, layout, workload)
+    proc = _start(tree, layout, workload, records)
     try:
         adapter = psutil.Process(proc.pid)
         gen = subprocess.Popen(
@@ -273,6 +293,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a new connection for every request (else keep-alive clients)",
     )
+    parser.add_argument(
+        "--records",
+        type=Path,
+        help="keep each cell's request records (adapter.records) in this folder, as "
+        "REVISION-RATE-rREPEAT.jsonl, for benchmarks/late_admitted.py (each record costs the "
+        "adapter a little CPU: a diagnosis, not a measurement of goodput)",
+    )
     args = parser.parse_args(argv)
     if args.render is not None:
         if args.docs is None:
@@ -299,9 +326,14 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.repeat):
                 for rate in rates:
                     for label, where in (("baseline", tree), ("this", ROOT)):
+                        records = None
+                        if args.records is not None:
+                            args.records.mkdir(parents=True, exist_ok=True)
+                            records = args.records / f"{label}-{rate:g}-r{r + 1}.jsonl"
+                            records.unlink(missing_ok=True)
                         cell = {"repeat": r + 1, "revision": label,
                                 **_cell(where, rate, layout, workload,
-                                        args.fresh_connections)}  # fmt: skip
+                                        args.fresh_connections, records)}  # fmt: skip
                         print(json.dumps(cell), flush=True)
                         runs.append(cell)
         finally:
