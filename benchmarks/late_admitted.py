@@ -1,8 +1,11 @@
 """Why admitted requests finished late, read from the adapter's request records.
 
-Run: ``.venv/bin/python benchmarks/late_admitted.py RECORDS.jsonl [...] [--json OUT]``; the
-records are what ``adapter.records`` writes (``benchmarks/overload_ab.py --records DIR`` keeps
-one file a cell).
+Run: ``.venv/bin/python benchmarks/late_admitted.py RECORDS.jsonl [...] [--split-gap S]
+[--json OUT]``; the records are what ``adapter.records`` writes (``benchmarks/overload_ab.py
+--records DIR`` keeps one file a cell; ``benchmarks/overload.py --records DIR`` one an adapter,
+its capacity probes and cells one after another: ``--split-gap 3`` reads each stretch of
+arrivals between pauses of 3 s or more on its own, labelled by when it began and its admitted
+rate).
 
 The records name, for every answered request, when it arrived, when its batch left, when the
 batch's answer came and its deadline; the members of one batch share the last two. So the
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -198,9 +202,33 @@ def report_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"function": fn, **explain(group)} for fn, group in sorted(groups.items())]
 
 
-def report(paths: Sequence[Path]) -> list[dict[str, Any]]:
-    """One row per (file, function)."""
-    return [{"file": path.name, **row} for path in paths for row in report_records(read(path))]
+def stretches(records: list[dict[str, Any]], gap_s: float) -> list[list[dict[str, Any]]]:
+    """``records`` cut where no request arrived for ``gap_s`` or more, in arrival order."""
+    ordered = sorted(records, key=lambda r: float(r["arrival"]))
+    out: list[list[dict[str, Any]]] = []
+    last = -math.inf
+    for r in ordered:
+        if float(r["arrival"]) - last >= gap_s or not out:
+            out.append([])
+        out[-1].append(r)
+        last = float(r["arrival"])
+    return out
+
+
+def report(paths: Sequence[Path], gap_s: float | None = None) -> list[dict[str, Any]]:
+    """One row per (file, function), or with ``gap_s`` per (stretch of a file, function)."""
+    rows = []
+    for path in paths:
+        records = read(path)
+        if gap_s is None:
+            rows += [{"file": path.name, **row} for row in report_records(records)]
+            continue
+        for part in stretches(records, gap_s):
+            start, end = float(part[0]["arrival"]), float(part[-1]["arrival"])
+            rate = len(part) / (end - start) if end > start else 0.0
+            label = f"{path.name} @{start:.0f} s, {rate:.0f} req/s admitted"
+            rows += [{"file": label, **row} for row in report_records(part)]
+    return rows
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
@@ -220,12 +248,20 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("records", nargs="+", type=Path, help="adapter.records JSON-lines files")
+    parser.add_argument(
+        "--split-gap",
+        type=float,
+        metavar="S",
+        help="read each stretch of arrivals between pauses of S seconds or more on its own",
+    )
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.split_gap is not None and args.split_gap <= 0:
+        parser.error(f"--split-gap must be positive, got {args.split_gap}")
     for path in args.records:
         if not path.is_file():
             parser.error(f"no such records file: {path}")
-    rows = report(args.records)
+    rows = report(args.records, args.split_gap)
     print(table(rows))
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")

@@ -113,6 +113,7 @@ def measure(
     multiples: tuple[float, ...],
     repeat: int,
     timing: dict[str, float],
+    records: Path | None = None,
 ) -> dict[str, Any]:
     layout = Layout.split()
     layout.pin_self()
@@ -132,7 +133,9 @@ def measure(
     for r in range(1, repeat + 1):
         for w in workloads:
             for kind in kinds:
-                adapter = Adapter(w, layout)
+                slug = kind.split()[0]  # keep-alive, new
+                kept = None if records is None else records / f"{w.name}-{slug}-r{r}.jsonl"
+                adapter = Adapter(w, layout, kept)
                 try:
                     found = capacity(w, layout, adapter)
                     found.update(repeat=r, kind=kind, startup_s=adapter.startup_s)
@@ -275,6 +278,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--docs", type=Path, help="rewrite the overload tables in this file")
     parser.add_argument(
+        "--records",
+        type=Path,
+        help="keep each adapter's request records in this folder (WORKLOAD-KIND-rREPEAT.jsonl, "
+        "for benchmarks/late_admitted.py --split-gap; they cost the adapter a little CPU)",
+    )
+    parser.add_argument(
         "--from-json",
         type=Path,
         help="only derive the shares again and re-render the tables from this JSON (with --json, "
@@ -302,7 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     shape = f"{len(workloads)} workloads x {len(kinds)} kinds x {len(multiples)} multiples"
     print(f"overload: about {estimate / 60:.0f} minutes ({shape} x {args.repeat})", flush=True)
     began = time.monotonic()
-    result = measure(workloads, kinds, multiples, args.repeat, timing)
+    if args.records is not None:
+        args.records.mkdir(parents=True, exist_ok=True)
+    result = measure(workloads, kinds, multiples, args.repeat, timing, args.records)
     result["meta"] = meta(argv, workloads, timing)
     result["meta"]["elapsed_s"] = round(time.monotonic() - began)
     result["meta"]["estimated_s"] = round(estimate)

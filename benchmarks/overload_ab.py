@@ -38,7 +38,7 @@ from typing import Any
 import httpx
 import psutil
 from overload_report import fit_costs
-from overload_setup import WORKLOADS, Layout, Workload, taskset
+from overload_setup import WORKLOADS, Layout, Workload, config_with_records, taskset
 
 from slackwise_cli.repeats import commit
 from slackwise_cli.results import machine
@@ -58,7 +58,9 @@ def _start(
     from functions.samples import sample_request
 
     env = dict(os.environ, PYTHONPATH=str(tree))
-    config = workload.config if records is None else str(_with_records(tree, workload, records))
+    config = workload.config
+    if records is not None:
+        config = str(config_with_records(tree, workload, records))
     proc = subprocess.Popen(
         [*taskset(layout.adapter), PY, "-m", "slackwise_cli.main", "serve", "-c", config],
         cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -75,18 +77,6 @@ def _start(
         time.sleep(0.5)
     proc.kill()
     raise SystemExit(f"overload_ab: the adapter of {tree} did not come up at {workload.base()}")
-
-
-def _with_records(tree: Path, workload: Workload, records: Path) -> Path:
-    """A copy of the workload's config (``tree``'s) that writes the adapter's request records
-    to ``records`` (``adapter.records``, which every revision here reads), beside them."""
-    import yaml
-
-    doc = yaml.safe_load((tree / workload.config).read_text(encoding="utf-8"))
-    doc.setdefault("adapter", {})["records"] = str(records.resolve())
-    config = records.with_suffix(".yaml")
-    config.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-    return config
 
 
 def _door(workload: Workload) -> dict[str, float]:
@@ -330,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                         if args.records is not None:
                             args.records.mkdir(parents=True, exist_ok=True)
                             records = args.records / f"{label}-{rate:g}-r{r + 1}.jsonl"
-                            records.unlink(missing_ok=True)
+                            records.unlink(missing_ok=True)  # the adapter appends
                         cell = {"repeat": r + 1, "revision": label,
                                 **_cell(where, rate, layout, workload,
                                         args.fresh_connections, records)}  # fmt: skip

@@ -177,10 +177,24 @@ def _listener(port: int) -> str | None:
     return "another process"
 
 
-class Adapter:
-    """``slackwise serve -c CONFIG`` pinned to the adapter's CPUs, up until :meth:`stop`."""
+def config_with_records(tree: Path, workload: Workload, records: Path) -> Path:
+    """A copy of the workload's config (``tree``'s) that writes the adapter's request records
+    to ``records`` (``adapter.records``, which every revision reads), beside them: what
+    ``benchmarks/late_admitted.py`` reads. Each record costs the adapter a little CPU."""
+    import yaml
 
-    def __init__(self, workload: Workload, layout: Layout) -> None:
+    doc = yaml.safe_load((tree / workload.config).read_text(encoding="utf-8"))
+    doc.setdefault("adapter", {})["records"] = str(records.resolve())
+    config = records.with_suffix(".yaml")
+    config.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return config
+
+
+class Adapter:
+    """``slackwise serve -c CONFIG`` pinned to the adapter's CPUs, up until :meth:`stop`
+    (with ``records``, its request records written there)."""
+
+    def __init__(self, workload: Workload, layout: Layout, records: Path | None = None) -> None:
         self.workload = workload
         _, port, probe = workload.settings()
         for taken in (port, probe):
@@ -190,7 +204,11 @@ class Adapter:
         fd, log = tempfile.mkstemp(prefix=f"overload-{workload.name}-", suffix=".log")
         self.log = Path(log)
         slackwise = str(Path(PY).parent / "slackwise")
-        command = [*taskset(layout.adapter), slackwise, "serve", "-c", workload.config]
+        config = workload.config
+        if records is not None:
+            records.unlink(missing_ok=True)
+            config = str(config_with_records(ROOT, workload, records))
+        command = [*taskset(layout.adapter), slackwise, "serve", "-c", config]
         self.proc = subprocess.Popen(command, cwd=ROOT, stdout=fd, stderr=subprocess.STDOUT)
         os.close(fd)
         self.process = psutil.Process(self.proc.pid)

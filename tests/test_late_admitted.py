@@ -78,3 +78,28 @@ def test_a_bad_line_is_named(late: ModuleType, tmp_path: Path) -> None:
     path.write_text(json.dumps(_alone(0.0)[0]) + "\n[1, 2]\n", encoding="utf-8")
     with pytest.raises(SystemExit, match=r"r\.jsonl:2: not a record"):
         late.read(path)
+
+
+def test_stretches_are_cut_at_pauses(late: ModuleType, tmp_path: Path) -> None:
+    records = _alone(0.0) + _alone(20.0)  # arrivals 0..3 and 20..23
+    parts = late.stretches(records, 5.0)
+    assert [len(p) for p in parts] == [4, 4]
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    rows = late.report([path], 5.0)
+    assert [r["file"] for r in rows] == [
+        "r.jsonl @0 s, 1 req/s admitted",
+        "r.jsonl @20 s, 1 req/s admitted",
+    ]
+
+
+def test_a_config_that_keeps_records_loads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What overload.py and overload_ab.py --records serve: the workload's config, records on."""
+    from slackwise_config import load_config
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    setup = importlib.import_module("overload_setup")
+    config = setup.config_with_records(ROOT, setup.WORKLOADS["embed"], tmp_path / "e.jsonl")
+    loaded = load_config(str(config))
+    assert loaded.adapter.records == str((tmp_path / "e.jsonl").resolve())
+    assert set(loaded.functions) == {"embed"}
