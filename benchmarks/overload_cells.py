@@ -307,6 +307,9 @@ def _probe(
             "passed": ok,
             "goodput_rps": out["goodput_rps"],
             "refused": out["refused"],
+            # why the refused were (the generator's six most common answers, digits as N): a
+            # probe failed by the door reads differently from one failed by the read budget
+            "reasons": out.get("reasons") or {},
             "timeouts": out["timeouts"],
             "p99_ms": out["p99_ms"],
             "ok": out["ok"],
