@@ -12,7 +12,10 @@ SLO 300 ms. The latency model starts at the true alone costs and learns from wha
 contention included, as it does live. ``--stalls-per-s R --stall-ms M`` adds the host's steal
 as a two-core VM shows it: at Poisson times, R a second, the core stops for M ms and no batch
 in flight progresses (from a random generator of their own, so a seed's arrivals and noise
-are the same with and without them).
+are the same with and without them). ``--prelude X:S,...`` runs phases before the rate
+under test, each at X times the capacity for S seconds, uncounted: a flood, then a calm, then
+the rate shows what the controller carries from one flood to the next (live, the overload
+benchmark's cells follow its capacity probes and each other the same way).
 
 Why on a virtual clock: live, one 10x cell of embed went from 87 % to 98.6 % of its answers in
 the SLO between runs on the same tree, so a change to the door cannot be judged by a few
@@ -34,6 +37,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,23 +92,19 @@ def flood(
     warmup_s: float = 10.0,
     margin: bool = True,
     tail_quantile: float = 0.99,
+    prelude: tuple[tuple[float, float], ...] = (),
 ) -> dict[str, float]:
-    """One run: arrivals at ``rate`` for ``seconds``; counted after ``warmup_s``. Without
-    ``margin`` the door judges by its own arithmetic alone (the margin learnt from late
-    finishes held at 0)."""
+    """One run: arrivals at ``rate`` for ``seconds`` after the uncounted ``prelude`` ((rate,
+    seconds) phases); counted after ``warmup_s``. Without ``margin`` the door judges by its own
+    arithmetic alone (the margin learnt from late finishes held at 0)."""
     rng = random.Random(seed)
-    model = LatencyModel(a_ms=fn.a_ms, b_ms_per_item=fn.b_ms)
-    model.tail_quantile = tail_quantile
-    c: Controller[QueuedRequest] = Controller(
-        name="f", preset=preset("slackwise"), model=model, max_batch=fn.max_batch,
-        container_concurrency=1, now=0.0, late="predict",
-    )  # fmt: skip
-    if not margin:
-        c.lateness = Lateness(cap=0.0)
+    rate_at, start = _phases(rate, prelude)
+    warmup_s, seconds = start + warmup_s, start + seconds
+    c = _controller(fn, margin, tail_quantile)
     now, seq = 0.0, 0
     admitted = in_time = refused = 0
     batches: list[int] = []  # sizes of the batches sent after the warm-up
-    arrival = rng.expovariate(rate)
+    arrival = rng.expovariate(rate_at(0.0))
     running: list[tuple[list[float], float, list[QueuedRequest]]] = []  # ([work ms], sent, batch)
     stalls = random.Random(seed + 1_000_003)  # a seed's arrivals and noise stay as they were
     next_stall = stalls.expovariate(fn.stalls_per_s) if fn.stalls_per_s > 0.0 else math.inf
@@ -146,7 +146,7 @@ def flood(
             if now >= warmup_s:
                 admitted += refusal is None
                 refused += refusal is not None
-            arrival = now + rng.expovariate(rate)
+            arrival = now + rng.expovariate(rate_at(now))
         while (step := c.step(now, ready=fn.replicas)).batch:
             work = (fn.a_ms + fn.b_ms * len(step.batch)) * math.exp(rng.gauss(0.0, fn.sigma))
             running.append(([work], now, list(step.batch)))
@@ -159,6 +159,31 @@ def flood(
         "refused_share": refused / max(1, admitted + refused),
         "mean_batch": statistics.fmean(batches) if batches else 0.0,
     }
+
+
+def _controller(fn: Function, margin: bool, tail_quantile: float) -> Controller[QueuedRequest]:
+    """The adapter's controller for ``fn`` behind its door, its latency model at the true
+    alone costs (without ``margin``, the margin learnt from late finishes held at 0)."""
+    model = LatencyModel(a_ms=fn.a_ms, b_ms_per_item=fn.b_ms)
+    model.tail_quantile = tail_quantile
+    c: Controller[QueuedRequest] = Controller(
+        name="f", preset=preset("slackwise"), model=model, max_batch=fn.max_batch,
+        container_concurrency=1, now=0.0, late="predict",
+    )  # fmt: skip
+    if not margin:
+        c.lateness = Lateness(cap=0.0)
+    return c
+
+
+def _phases(
+    rate: float, prelude: tuple[tuple[float, float], ...]
+) -> tuple[Callable[[float], float], float]:
+    """The arrival rate at each virtual time, and when ``rate`` (after the prelude) begins."""
+    ends, start = [], 0.0
+    for phase_rate, phase_s in prelude:
+        start += phase_s
+        ends.append((start, phase_rate))
+    return (lambda t: next((r for end, r in ends if t < end), rate)), start
 
 
 def _stat(values: list[float]) -> dict[str, float]:
@@ -180,8 +205,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tail-quantile", type=float, default=0.99,
                         help="the quantile the door prices a batch at and the batcher judges "
                              "its head by (the adapter's: 0.99)")  # fmt: skip
+    parser.add_argument(
+        "--prelude",
+        default="",
+        metavar="X:S,...",
+        help="phases before each rate, uncounted: X times the capacity for S virtual seconds "
+        "each (e.g. 3:15,0.5:30: a flood, then a calm)",
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
+    prelude = _prelude(parser, args.prelude)
     if not 0.5 <= args.tail_quantile < 1.0:
         parser.error(f"--tail-quantile must be within [0.5, 1), got {args.tail_quantile}")
     if args.stalls_per_s < 0.0 or args.stall_ms < 0.0:
@@ -195,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--warmup-s must be within [0, --seconds), got {args.warmup_s}")
     fn = Function(stalls_per_s=args.stalls_per_s, stall_ms=args.stall_ms)
     capacity = fn.capacity_rps()
+    phases = tuple((x * capacity, s) for x, s in prelude)
     started = time.time()
     rows: list[dict[str, Any]] = []
     print(f"capacity {capacity:.0f} req/s; medians of {args.seeds} seeds (ranges)")
@@ -202,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     for k in MULTIPLES:
         runs = [
             flood(fn, k * capacity, seed=s, seconds=args.seconds, warmup_s=args.warmup_s,
-                  margin=not args.no_margin, tail_quantile=args.tail_quantile)
+                  margin=not args.no_margin, tail_quantile=args.tail_quantile,
+                  prelude=phases)
             for s in range(args.seeds)
         ]  # fmt: skip
         row = {key: _stat([r[key] for r in runs]) for key in runs[0]}
@@ -219,13 +254,27 @@ def main(argv: list[str] | None = None) -> int:
             "commit": commit(ROOT), "machine": machine(), "started": started,
             "function": fn.__dict__, "capacity_rps": capacity, "seconds": args.seconds,
             "warmup_s": args.warmup_s, "margin": not args.no_margin,
-            "tail_quantile": args.tail_quantile,
+            "tail_quantile": args.tail_quantile, "prelude": [list(p) for p in prelude],
             "accounting": "drained: arrivals stop at the run's end and what was admitted "
                           "finishes before the counts (the runs before 2026-11-29 counted the "
                           "requests still queued or in flight at the end as late)",
         }  # fmt: skip
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     return 0
+
+
+def _prelude(parser: argparse.ArgumentParser, text: str) -> tuple[tuple[float, float], ...]:
+    """``--prelude``'s phases as (multiple of C, seconds); exits naming a bad one."""
+    phases = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        try:
+            x, s = (float(v) for v in part.split(":"))
+        except ValueError:
+            parser.error(f"--prelude: {part!r} is not X:S (a multiple of C and seconds)")
+        if x < 0.0 or s <= 0.0:
+            parser.error(f"--prelude: {part!r} needs X >= 0 and S > 0")
+        phases.append((x, s))
+    return tuple(phases)
 
 
 if __name__ == "__main__":

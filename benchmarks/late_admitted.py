@@ -23,6 +23,10 @@ ran alone. Every late member (answered after its deadline) is put in one of thre
   slow;
 * ``cold``: its batch met a replica's cold start (no sample of the line either).
 
+An admitted request that was not answered 200 (given up at its deadline in the queue, a 503; a
+failed batch) is counted apart, by status: the records hold no refusal at the door, which
+never admitted it.
+
 It also prints, for the batches themselves, the median ratio of round trip to the alone line
 for batches beside another and alone: the slowdown one more batch in flight brings, measured,
 which the controller's ``Parallelism`` estimates as ``beside_slowdown``.
@@ -131,8 +135,9 @@ def alone_line(group: Sequence[Batch]) -> tuple[float, float] | None:
     return my - slope * mx, slope
 
 
-def explain(group: Sequence[Batch]) -> dict[str, Any]:
-    """One function's answered requests, its late ones by kind, and its batches' slowdowns."""
+def explain(group: Sequence[Batch], failed: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """One function's answered requests, its late ones by kind, its batches' slowdowns, and
+    its admitted requests that ``failed`` (records not answered 200), by status."""
     line = alone_line(group)
     answered = sum(len(b.members) for b in group)
     kinds = {"waited": 0, "slow beside": 0, "slow alone": 0, "cold": 0}
@@ -158,8 +163,13 @@ def explain(group: Sequence[Batch]) -> dict[str, Any]:
             else:
                 kinds["slow alone"] += 1
     late = sum(kinds.values())
+    by_status: dict[str, int] = defaultdict(int)
+    for r in failed:
+        by_status[str(r.get("status"))] += 1
     return {
         "answered": answered,
+        "failed": len(failed),
+        "failed_by_status": dict(sorted(by_status.items())),
         "late": late,
         "late_share": late / answered if answered else None,
         "late_by_kind": kinds,
@@ -196,10 +206,16 @@ def read(path: Path) -> list[dict[str, Any]]:
 
 def report_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per function of ``records``."""
+    records = list(records)
     groups: dict[str, list[Batch]] = defaultdict(list)
     for b in batches(records):
         groups[b.function].append(b)
-    return [{"function": fn, **explain(group)} for fn, group in sorted(groups.items())]
+    failed: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        if r.get("status") != 200:
+            failed[str(r["function"])].append(r)
+            groups.setdefault(str(r["function"]), [])
+    return [{"function": fn, **explain(group, failed[fn])} for fn, group in sorted(groups.items())]
 
 
 def stretches(records: list[dict[str, Any]], gap_s: float) -> list[list[dict[str, Any]]]:
@@ -233,16 +249,23 @@ def report(paths: Sequence[Path], gap_s: float | None = None) -> list[dict[str, 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
     head = ("| records | function | answered | late | waited | slow beside | slow alone | cold "
-            "| batches beside / alone | round trip / alone line, beside | alone |")  # fmt: skip
-    lines = [head, "|" + "---|" * 11]
+            "| not answered 200 | batches beside / alone | round trip / alone line, beside "
+            "| alone |")  # fmt: skip
+    lines = [head, "|" + "---|" * 12]
     for r in rows:
         k = r["late_by_kind"]
         lines.append(
             f"| {r['file']} | {r['function']} | {r['answered']} | {r['late']} | {k['waited']} "
-            f"| {k['slow beside']} | {k['slow alone']} | {k['cold']} | {r['batches_beside']} / "
+            f"| {k['slow beside']} | {k['slow alone']} | {k['cold']} | {_failed(r)} "
+            f"| {r['batches_beside']} / "
             f"{r['batches_alone']} | {r['beside_ratio_median']} | {r['alone_ratio_median']} |"
         )
     return "\n".join(lines)
+
+
+def _failed(row: dict[str, Any]) -> str:
+    statuses = ", ".join(f"{n} × {s}" for s, n in row["failed_by_status"].items())
+    return f"{row['failed']} ({statuses})" if row["failed"] else "0"
 
 
 def main(argv: list[str] | None = None) -> int:

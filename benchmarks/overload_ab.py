@@ -278,18 +278,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="",
                         help="the docs block to rewrite (<!-- overload before/after table NAME: "
                              "...): several comparisons can live in one file")  # fmt: skip
-    parser.add_argument(
-        "--fresh-connections",
-        action="store_true",
-        help="a new connection for every request (else keep-alive clients)",
-    )
-    parser.add_argument(
-        "--records",
-        type=Path,
-        help="keep each cell's request records (adapter.records) in this folder, as "
-        "REVISION-RATE-rREPEAT.jsonl, for benchmarks/late_admitted.py (each record costs the "
-        "adapter a little CPU: a diagnosis, not a measurement of goodput)",
-    )
+    parser.add_argument("--fresh-connections", action="store_true",
+                        help="a new connection for every request (else keep-alive)")  # fmt: skip
+    parser.add_argument("--records", type=Path,
+                        help="keep each cell's request records (adapter.records) in this folder, "
+                             "as REVISION-RATE-rREPEAT.jsonl, for benchmarks/late_admitted.py "
+                             "(they cost the adapter a little CPU: a diagnosis, not a goodput "
+                             "measurement)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.render is not None:
         if args.docs is None:
@@ -316,11 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.repeat):
                 for rate in rates:
                     for label, where in (("baseline", tree), ("this", ROOT)):
-                        records = None
-                        if args.records is not None:
-                            args.records.mkdir(parents=True, exist_ok=True)
-                            records = args.records / f"{label}-{rate:g}-r{r + 1}.jsonl"
-                            records.unlink(missing_ok=True)  # the adapter appends
+                        records = _records(args.records, f"{label}-{rate:g}-r{r + 1}")
                         cell = {"repeat": r + 1, "revision": label,
                                 **_cell(where, rate, layout, workload,
                                         args.fresh_connections, records)}  # fmt: skip
@@ -349,6 +340,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.docs:
         _write_docs(args.docs, result, args.name)
     return 0
+
+
+def _records(folder: Path | None, name: str) -> Path | None:
+    """Where a cell's request records go (``--records``), emptied: the adapter appends."""
+    if folder is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    (path := folder / f"{name}.jsonl").unlink(missing_ok=True)
+    return path
 
 
 def _write_docs(path: Path, result: dict[str, Any], name: str = "") -> None:

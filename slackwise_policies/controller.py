@@ -194,11 +194,11 @@ class Controller(Generic[T]):
         self, now: float, due: float, size: int, ready: int, lag_s: float, after_s: float = 0.0
     ) -> DoorRefusal | None:
         """The door's rule (:func:`at_the_door`), its batches priced by the P99 that the
-        batcher judges a batch's head by behind a door (``tail_membership``): priced by the
-        mean, a promise left the head of its batch only the mean's time, and the batcher cut
-        that batch short at the head's deadline (batches of 3-4 in a flood, where about 10
-        carry the load)."""
+        batcher judges a batch's head by behind a door (``tail_membership``; by the mean, the
+        batcher cut batches short at their heads' deadlines: 3-4 in a flood where about 10
+        carry the load), for the slots that will run at once (:meth:`Parallelism.price`)."""
         limit, cap = min(self.limit(), self.batch_cap()), self.batch_cap()
+        price = self.parallel.price(self.slots(ready), now, self.model.window_s)
         judge = partial(
             at_the_door,
             now,
@@ -208,7 +208,7 @@ class Controller(Generic[T]):
             queued_requests=len(self.queue),
             slots=max(1, self.slots(ready)),
             ready=ready,
-            estimate_ms=partial(self.reader.p99_ms, now=now),
+            estimate_ms=lambda n: price * self.reader.p99_ms(n, now),
             slo_s=max(due - now, 0.0),
             lag_s=lag_s,
             margin_s=self.path_margin.margin_ms() / 1000.0,

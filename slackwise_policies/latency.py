@@ -283,6 +283,11 @@ class LatencyModel:
         self._ratios.prune(now)
         self._ratios.add(now, round_trip_ms / self.estimate_ms(batch_size))
 
+    @property
+    def window_s(self) -> float:
+        """How far back the windows of observed round trips reach."""
+        return self._window_s
+
     def estimate_ms(self, n: int) -> float:
         """The round trip of a batch of ``n`` instances (at least floor_ms): the fitted line
         ``a + b·n`` (GrandSLAM Eq. 2), or with ``curve`` the measured curve where it is known.

@@ -32,6 +32,17 @@ the controller judged at the end of each cell, ``beside_slowdown``): on that VM 
 embed's batches beside another ran 0.17-0.52 slower, under the 0.74 at which a second slot
 stops paying, so every slot stayed in use (docs/reliability.md, "Slots that pay"). Pure: the
 times are arguments.
+
+What the door promises follows the same evidence (:meth:`Parallelism.price`). Its price of a
+batch is the latency window's tail, read over batches that ran with the company they had (on
+average ``m`` others beside them over the window); the queue ahead will drain through ``k``
+slots at once, each batch then beside ``k - 1`` others. So the price is scaled by ``(1 + c(k -
+1)) / (1 + c·m)``, with the last ``c`` judged (kept while the cap fades: the fading is how a
+slot is tried again, not evidence that sharing stopped). Without it, each time the cap faded
+the door priced two slots by the window of batches that ran alone: on the overload
+benchmark's shared core (``c`` about 0.8) every request it gave up at its deadline in the
+2x-10x cells, and all but one of those answered late, waited while a batch ran beside another
+(``benchmarks/late_admitted.py`` on the adapter's request records, docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -68,6 +79,10 @@ class Parallelism:
         self._sent: list[float] = []
         self._ended: deque[tuple[float, float]] = deque(maxlen=16)
         self.slowdown: float | None = None  # c, once judged
+        #: the last c judged, kept while the judgement fades (what the door prices by)
+        self.known: float | None = None
+        #: (answered at, others) of the batches in the latency window: the company its tail had
+        self._company: deque[tuple[float, float]] = deque()
 
     def dispatched(self, now: float) -> None:
         """A batch left at ``now``."""
@@ -91,6 +106,7 @@ class Parallelism:
         others = beside / round_trip_s if round_trip_s > 0.0 else 0.0
         if ratio is not None and ratio <= STALLED * (1.0 + others):
             self._learn(min(others, 8.0), ratio)
+            self._company.append((now, min(others, 8.0)))
         return others
 
     def _learn(self, x: float, y: float) -> None:
@@ -102,7 +118,7 @@ class Parallelism:
         if min(self._alone, self._beside) >= self.min_weight:
             a, b = self._fit.coefficients()
             if a > 0.0:
-                self.slowdown = b / a
+                self.slowdown = self.known = max(0.0, b / a)
 
     def slots(self, slots: int) -> int:
         """Of ``slots``, the most that each add ``min_gain`` of one slot's pace to the work's."""
@@ -114,6 +130,21 @@ class Parallelism:
             if after - before < self.min_gain:
                 return k - 1
         return slots
+
+    def price(self, slots: int, now: float, window_s: float = 30.0) -> float:
+        """What a batch priced by the last ``window_s`` of batches (the latency model's window)
+        costs when ``slots`` run at once: ``(1 + c(slots - 1)) / (1 + c·m)``, at least 1
+        (module docstring); 1 before ``c`` is known."""
+        company = self._company
+        while company and company[0][0] < now - window_s:
+            company.popleft()
+        c = self.known
+        if c is None or not company:
+            return 1.0
+        mean = sum(others for _, others in company) / len(company)
+        # never below 1: the window's tail is its slowest batches, those with company, so a
+        # window of mixed company prices fewer slots at its own tail, not at its mean's
+        return max(1.0, (1.0 + c * max(0, slots - 1)) / (1.0 + c * mean))
 
     def status(self) -> dict[str, float | None]:
         """For the function's status: ``c``, None until judged."""

@@ -69,6 +69,7 @@ def test_refusals_and_cold_batches_do_not_make_the_line(late: ModuleType) -> Non
                     "done": 60.0, "deadline": 60.3, "batch_size": 0})  # fmt: skip
     (row,) = late.report_records(records)
     assert row["answered"] == 5
+    assert (row["failed"], row["failed_by_status"]) == (1, {"503": 1})  # given up, not a batch
     assert row["alone_line_ms"][0] + row["alone_line_ms"][1] == pytest.approx(50.0)
     assert row["late_by_kind"]["cold"] == 1  # the cold one is late, and no sample of the line
 

@@ -110,3 +110,56 @@ def test_a_stall_of_every_replica_is_not_read_as_sharing() -> None:
             p.answered(t + 5.0, 5.0, 50.0)
         t += 6.0
     assert p.slowdown is None and p.slots(2) == 2
+
+
+def test_the_price_is_one_until_sharing_is_known() -> None:
+    p = Parallelism()
+    assert p.price(2, now=0.0) == 1.0
+    feed(p, 0.0)  # independent slots: known, and nothing to add
+    assert p.known == pytest.approx(0.0, abs=1e-6)
+    assert p.price(2, now=30.0) == pytest.approx(1.0)
+
+
+def test_a_faded_cap_still_prices_the_slots_by_the_sharing_last_seen() -> None:
+    """On one shared core, after a calm of batches alone (the cap fades, every slot is tried
+    again), the window's batches had no company: two slots at once cost each batch twice its
+    window's price; one slot costs it that price; never less."""
+    p = Parallelism()
+    feed(p, 1.0)
+    t = 100.0
+    for _ in range(2000):
+        p.dispatched(t)
+        p.answered(t + 0.1, 0.1, 1.0)
+        t += 0.2
+    assert p.slowdown is None and p.slots(2) == 2  # tried again
+    assert p.known == pytest.approx(1.0, abs=0.05)
+    assert p.price(2, now=t) == pytest.approx(2.0, abs=0.1)
+    assert p.price(1, now=t) == 1.0
+    assert p.price(2, now=t + 60.0) == 1.0  # nothing in the window: nothing to scale
+
+
+def test_the_door_admits_for_the_pace_that_shared_slots_keep() -> None:
+    """The same queue and the same window of batches alone: the door that knows the two slots
+    share a core promises one slot's pace (a request that waits behind the queue for longer
+    than its SLO allows is refused), the one that does not, two."""
+
+    def door(known: float | None) -> int:
+        c: Controller[QueuedRequest] = Controller(
+            name="f", preset=preset("slackwise"), model=LatencyModel(a_ms=50.0, b_ms_per_item=0.0),
+            max_batch=1, container_concurrency=1, now=0.0, late="predict",
+        )  # fmt: skip
+        for i in range(40):  # a window of batches alone, 50 ms each
+            t = i * 0.1
+            c.parallel.dispatched(t)
+            c.parallel.answered(t + 0.05, 0.05, 1.0)
+            c.model.observe(t + 0.05, 1, 50.0, 50.0, cold=False)
+        c.parallel.known = known
+        admitted = 0
+        for seq in range(40):  # arriving at once, 300 ms each
+            item = QueuedRequest(deadline=4.3, arrival=4.0, seq=seq)
+            admitted += c.admit(item, 4.0, ready=2) is None
+        return admitted
+
+    shared, independent = door(1.0), door(None)
+    assert shared < independent
+    assert shared == pytest.approx(independent / 2, abs=2)
