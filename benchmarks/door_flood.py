@@ -52,6 +52,7 @@ from slackwise_policies.admission import Lateness  # noqa: E402
 from slackwise_policies.controller import Controller  # noqa: E402
 from slackwise_policies.latency import LatencyModel  # noqa: E402
 from slackwise_policies.modes import preset  # noqa: E402
+from slackwise_policies.parallelism import Parallelism  # noqa: E402
 from slackwise_policies.queue import QueuedRequest  # noqa: E402
 
 MULTIPLES = (0.5, 1.0, 2.0, 3.0, 10.0)
@@ -93,14 +94,16 @@ def flood(
     margin: bool = True,
     tail_quantile: float = 0.99,
     prelude: tuple[tuple[float, float], ...] = (),
+    priced: bool = True,
 ) -> dict[str, float]:
     """One run: arrivals at ``rate`` for ``seconds`` after the uncounted ``prelude`` ((rate,
     seconds) phases); counted after ``warmup_s``. Without ``margin`` the door judges by its own
-    arithmetic alone (the margin learnt from late finishes held at 0)."""
+    arithmetic alone (the margin learnt from late finishes held at 0); without ``priced``,
+    it prices the slots as independent (:meth:`Parallelism.price` at 1)."""
     rng = random.Random(seed)
     rate_at, start = _phases(rate, prelude)
     warmup_s, seconds = start + warmup_s, start + seconds
-    c = _controller(fn, margin, tail_quantile)
+    c = _controller(fn, margin, tail_quantile, priced)
     now, seq = 0.0, 0
     admitted = in_time = refused = 0
     batches: list[int] = []  # sizes of the batches sent after the warm-up
@@ -161,9 +164,19 @@ def flood(
     }
 
 
-def _controller(fn: Function, margin: bool, tail_quantile: float) -> Controller[QueuedRequest]:
+class _Unpriced(Parallelism):
+    """The slots that pay, with the door pricing every slot as independent (before 564b42b)."""
+
+    def price(self, slots: int, now: float, window_s: float = 30.0) -> float:
+        return 1.0
+
+
+def _controller(
+    fn: Function, margin: bool, tail_quantile: float, priced: bool = True
+) -> Controller[QueuedRequest]:
     """The adapter's controller for ``fn`` behind its door, its latency model at the true
-    alone costs (without ``margin``, the margin learnt from late finishes held at 0)."""
+    alone costs (without ``margin``, the margin learnt from late finishes held at 0; without
+    ``priced``, the door prices the slots as independent)."""
     model = LatencyModel(a_ms=fn.a_ms, b_ms_per_item=fn.b_ms)
     model.tail_quantile = tail_quantile
     c: Controller[QueuedRequest] = Controller(
@@ -172,6 +185,8 @@ def _controller(fn: Function, margin: bool, tail_quantile: float) -> Controller[
     )  # fmt: skip
     if not margin:
         c.lateness = Lateness(cap=0.0)
+    if not priced:
+        c.parallel = _Unpriced()
     return c
 
 
@@ -212,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
         help="phases before each rate, uncounted: X times the capacity for S virtual seconds "
         "each (e.g. 3:15,0.5:30: a flood, then a calm)",
     )
+    parser.add_argument("--unpriced-slots", action="store_true",
+                        help="the door prices the slots as independent, as before 564b42b "
+                             "(an ablation of Parallelism.price)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     prelude = _prelude(parser, args.prelude)
@@ -237,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = [
             flood(fn, k * capacity, seed=s, seconds=args.seconds, warmup_s=args.warmup_s,
                   margin=not args.no_margin, tail_quantile=args.tail_quantile,
-                  prelude=phases)
+                  prelude=phases, priced=not args.unpriced_slots)
             for s in range(args.seeds)
         ]  # fmt: skip
         row = {key: _stat([r[key] for r in runs]) for key in runs[0]}
@@ -255,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
             "function": fn.__dict__, "capacity_rps": capacity, "seconds": args.seconds,
             "warmup_s": args.warmup_s, "margin": not args.no_margin,
             "tail_quantile": args.tail_quantile, "prelude": [list(p) for p in prelude],
+            "priced_slots": not args.unpriced_slots,
             "accounting": "drained: arrivals stop at the run's end and what was admitted "
                           "finishes before the counts (the runs before 2026-11-29 counted the "
                           "requests still queued or in flight at the end as late)",
