@@ -24,8 +24,9 @@ ran alone. Every late member (answered after its deadline) is put in one of thre
 * ``cold``: its batch met a replica's cold start (no sample of the line either).
 
 An admitted request that was not answered 200 (given up at its deadline in the queue, a 503; a
-failed batch) is counted apart, by status: the records hold no refusal at the door, which
-never admitted it.
+failed batch) is counted apart, by status, and by whether a batch beside another was in flight
+while it waited: the records hold no refusal at the door, which never admitted it. Records
+may be gzipped (``.gz``).
 
 It also prints, for the batches themselves, the median ratio of round trip to the alone line
 for batches beside another and alone: the slowdown one more batch in flight brings, measured,
@@ -35,6 +36,7 @@ which the controller's ``Parallelism`` estimates as ``beside_slowdown``.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import statistics
@@ -166,10 +168,16 @@ def explain(group: Sequence[Batch], failed: Sequence[dict[str, Any]] = ()) -> di
     by_status: dict[str, int] = defaultdict(int)
     for r in failed:
         by_status[str(r.get("status"))] += 1
+    beside = [b for b in group if b.beside >= BESIDE_SHARE]
+    failed_beside = sum(
+        any(b.sent < float(r["done"]) and b.done > float(r["arrival"]) for b in beside)
+        for r in failed
+    )
     return {
         "answered": answered,
         "failed": len(failed),
         "failed_by_status": dict(sorted(by_status.items())),
+        "failed_while_beside": failed_beside,
         "late": late,
         "late_share": late / answered if answered else None,
         "late_by_kind": kinds,
@@ -190,7 +198,8 @@ def _median(values: list[float]) -> float | None:
 def read(path: Path) -> list[dict[str, Any]]:
     """The JSON-lines records of ``path``; a line that is not a JSON object is a clear error."""
     out = []
-    with path.open(encoding="utf-8") as lines:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as lines:
         for number, text in enumerate(lines, 1):
             if not text.strip():
                 continue
@@ -265,7 +274,8 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 def _failed(row: dict[str, Any]) -> str:
     statuses = ", ".join(f"{n} × {s}" for s, n in row["failed_by_status"].items())
-    return f"{row['failed']} ({statuses})" if row["failed"] else "0"
+    beside = row["failed_while_beside"]
+    return f"{row['failed']} ({statuses}; {beside} beside)" if row["failed"] else "0"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@ late member put in the kind that made it late (waited, slow beside another batch
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import json
 from pathlib import Path
@@ -72,6 +73,21 @@ def test_refusals_and_cold_batches_do_not_make_the_line(late: ModuleType) -> Non
     assert (row["failed"], row["failed_by_status"]) == (1, {"503": 1})  # given up, not a batch
     assert row["alone_line_ms"][0] + row["alone_line_ms"][1] == pytest.approx(50.0)
     assert row["late_by_kind"]["cold"] == 1  # the cold one is late, and no sample of the line
+
+
+def test_a_request_given_up_while_a_pair_ran_is_counted_so(
+    late: ModuleType, tmp_path: Path
+) -> None:
+    records = _alone(0.0)
+    records += _batch(10.0, 10.2, [(10.0, 11.0)]) + _batch(10.05, 10.25, [(10.0, 11.0)])
+    gave_up = {"function": "f", "status": 503, "dispatch": None, "batch_size": 0}
+    records.append({**gave_up, "arrival": 10.1, "done": 10.4, "deadline": 10.4})
+    records.append({**gave_up, "arrival": 20.0, "done": 20.3, "deadline": 20.3})
+    path = tmp_path / "r.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as out:
+        out.writelines(json.dumps(r) + "\n" for r in records)
+    (row,) = late.report([path])
+    assert (row["failed"], row["failed_while_beside"]) == (2, 1)
 
 
 def test_a_bad_line_is_named(late: ModuleType, tmp_path: Path) -> None:
