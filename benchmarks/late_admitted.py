@@ -240,15 +240,18 @@ def stretches(records: list[dict[str, Any]], gap_s: float) -> list[list[dict[str
     return out
 
 
-def report(paths: Sequence[Path], gap_s: float | None = None) -> list[dict[str, Any]]:
-    """One row per (file, function), or with ``gap_s`` per (stretch of a file, function)."""
+def report(
+    paths: Sequence[Path], gap_s: float | None = None, last: int | None = None
+) -> list[dict[str, Any]]:
+    """One row per (file, function), or with ``gap_s`` per (stretch of a file, function), of
+    the ``last`` stretches of each file only when given (an overload run's cells)."""
     rows = []
     for path in paths:
         records = read(path)
         if gap_s is None:
             rows += [{"file": path.name, **row} for row in report_records(records)]
             continue
-        for part in stretches(records, gap_s):
+        for part in stretches(records, gap_s)[-(last or 0) :]:
             start, end = float(part[0]["arrival"]), float(part[-1]["arrival"])
             rate = len(part) / (end - start) if end > start else 0.0
             label = f"{path.name} @{start:.0f} s, {rate:.0f} req/s admitted"
@@ -272,6 +275,19 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def totals(rows: Sequence[dict[str, Any]]) -> str:
+    """The rows summed: answered, late by kind, given up and those while a pair ran."""
+    late: dict[str, int] = defaultdict(int)
+    for r in rows:
+        for kind, n in r["late_by_kind"].items():
+            late[kind] += n
+    kinds = ", ".join(f"{n} {kind}" for kind, n in late.items())
+    answered, failed = sum(r["answered"] for r in rows), sum(r["failed"] for r in rows)
+    beside = sum(r["failed_while_beside"] for r in rows)
+    return (f"total: {answered} answered, {sum(late.values())} late ({kinds}); {failed} not "
+            f"answered 200, {beside} of them while a batch ran beside another")  # fmt: skip
+
+
 def _failed(row: dict[str, Any]) -> str:
     statuses = ", ".join(f"{n} × {s}" for s, n in row["failed_by_status"].items())
     beside = row["failed_while_beside"]
@@ -287,15 +303,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar="S",
         help="read each stretch of arrivals between pauses of S seconds or more on its own",
     )
+    parser.add_argument("--last", type=int, metavar="N",
+                        help="with --split-gap, only each file's last N stretches (an overload "
+                             "run's last N cells), and their totals")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.last is not None and (args.last < 1 or args.split_gap is None):
+        parser.error(f"--last needs --split-gap and N >= 1, got {args.last}")
     if args.split_gap is not None and args.split_gap <= 0:
         parser.error(f"--split-gap must be positive, got {args.split_gap}")
     for path in args.records:
         if not path.is_file():
             parser.error(f"no such records file: {path}")
-    rows = report(args.records, args.split_gap)
+    rows = report(args.records, args.split_gap, args.last)
     print(table(rows))
+    print(totals(rows))
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     return 0

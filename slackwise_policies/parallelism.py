@@ -40,10 +40,11 @@ slots at once, each batch then beside ``k - 1`` others. So the price is scaled b
 1)) / (1 + c·m)``, with the last ``c`` judged (kept while the cap fades: the fading is how a
 slot is tried again, not evidence that sharing stopped). Without it, each time the cap faded
 the door priced two slots by the window of batches that ran alone: on the overload
-benchmark's shared core (a batch beside another took 1.7-2.1 times the alone line) every
-request given up at its deadline in embed's 1x-10x cells, and 10 of the 11 answered late,
-waited while a batch ran beside another (``benchmarks/late_admitted.py`` on the adapter's
-request records; docs/reliability.md, "Why the admitted were late, read from the records").
+benchmark's shared core (a batch beside another took 1.6-2.1 times the alone line), 117 of
+the 140 requests given up at their deadlines in three runs of embed's 1x-10x cells waited
+while a batch ran beside another; with the price, 28 of 115 (``benchmarks/late_admitted.py``
+on the adapter's request records; docs/reliability.md, "Why the admitted were late, read from
+the records").
 """
 
 from __future__ import annotations

@@ -108,6 +108,9 @@ def test_stretches_are_cut_at_pauses(late: ModuleType, tmp_path: Path) -> None:
         "r.jsonl @0 s, 1 req/s admitted",
         "r.jsonl @20 s, 1 req/s admitted",
     ]
+    (last,) = late.report([path], 5.0, last=1)
+    assert last == rows[1]
+    assert late.totals(rows).startswith("total: 8 answered, 0 late")
 
 
 def test_a_config_that_keeps_records_loads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
