@@ -85,6 +85,7 @@ class Parallelism:
         self.known: float | None = None
         #: (answered at, others) of the batches in the latency window: the company its tail had
         self._company: deque[tuple[float, float]] = deque()
+        self._company_sum = 0.0  # of its others: the door reads the mean for every request
 
     def dispatched(self, now: float) -> None:
         """A batch left at ``now``."""
@@ -109,6 +110,7 @@ class Parallelism:
         if ratio is not None and ratio <= STALLED * (1.0 + others):
             self._learn(min(others, 8.0), ratio)
             self._company.append((now, min(others, 8.0)))
+            self._company_sum += min(others, 8.0)
         return others
 
     def _learn(self, x: float, y: float) -> None:
@@ -139,11 +141,13 @@ class Parallelism:
         (module docstring); 1 before ``c`` is known."""
         company = self._company
         while company and company[0][0] < now - window_s:
-            company.popleft()
+            self._company_sum -= company.popleft()[1]
+        if not company:
+            self._company_sum = 0.0  # no drift carried past an empty window
         c = self.known
         if c is None or not company:
             return 1.0
-        mean = sum(others for _, others in company) / len(company)
+        mean = max(0.0, self._company_sum) / len(company)
         # never below 1: the window's tail is its slowest batches, those with company, so a
         # window of mixed company prices fewer slots at its own tail, not at its mean's
         return max(1.0, (1.0 + c * max(0, slots - 1)) / (1.0 + c * mean))
