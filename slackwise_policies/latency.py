@@ -161,6 +161,11 @@ class RunningFit:
         return mean_y - b * mean_x, b
 
 
+#: how long, at most, the tail cap of :meth:`LatencyModel.p99_ms` is read from one reading of
+#: the windows (seconds; a new sample reads them again at once)
+CAP_REFRESH_S = 0.05
+
+
 class LatencySettings(TypedDict, total=False):
     """:class:`LatencyModel`'s settings beyond its prior (the constructor holds the defaults)."""
 
@@ -235,6 +240,10 @@ class LatencyModel:
         #: judges a batch's head by behind a door (0.99 everywhere the adapter runs;
         #: ``benchmarks/door_flood.py --tail-quantile`` sweeps it on a host that stalls)
         self.tail_quantile = 0.99
+        #: the least measured tail at each size and above (_tail_cap), and when it was read
+        #: (time, warm samples)
+        self._caps_at: tuple[float, int] = (-math.inf, -1)
+        self._caps: list[tuple[int, float]] = []
 
     @classmethod
     def from_prior(
@@ -359,16 +368,45 @@ class LatencyModel:
 
     def p99_ms(self, n: int, now: float) -> float:
         """P99 round trip of a batch of ``n``: observed, or ``estimate ×`` the 99th percentile of
-        observed over fitted (what a door that promises 99 % judges a batch's head by)."""
+        observed over fitted (what a door that promises 99 % judges a batch's head by); never
+        more than a larger batch's observed P99 (:meth:`_tail_cap`)."""
         if n < 1:
             raise ValueError(f"batch size must be >= 1, got {n!r}")
         window = self._by_size.get(n)
         q = self.tail_quantile
         if window is not None and window.prune(now) >= self._min_samples:
-            return max(self._floor_ms, window.quantile(q))
-        if self._ratios.prune(now) < self._min_samples:
-            return self.estimate_ms(n) * self._prior_spread
-        return self.estimate_ms(n) * max(1.0, self._ratios.quantile(q))
+            value = max(self._floor_ms, window.quantile(q))
+        elif self._ratios.prune(now) < self._min_samples:
+            value = self.estimate_ms(n) * self._prior_spread
+        else:
+            value = self.estimate_ms(n) * max(1.0, self._ratios.quantile(q))
+        return min(value, self._tail_cap(n, now))
+
+    def _tail_cap(self, n: int, now: float) -> float:
+        """The least observed P99 among the sizes of ``n`` and above with ``min_samples`` in the
+        window (inf where none). A batch is not slower at its tail than a larger one measured in
+        the same window. A size's tail read from a few samples, or from the ratios of every size,
+        can say otherwise: live, a few small batches that ran beside another at 2-3 times the
+        alone line lifted the P99 of batches of one and two over that of the batches of 13
+        that carried the load (on a core shared with another replica, embed at 3x its capacity),
+        heads with 85 ms left could only go alone, and the queue behind them went one request
+        at a time at a fifth of the pace admitted (docs/reliability.md, "Why the admitted were
+        late, read from the records"). Read again after each sample and every
+        :data:`CAP_REFRESH_S` (the door asks for every request)."""
+        at, samples = self._caps_at
+        if samples != self.warm_samples or not at <= now < at + CAP_REFRESH_S:
+            q, caps, least = self.tail_quantile, [], math.inf
+            for size in sorted(self._by_size, reverse=True):
+                window = self._by_size[size]
+                if window.prune(now) >= self._min_samples:
+                    least = min(least, max(self._floor_ms, window.quantile(q)))
+                    caps.append((size, least))
+            caps.reverse()  # ascending sizes, each with the least tail at it and above
+            self._caps, self._caps_at = caps, (now, self.warm_samples)
+        for size, least in self._caps:
+            if size >= n:
+                return least
+        return math.inf
 
     def mean_ms(self, n: int, now: float) -> float:
         """The mean round trip of a batch of ``n``: observed where the window holds enough of

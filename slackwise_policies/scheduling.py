@@ -84,7 +84,9 @@ def next_batch(
     if free_slots <= 0:
         return _BUSY
     if deadline_aware and not as_in_paper:
-        _demote(now, queue, model, sustain_rate or arrival_rate, sustain_slots, limit)
+        _demote(
+            now, queue, model, sustain_rate or arrival_rate, sustain_slots, limit, tail_membership
+        )
     items = queue.items
     if batching == "dynamic" and as_in_paper:
         decision = algorithm_1(now, items, model, limit=limit)
@@ -133,11 +135,15 @@ def _demote(
     arrival_rate: float | None,
     sustain_slots: int,
     limit: int,
+    tail: bool = False,
 ) -> None:
     """Move the requests that can no longer make their deadline behind the rest: alone, or
     (``sustain_slots``) in the batch with which the slots keep up with ``arrival_rate``
     (:func:`sustaining_batch`). Under overload, serving the requests closest to their
-    deadlines one small batch at a time would make every later one late too."""
+    deadlines one small batch at a time would make every later one late too. With ``tail``
+    (the batcher judges a batch's members by its P99: ``tail_membership``) the floor's batch is
+    judged the same way: judged by its mean, a head with time for the floor's mean but not its
+    tail stayed at the front, and the batch its deadline allowed went below the floor."""
     estimate = model.estimate_ms
     floor = 1
     if sustain_slots > 0 and arrival_rate:
@@ -150,7 +156,7 @@ def _demote(
             within_ms=time_left_ms(queue, now),
         )
     if floor > 1:
-        floor_s = estimate(floor) / 1000.0
+        floor_s = (model.p99_ms(floor, now) if tail else estimate(floor)) / 1000.0
         queue.demote(lambda p: now > p.deadline - max(estimate(p.size) / 1000.0, floor_s))
     else:
         queue.demote(lambda p: now > p.deadline - estimate(p.size) / 1000.0)

@@ -309,3 +309,31 @@ def test_the_tail_the_door_prices_at_is_the_quantile_it_names() -> None:
     assert model.p99_ms(4, 2.0) == pytest.approx(264.0)
     model.tail_quantile = 0.85
     assert model.p99_ms(4, 2.0) == pytest.approx(14.0)
+
+
+def test_a_small_batch_is_not_priced_slower_at_its_tail_than_a_larger_one_measured() -> None:
+    """Batches of 13 measured at 80-90 ms, and batches of one and two whose few slow samples
+    (run beside another replica's batch on a shared core and behind a stall, 4.5 times the
+    alone line) read as tails of 109-132 ms: the P99 of the small sizes is capped by the larger
+    one's."""
+    model = LatencyModel.from_prior(19.0, 5.2, curve=True)
+    now = 0.0
+    for i in range(200):
+        now = i * 0.1
+        model.observe(now, 13, 80.0, 80.0 + (i % 10), cold=False)
+        if i % 10 == 0:  # 20 of each small size, a third of them slow
+            for n in (1, 2):
+                slow = i % 30 == 0
+                ms = (19.0 + 5.2 * n) * (4.5 if slow else 1.0)
+                model.observe(now, n, ms, ms, cold=False)
+    assert model.p99_ms(13, now) == pytest.approx(89.0)
+    for n in (1, 2, 4, 8):
+        assert model.p99_ms(n, now) <= model.p99_ms(13, now)
+    assert model.p99_ms(1, now) == pytest.approx(89.0)  # its own window says 109: capped
+    assert model.p99_ms(20, now) > model.p99_ms(13, now)  # above the sizes measured: no cap
+    # once the slow ones leave the window, each size reads its own tail again
+    later = now + 31.0
+    for i in range(20):
+        for n in (1, 2, 13):
+            model.observe(later + i * 0.01, n, 19.0 + 5.2 * n, 19.0 + 5.2 * n, cold=False)
+    assert model.p99_ms(1, later + 0.2) == pytest.approx(24.2)

@@ -317,6 +317,32 @@ def test_the_floor_keeps_up_with_the_rate_read_since_the_first_arrival() -> None
     assert all(item.deadline == 2.0 for item in q.items[:take])
 
 
+class TailHeavy(Amortised):
+    """A batch of n takes 20 + n ms on average and twice that at its P99 (after slow batches)."""
+
+    def p99_ms(self, n: int, now: float) -> float:
+        return 2.0 * self.estimate_ms(n)
+
+
+def test_the_floor_is_judged_by_the_tail_the_membership_reads() -> None:
+    """500 a second on one slot needs batches of 23 (43 ms on average, 86 at the P99). Heads
+    with 60 ms left have time for the floor's mean, not its tail: judged by the tail, their
+    batch could hold 10. Left at the front they made the batch that small; with the floor
+    judged by the tail too, they go behind and the batch that keeps up leaves."""
+    deadlines = [0.060] * 5 + [2.0] * 600
+    q = queue_of(deadlines)
+    take, _ = step(q, TailHeavy(), sustain_slots=1, arrival_rate=500.0, tail_membership=True)
+    assert take >= 23
+    assert all(item.deadline == 2.0 for item in q.items[:take])
+    # judged by the mean, the heads have the floor's time: they lead, in a batch as large as
+    # their deadline allows by the mean
+    mean = queue_of(deadlines)
+    assert step(mean, TailHeavy(), sustain_slots=1, arrival_rate=500.0) == (40, "closed")
+    # without the batching for throughput, the tail decides the batch the heads can ride
+    plain = queue_of(deadlines)
+    assert step(plain, TailHeavy(), arrival_rate=500.0, tail_membership=True) == (10, "closed")
+
+
 def test_a_batch_that_saves_nothing_goes_apart_while_slots_are_free() -> None:
     take, _ = step(queue_of([0.03] * 3), PerRequest(), free_slots=3, sustain_slots=3)
     assert take == 1  # 28 ms together against 10 ms each apart, with three slots free
