@@ -38,13 +38,12 @@ Rules chosen where the papers leave room:
 
 from __future__ import annotations
 
-import bisect
 import math
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Literal, TypedDict, Unpack, get_args
 
 from slackwise_policies.latency_curve import Curve, interpolate, prior_points
+from slackwise_policies.latency_window import Window, nearest_rank
 
 __all__ = [
     "LATENCY_MODELS",
@@ -64,69 +63,6 @@ LATENCY_MODELS: tuple[LatencyModelKind, ...] = get_args(LatencyModelKind)
 def _check_finite(name: str, value: float, *, minimum: float = 0.0) -> None:
     if not math.isfinite(value) or value < minimum:
         raise ValueError(f"{name} must be a finite number >= {minimum}, got {value!r}")
-
-
-def _nearest_rank(ordered: list[float], q: float) -> float:
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
-class _Window:
-    """Timestamped values younger than ``window_s``, at most ``maxlen``, kept sorted as well so
-    that the P95 is a lookup: every batch updates a window and the batching decision reads P95s
-    all the time (a sort per read was most of the simulator's run time)."""
-
-    __slots__ = ("_items", "_maxlen", "_sorted", "_sum", "_window_s")
-
-    def __init__(self, window_s: float, maxlen: int) -> None:
-        self._window_s = window_s
-        self._maxlen = maxlen
-        self._items: deque[tuple[float, float]] = deque()
-        self._sorted: list[float] = []
-        self._sum = 0.0
-
-    def _drop_oldest(self) -> None:
-        _, value = self._items.popleft()
-        del self._sorted[bisect.bisect_left(self._sorted, value)]
-        self._sum -= value
-
-    def add(self, now: float, value: float) -> None:
-        if len(self._items) >= self._maxlen:
-            self._drop_oldest()
-        self._items.append((now, value))
-        bisect.insort(self._sorted, value)
-        self._sum += value
-
-    def prune(self, now: float) -> int:
-        horizon = now - self._window_s
-        items = self._items
-        while items and items[0][0] < horizon:
-            self._drop_oldest()
-        return len(items)
-
-    def mean(self) -> float:
-        """The mean of the values (the window must not be empty)."""
-        return self._sum / len(self._items)
-
-    def p95(self) -> float:
-        """The nearest-rank P95 (the window must not be empty)."""
-        return self.quantile(0.95)
-
-    def recent(self, now: float, seconds: float) -> list[float]:
-        """The round trips (ms) of the batches that ran entirely within the last ``seconds``
-        before ``now`` (sent and answered in them), sorted: one sent before, to a replica that
-        then stalled, measures the stall and not the service as it is now."""
-        horizon = now - seconds
-        values = []
-        for t, value in reversed(self._items):
-            if t < horizon:
-                break
-            if t - value / 1000.0 >= horizon:
-                values.append(value)
-        return sorted(values)
-
-    def quantile(self, q: float) -> float:
-        """The nearest-rank ``q`` quantile, ``0 < q ≤ 1`` (the window must not be empty)."""
-        return _nearest_rank(self._sorted, q)
 
 
 class RunningFit:
@@ -225,8 +161,8 @@ class LatencyModel:
         self._round_trip = RunningFit(a_ms, b_ms_per_item, decay, prior_strength)
         self._compute = RunningFit(a_ms, b_ms_per_item, decay, prior_strength)
         self._coef = self._round_trip.coefficients()
-        self._by_size: dict[int, _Window] = {}
-        self._ratios = _Window(window_s, 4 * max_samples_per_size)
+        self._by_size: dict[int, Window] = {}
+        self._ratios = Window(window_s, 4 * max_samples_per_size)
         #: follow the measured curve (see :meth:`estimate_ms`) instead of the line alone
         self.curve = curve
         #: a profile's measured median by batch size: the curve where nothing was measured yet
@@ -284,7 +220,7 @@ class LatencyModel:
         self._coef = self._round_trip.coefficients()
         window = self._by_size.get(batch_size)
         if window is None:
-            window = self._by_size[batch_size] = _Window(self._window_s, self._max_samples)
+            window = self._by_size[batch_size] = Window(self._window_s, self._max_samples)
         window.prune(now)
         window.add(now, round_trip_ms)
         if self.curve:
@@ -435,7 +371,7 @@ class LatencyModel:
         if recent_s is not None:
             last = window.recent(now, recent_s)
             if len(last) >= 2:
-                return _nearest_rank(last, 0.5), _nearest_rank(last, 0.95)
+                return nearest_rank(last, 0.5), nearest_rank(last, 0.95)
         if window.prune(now) < self._min_samples:
             return None
         return window.quantile(0.5), window.p95()
@@ -455,7 +391,7 @@ class LatencyModel:
                 ratios.extend(value / typical for value in last)
         if len(ratios) < 3:
             return None
-        return _nearest_rank(sorted(ratios), 0.5)
+        return nearest_rank(sorted(ratios), 0.5)
 
 
 class LatencyModels:
