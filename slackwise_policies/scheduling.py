@@ -77,16 +77,14 @@ def next_batch(
     their deadline puts them, and dynamic batches are Algorithm 1 as written
     (:func:`slackwise_policies.paper_batching.algorithm_1`: no waiting, no timeout).
     ``sustain_slots`` (the fleet's slots; 0: off): batching for throughput (:func:`_demote`,
-    :func:`_apart`), its floor keeping up with ``sustain_rate`` (``arrival_rate`` if None).
-    ``tail_membership`` goes to :func:`decide` too."""
+    :func:`_apart`), its floor keeping up with ``sustain_rate`` (``arrival_rate`` if None)."""
     if not queue:
         return _EMPTY
     if free_slots <= 0:
         return _BUSY
     if deadline_aware and not as_in_paper:
-        _demote(
-            now, queue, model, sustain_rate or arrival_rate, sustain_slots, limit, tail_membership
-        )
+        rate = sustain_rate or arrival_rate  # the floor judged by the tail decide reads
+        _demote(now, queue, model, rate, sustain_slots, limit, tail_membership)
     items = queue.items
     if batching == "dynamic" and as_in_paper:
         decision = algorithm_1(now, items, model, limit=limit)
