@@ -34,12 +34,23 @@ from collections.abc import Callable, Sequence
 
 from adapter.serving.http_limits import STATUS_READS, shed_answer
 
-__all__ = ["HOLD_S", "AcceptTrim", "excess"]
+__all__ = ["HOLD_S", "STEERED_ANSWER", "AcceptTrim", "excess"]
 
 #: seconds a connection taken before its request came is held for it, then closed
 HOLD_S = 1.0
 #: the most bytes read from a refused connection: a request head and a small body
 _READ_BYTES = 65536
+#: connections taken from a steered socket each time it is readable (the rest the next turn)
+_ACCEPTS_A_TURN = 64
+_STEERED_BODY = (
+    b'{"error":"the adapter is overloaded (its doors refuse every request now); refused at '
+    b'the socket"}'
+)
+#: the answer to a request on a steered connection (:mod:`adapter.serving.steer`)
+STEERED_ANSWER = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
+    b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_STEERED_BODY), _STEERED_BODY)
+)
 
 
 def excess(queued: Sequence[int], keep: float) -> list[int]:
@@ -75,9 +86,12 @@ class AcceptTrim:
         #: connections refused here, and status reads answered here, in all
         self.refused = 0
         self.answered = 0
+        #: connections taken from the steered sockets (:meth:`watch`), in all
+        self.steered = 0
         #: taken before their request came: answered when it does (or closed after
         #: ``HOLD_S``), by descriptor
         self._held: dict[int, tuple[socket.socket, float]] = {}
+        self._watched: list[socket.socket] = []
 
     def trim(self, queued: Sequence[int], keep: float, wait_s: float) -> int:
         """Accept and answer the oldest of the ``queued[i]`` connections waiting on socket
@@ -95,7 +109,27 @@ class AcceptTrim:
                 self._answer(conn, wait_s)
         return taken
 
-    def _answer(self, conn: socket.socket, wait_s: float) -> None:
+    def watch(self, socks: Sequence[socket.socket]) -> None:
+        """Answer every connection that comes on ``socks`` as the queue's oldest are answered:
+        sockets the loop does not listen on, where the kernel places the share of new
+        connections the adapter refuses at the socket (:mod:`adapter.serving.steer`)."""
+        for sock in socks:
+            self.loop.add_reader(sock.fileno(), self._accept_all, sock)
+            self._watched.append(sock)
+
+    def _accept_all(self, sock: socket.socket) -> None:
+        for _ in range(_ACCEPTS_A_TURN):
+            try:
+                conn, _ = sock.accept()
+            except OSError:  # none left, or out of descriptors (the next turn tries again)
+                return
+            self.steered += 1
+            conn.setblocking(False)
+            self._answer(conn, None)
+
+    def _answer(self, conn: socket.socket, wait_s: float | None) -> None:
+        """Answer ``conn``'s request (held until it comes): a status read its document, anything
+        else 503 with ``Retry-After`` for a wait of ``wait_s`` in the queue (None: steered)."""
         try:
             data = conn.recv(_READ_BYTES)
         except BlockingIOError:  # connected, request not sent yet: answered when it comes
@@ -108,7 +142,7 @@ class AcceptTrim:
         if answer is not None:
             self.answered += 1
         elif data:
-            answer = shed_answer(wait_s)
+            answer = STEERED_ANSWER if wait_s is None else shed_answer(wait_s)
             self.refused += 1
         try:
             if answer is not None:
@@ -118,14 +152,14 @@ class AcceptTrim:
         finally:
             conn.close()
 
-    def _hold(self, conn: socket.socket, wait_s: float) -> None:
+    def _hold(self, conn: socket.socket, wait_s: float | None) -> None:
         fd = conn.fileno()
         if not self._held:
             self.loop.call_later(HOLD_S, self._sweep)
         self._held[fd] = (conn, self.loop.time())
         self.loop.add_reader(fd, self._readable, fd, wait_s)
 
-    def _readable(self, fd: int, wait_s: float) -> None:
+    def _readable(self, fd: int, wait_s: float | None) -> None:
         held = self._held.pop(fd, None)
         self.loop.remove_reader(fd)
         if held is not None:
@@ -143,7 +177,10 @@ class AcceptTrim:
             self.loop.call_later(HOLD_S, self._sweep)
 
     def close(self) -> None:
-        """Close every connection still held."""
+        """Stop watching the steered sockets; close every connection still held."""
+        for sock in self._watched:
+            self.loop.remove_reader(sock.fileno())
+        self._watched.clear()
         for fd, (conn, _) in self._held.items():
             self.loop.remove_reader(fd)
             conn.close()

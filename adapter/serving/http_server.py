@@ -30,6 +30,8 @@ from adapter.serving.accept_trim import AcceptTrim
 from adapter.serving.http_connection import Connection
 from adapter.serving.http_shared import Server
 from adapter.serving.listen import bind_early
+from adapter.serving.steer import Steer
+from slackwise_policies.steer_share import SteerShare
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -95,11 +97,15 @@ async def _serve(
         gc.freeze()
         sockets = [sock for listener in listeners for sock in listener.sockets]
         server.unparsed.backlog.socks = sockets
-        trim = None
+        trim, steer, steering = None, None, None
         if isinstance(where, list):  # the sockets are ours: the queue's oldest can be refused
             trim = AcceptTrim(loop, where, server.trim_after_s, server.unparsed.status_bytes)
             server.unparsed.backlog.socks = where
             server.unparsed.backlog.trim = trim
+            steer = Steer.open(where)
+            if steer is not None:
+                trim.watch(steer.shed)
+                steering = loop.create_task(_steer(server, steer))
         bound = int(sockets[0].getsockname()[1])
         if ready is not None:
             ready(bound)
@@ -120,5 +126,25 @@ async def _serve(
             conn.transport.close()
     for listener in listeners:
         await listener.wait_closed()
+    if steering is not None:
+        steering.cancel()
     if trim is not None:
         trim.close()
+    if steer is not None:
+        steer.close()
+
+
+#: seconds between two readings of whether the adapter refuses every new predict, while it
+#: does or did recently (:class:`SteerShare`), and while it does not
+STEER_EVERY_S = (0.01, 0.05)
+
+
+async def _steer(server: Server, steer: Steer) -> None:
+    """Keep the share of new connections refused at the socket at what the adapter refuses
+    anyway (:mod:`adapter.serving.steer`)."""
+    share = SteerShare()
+    clock = server.state.clock
+    while True:
+        refusing = not server.draining and server.unparsed.refusing_all()
+        steer.set_share(share.observe(clock.now(), refusing))
+        await asyncio.sleep(STEER_EVERY_S[0 if refusing or share.held > 0.01 else 1])
