@@ -1,15 +1,16 @@
-"""How many of a port's new connections to refuse at the socket: what the doors refuse anyway.
+"""How many of a port's new connections to refuse at the socket: what the doors cannot admit.
 
-A door that holds a refusal (:meth:`adapter.serving.door.Door.held`) answers every request that
-reaches it with that refusal until the hold ends, so while every door holds, a new connection
-the event loop takes in is refused whatever it carries, after costing the loop the most a
-refusal can cost (:mod:`adapter.serving.steer`). :class:`SteerShare` reads, at each sample,
-whether every door holds, keeps the share of recent time they did (an exponential average over
-``tau_s``), and returns ``fraction`` of it: the share of new connections placed where they are
-refused for the price of the system calls. The rest still reach the doors, which decide as
-before: a share steered at ``fraction`` of the time held leaves the loop more requests than the
-doors admit, so the batches still fill and the doors' own holds keep telling the share.
-Pure: the time is an argument.
+Under a flood of clients that open a connection per request, each connection the event loop
+takes in costs it the most a refusal can cost before the door's answer is known
+(:mod:`adapter.serving.steer`). :class:`SteerShare` keeps the recent rates of predicts admitted
+(``A``) and of predicts in all (``λ``: admitted, refused by a door or before parsing, and refused
+at the socket), exponential averages over ``tau_s``, and steers ``1 - seen · A / λ`` of new
+connections to the socket's refusal (at most ``most``): the doors then still see ``seen`` times
+what they admit, so their batches fill and their own rules choose what is served, and the rest is
+refused for the price of the system calls. Under load the doors admit all of, the share is 0
+(``A = λ``); after a flood it falls as soon as the doors admit what they see (at twice the
+capacity with ``seen`` 2, nothing is steered; at ten times, 80 %).
+Pure: the time and the counts are arguments.
 """
 
 from __future__ import annotations
@@ -22,26 +23,37 @@ __all__ = ["SteerShare"]
 class SteerShare:
     """The share of new connections to refuse at the socket (see the module)."""
 
-    def __init__(self, *, tau_s: float = 0.5, fraction: float = 0.9) -> None:
+    def __init__(self, *, tau_s: float = 0.5, seen: float = 2.0, most: float = 0.95) -> None:
         if not (tau_s > 0.0 and math.isfinite(tau_s)):
             raise ValueError(f"tau_s must be positive, got {tau_s!r}")
-        if not 0.0 <= fraction <= 1.0:
-            raise ValueError(f"fraction must be within 0..1, got {fraction!r}")
+        if not (seen >= 1.0 and math.isfinite(seen)):
+            raise ValueError(f"seen must be at least 1, got {seen!r}")
+        if not 0.0 <= most <= 1.0:
+            raise ValueError(f"most must be within 0..1, got {most!r}")
         self.tau_s = tau_s
-        self.fraction = fraction
-        #: the recent share of time every door held a refusal
-        self.held = 0.0
+        self.seen = seen
+        self.most = most
+        #: the recent rates (per second) of predicts admitted and of predicts in all
+        self.admitted = 0.0
+        self.total = 0.0
         self._at: float | None = None
 
-    def observe(self, now: float, holding: bool) -> float:
-        """Every door holds a refusal at ``now`` (``holding``), or not; the share to steer."""
+    def observe(self, now: float, admitted: int, refused: int) -> float:
+        """``admitted`` and ``refused`` predicts since the last call (refused: by a door, before
+        parsing, or at the socket), at ``now``; the share of new connections to steer."""
+        if admitted < 0 or refused < 0:
+            raise ValueError(f"counts must be >= 0, got {admitted!r}, {refused!r}")
         last = self._at
         self._at = now
         if last is not None and now > last:
-            weight = 1.0 - math.exp(-(now - last) / self.tau_s)
-            self.held += weight * ((1.0 if holding else 0.0) - self.held)
+            dt = now - last
+            weight = 1.0 - math.exp(-dt / self.tau_s)
+            self.admitted += weight * (admitted / dt - self.admitted)
+            self.total += weight * ((admitted + refused) / dt - self.total)
         return self.share
 
     @property
     def share(self) -> float:
-        return self.fraction * self.held
+        if self.total <= 0.0:
+            return 0.0
+        return min(self.most, max(0.0, 1.0 - self.seen * self.admitted / self.total))

@@ -145,21 +145,31 @@ def test_a_program_names_a_shed_socket_only_within_the_group() -> None:
         program(4, 0, 10)
 
 
-def test_the_share_follows_the_time_every_door_refused_and_lets_go() -> None:
-    share = SteerShare(tau_s=0.5, fraction=0.9)
+def test_the_share_leaves_the_doors_twice_what_they_admit_and_lets_go_after() -> None:
+    share = SteerShare(tau_s=0.5, seen=2.0)
     now = 0.0
-    for _ in range(300):  # 3 s of a flood: every door refusing
+    for _ in range(300):  # 3 s at ten times what the doors admit: 100 admitted a second
         now += 0.01
-        value = share.observe(now, True)
-    assert 0.85 < value <= 0.9  # at most `fraction`: some still reach the doors
-    for _ in range(100):  # 1 s after the flood
+        value = share.observe(now, 1, 9)
+    assert 0.78 < value < 0.82  # 80 % steered: the doors still see twice what they admit
+    for _ in range(300):  # steered so: the doors see 200 a second, admit 100
         now += 0.01
-        value = share.observe(now, False)
-    assert value < 0.9 * 0.15
-    half = SteerShare(tau_s=0.5, fraction=1.0)
-    for i in range(1000):  # refusing half the time
-        half.observe(i * 0.01, i % 2 == 0)
-    assert 0.4 < half.share < 0.6
-    assert SteerShare().observe(5.0, False) == 0.0  # light load: nothing steered
+        value = share.observe(now, 1, 9)  # 1 admitted, 1 refused by a door, 8 at the socket
+    assert 0.78 < value < 0.82
+    ended = now
+    while value > 0.0 and now < ended + 10.0:  # the flood is over: 1,000 a second, all of
+        now += 0.01  # them admitted but those steered to the socket
+        steered = round(10 * value)
+        value = share.observe(now, 10 - steered, steered)
+    assert value == 0.0 and now - ended < 2.0  # let go within a few time constants
+    at_twice = SteerShare()
+    for i in range(200):  # twice the capacity: nothing steered, the doors refuse half
+        at_twice.observe(i * 0.01, 1, 1)
+    assert at_twice.share == 0.0
+    assert SteerShare().observe(5.0, 0, 0) == 0.0  # nothing yet
     with pytest.raises(ValueError, match="tau_s"):
         SteerShare(tau_s=0.0)
+    with pytest.raises(ValueError, match="seen"):
+        SteerShare(seen=0.5)
+    with pytest.raises(ValueError, match="counts"):
+        SteerShare().observe(1.0, -1, 0)

@@ -47,6 +47,8 @@ class Door:
         self.closing = False
         #: Retry-After of the refusals while the adapter drains on its way out
         self.retry_after_closing_s = 5.0
+        #: requests admitted (a chain's at its first stage) and refused, in all
+        self.admitted = 0
         self.refused = 0
         self._metric = refused_metric
         #: the last refusal, while it still answers the requests after it (:meth:`held`)
@@ -99,6 +101,8 @@ class Door:
         refusal = self.controller.admit(item, item.arrival, ready, lag, item.after_s)
         if refusal is not None:
             raise self._refuse(refusal)
+        if item.stage == 0:
+            self.admitted += 1
 
     def counted(self, error: AdapterError) -> AdapterError:
         """``error``, a refusal decided outside this door on its behalf (a chain's crowd at its

@@ -94,16 +94,6 @@ class Unparsed:
         head = response_head(status, [(b"content-type", b"application/json")], len(body), True)
         return head + body
 
-    def refusing_all(self) -> bool:
-        """Would a new predict be refused now whatever it carries: the adapter's own delay past
-        ``shed_after_s`` (:meth:`answer`), or every function's door holding a refusal
-        (:meth:`adapter.serving.door.Door.holding`)? What :mod:`adapter.serving.steer` reads."""
-        if self.state.lag.lag_s() + self.backlog.wait_s(self.loop.time()) > self.shed_after_s:
-            return True
-        now = self.state.clock.now()
-        doors = [dispatcher.door for dispatcher in self.state.dispatchers.values()]
-        return bool(doors) and all(door.holding(now) for door in doors)
-
     def shed(self, data: bytes, waited_s: float) -> bytes | None:
         """The canned 503 for the one whole predict ``data`` is, refused because reads wait
         ``waited_s`` in line (the connection stays open); None when ``data`` is not one whole

@@ -105,7 +105,7 @@ async def _serve(
             steer = Steer.open(where)
             if steer is not None:
                 trim.watch(steer.shed)
-                steering = loop.create_task(_steer(server, steer))
+                steering = loop.create_task(_steer(server, steer, trim))
         bound = int(sockets[0].getsockname()[1])
         if ready is not None:
             ready(bound)
@@ -134,17 +134,29 @@ async def _serve(
         steer.close()
 
 
-#: seconds between two readings of whether the adapter refuses every new predict, while it
-#: does or did recently (:class:`SteerShare`), and while it does not
+#: seconds between two readings of the doors' counts while connections are steered or the
+#: doors refuse, and while neither (:class:`SteerShare`)
 STEER_EVERY_S = (0.01, 0.05)
 
 
-async def _steer(server: Server, steer: Steer) -> None:
-    """Keep the share of new connections refused at the socket at what the adapter refuses
-    anyway (:mod:`adapter.serving.steer`)."""
+async def _steer(server: Server, steer: Steer, trim: AcceptTrim) -> None:
+    """Keep the share of new connections refused at the socket at what the doors cannot admit
+    (:mod:`adapter.serving.steer`), from the predicts admitted and refused since the last
+    reading."""
     share = SteerShare()
-    clock = server.state.clock
+    state, unparsed = server.state, server.unparsed
+    before = (0, 0)
     while True:
-        refusing = not server.draining and server.unparsed.refusing_all()
-        steer.set_share(share.observe(clock.now(), refusing))
-        await asyncio.sleep(STEER_EVERY_S[0 if refusing or share.held > 0.01 else 1])
+        doors = [dispatcher.door for dispatcher in state.dispatchers.values()]
+        admitted = sum(door.admitted for door in doors)
+        refused = sum(door.refused for door in doors) + unparsed.shed_count + trim.refused
+        now = state.clock.now()
+        value = (
+            0.0
+            if server.draining
+            else share.observe(now, admitted - before[0], refused - before[1])
+        )
+        steer.set_share(value)
+        quiet = value == 0.0 and refused == before[1]
+        before = (admitted, refused)
+        await asyncio.sleep(STEER_EVERY_S[1 if quiet else 0])

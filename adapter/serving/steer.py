@@ -7,8 +7,7 @@ is known: about 150 µs of the core the adapter shares with its replicas (embed 
 capacity: 0.4 of the core for 1,500 connections a second, nearly all of them refused, and the
 model served half its capacity). The kernel's accept queue does not stand there (the loop keeps
 up), so the drop-head at the queue (:mod:`adapter.serving.accept_trim`) never acts; the door
-refuses, expensively, what it has decided to refuse for a while already (its held refusal,
-:meth:`adapter.serving.door.Door.held`).
+refuses, expensively, nine in ten of the connections the loop took in for it.
 
 :class:`Steer` adds ``SHED_LISTENERS`` sockets to the port's ``SO_REUSEPORT`` group, which the loop
 never listens on, and attaches to the group a classic BPF program (``SO_ATTACH_REUSEPORT_CBPF``,
@@ -17,8 +16,9 @@ Linux 4.5) that places each new connection's handshake on one of them with proba
 otherwise. Those connections are answered as the drop-head answers the queue's oldest: a predict
 gets a canned 503 with ``Retry-After``, a status or health read its document, and the connection
 is closed (:meth:`adapter.serving.accept_trim.AcceptTrim.watch`). The share follows how much of
-the recent time every door held a refusal (:class:`slackwise_policies.steer_share.SteerShare`),
-so at light load it is 0 and nothing changes. A kernel or platform that refuses the program
+what comes the doors cannot admit, leaving them twice what they admit to choose from
+(:class:`slackwise_policies.steer_share.SteerShare`), so below twice the capacity it is 0 and
+nothing changes. A kernel or platform that refuses the program
 leaves the adapter as it was (:meth:`Steer.open` returns None).
 """
 
