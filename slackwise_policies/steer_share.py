@@ -10,20 +10,31 @@ what they admit, so their batches fill and their own rules choose what is served
 refused for the price of the system calls. Under load the doors admit all of, the share is 0
 (``A = λ``); after a flood it falls as soon as the doors admit what they see (at twice the
 capacity with ``seen`` 2, nothing is steered; at ten times, 80 %).
+
+A connection is steered before anything says which function it asks for, so the share is 0 while
+any function's door admits most of what reaches it (more than ``spare`` of it, with requests in
+the last few ``tau_s``): a flood on one function does not refuse, at random, the requests of
+another that has room for them.
 Pure: the time and the counts are arguments.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 __all__ = ["SteerShare"]
+
+#: requests a second at a door below which it is not asked whether it has room (none lately)
+_ASKED = 0.5
 
 
 class SteerShare:
     """The share of new connections to refuse at the socket (see the module)."""
 
-    def __init__(self, *, tau_s: float = 0.5, seen: float = 2.0, most: float = 0.95) -> None:
+    def __init__(
+        self, *, tau_s: float = 0.5, seen: float = 2.0, most: float = 0.95, spare: float = 0.75
+    ) -> None:
         if not (tau_s > 0.0 and math.isfinite(tau_s)):
             raise ValueError(f"tau_s must be positive, got {tau_s!r}")
         if not (seen >= 1.0 and math.isfinite(seen)):
@@ -33,27 +44,46 @@ class SteerShare:
         self.tau_s = tau_s
         self.seen = seen
         self.most = most
+        self.spare = spare
         #: the recent rates (per second) of predicts admitted and of predicts in all
         self.admitted = 0.0
         self.total = 0.0
+        #: each function's recent rates at its door: (admitted, admitted and refused)
+        self.doors: dict[str, tuple[float, float]] = {}
         self._at: float | None = None
 
-    def observe(self, now: float, admitted: int, refused: int) -> float:
-        """``admitted`` and ``refused`` predicts since the last call (refused: by a door, before
-        parsing, or at the socket), at ``now``; the share of new connections to steer."""
-        if admitted < 0 or refused < 0:
-            raise ValueError(f"counts must be >= 0, got {admitted!r}, {refused!r}")
+    def observe(
+        self, now: float, doors: Mapping[str, tuple[int, int]], refused_elsewhere: int = 0
+    ) -> float:
+        """At ``now``, each function's predicts admitted and refused at its door since the last
+        call (``doors``: name -> (admitted, refused)) and those refused before any door knew
+        them (before parsing, or at the socket); the share of new connections to steer."""
+        if refused_elsewhere < 0 or any(a < 0 or r < 0 for a, r in doors.values()):
+            raise ValueError(f"counts must be >= 0, got {dict(doors)!r}, {refused_elsewhere!r}")
         last = self._at
         self._at = now
-        if last is not None and now > last:
-            dt = now - last
-            weight = 1.0 - math.exp(-dt / self.tau_s)
-            self.admitted += weight * (admitted / dt - self.admitted)
-            self.total += weight * ((admitted + refused) / dt - self.total)
+        if last is None or now <= last:
+            return self.share
+        dt = now - last
+        weight = 1.0 - math.exp(-dt / self.tau_s)
+        admitted = sum(a for a, _ in doors.values())
+        total = admitted + sum(r for _, r in doors.values()) + refused_elsewhere
+        self.admitted += weight * (admitted / dt - self.admitted)
+        self.total += weight * (total / dt - self.total)
+        for name in self.doors.keys() | doors.keys():
+            a, r = doors.get(name, (0, 0))
+            was_a, was_t = self.doors.get(name, (0.0, 0.0))
+            self.doors[name] = (
+                was_a + weight * (a / dt - was_a),
+                was_t + weight * ((a + r) / dt - was_t),
+            )
         return self.share
 
     @property
     def share(self) -> float:
         if self.total <= 0.0:
             return 0.0
+        for admitted, total in self.doors.values():
+            if total > _ASKED and admitted > self.spare * total:
+                return 0.0  # a function with room: its requests are not refused at random
         return min(self.most, max(0.0, 1.0 - self.seen * self.admitted / self.total))

@@ -147,29 +147,41 @@ def test_a_program_names_a_shed_socket_only_within_the_group() -> None:
 
 def test_the_share_leaves_the_doors_twice_what_they_admit_and_lets_go_after() -> None:
     share = SteerShare(tau_s=0.5, seen=2.0)
-    now = 0.0
-    for _ in range(300):  # 3 s at ten times what the doors admit: 100 admitted a second
+    now, value = 0.0, 0.0
+    for _ in range(600):  # 6 s at ten times what the door admits (100 a second)
         now += 0.01
-        value = share.observe(now, 1, 9)
-    assert 0.78 < value < 0.82  # 80 % steered: the doors still see twice what they admit
-    for _ in range(300):  # steered so: the doors see 200 a second, admit 100
-        now += 0.01
-        value = share.observe(now, 1, 9)  # 1 admitted, 1 refused by a door, 8 at the socket
-    assert 0.78 < value < 0.82
+        steered = round(10 * value)  # of the 10 that come each 10 ms
+        value = share.observe(now, {"embed": (1, 9 - steered)}, steered)
+    assert 0.75 < value < 0.85  # about 80 %: the door still sees twice what it admits
     ended = now
     while value > 0.0 and now < ended + 10.0:  # the flood is over: 1,000 a second, all of
         now += 0.01  # them admitted but those steered to the socket
         steered = round(10 * value)
-        value = share.observe(now, 10 - steered, steered)
-    assert value == 0.0 and now - ended < 2.0  # let go within a few time constants
+        value = share.observe(now, {"embed": (10 - steered, 0)}, steered)
+    assert value == 0.0 and now - ended < 1.0  # let go at once: the door admits all it sees
     at_twice = SteerShare()
-    for i in range(200):  # twice the capacity: nothing steered, the doors refuse half
-        at_twice.observe(i * 0.01, 1, 1)
+    for i in range(200):  # twice the capacity: nothing steered, the door refuses half
+        at_twice.observe(i * 0.01, {"embed": (1, 1)})
     assert at_twice.share == 0.0
-    assert SteerShare().observe(5.0, 0, 0) == 0.0  # nothing yet
+    assert SteerShare().observe(5.0, {}) == 0.0  # nothing yet
     with pytest.raises(ValueError, match="tau_s"):
         SteerShare(tau_s=0.0)
     with pytest.raises(ValueError, match="seen"):
         SteerShare(seen=0.5)
     with pytest.raises(ValueError, match="counts"):
-        SteerShare().observe(1.0, -1, 0)
+        SteerShare().observe(1.0, {"embed": (-1, 0)})
+
+
+def test_a_flood_on_one_function_steers_nothing_while_another_has_room() -> None:
+    """A steered connection is refused before anything says which function it asks for: while
+    digits admits what reaches it, embed's flood goes through the doors as before."""
+    share = SteerShare()
+    now = 0.0
+    for _ in range(300):
+        now += 0.01
+        value = share.observe(now, {"embed": (1, 9), "digits": (2, 0)})
+    assert value == 0.0
+    for _ in range(300):  # digits goes quiet: its room says nothing any more
+        now += 0.01
+        value = share.observe(now, {"embed": (1, 9), "digits": (0, 0)})
+    assert value > 0.6

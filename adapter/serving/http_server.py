@@ -145,18 +145,19 @@ async def _steer(server: Server, steer: Steer, trim: AcceptTrim) -> None:
     reading."""
     share = SteerShare()
     state, unparsed = server.state, server.unparsed
-    before = (0, 0)
+    before: dict[str, tuple[int, int]] = {}
+    elsewhere = 0
     while True:
-        doors = [dispatcher.door for dispatcher in state.dispatchers.values()]
-        admitted = sum(door.admitted for door in doors)
-        refused = sum(door.refused for door in doors) + unparsed.shed_count + trim.refused
-        now = state.clock.now()
+        counts = {name: (d.door.admitted, d.door.refused) for name, d in state.dispatchers.items()}
+        refused = unparsed.shed_count + trim.refused
+        doors = {
+            name: (a - before.get(name, (0, 0))[0], r - before.get(name, (0, 0))[1])
+            for name, (a, r) in counts.items()
+        }
         value = (
-            0.0
-            if server.draining
-            else share.observe(now, admitted - before[0], refused - before[1])
+            0.0 if server.draining else share.observe(state.clock.now(), doors, refused - elsewhere)
         )
         steer.set_share(value)
-        quiet = value == 0.0 and refused == before[1]
-        before = (admitted, refused)
+        quiet = value == 0.0 and refused == elsewhere and not any(r for _, r in doors.values())
+        before, elsewhere = counts, refused
         await asyncio.sleep(STEER_EVERY_S[1 if quiet else 0])
