@@ -3,8 +3,8 @@
 Under a flood of clients that open a connection per request, each connection the event loop
 takes in costs it the most a refusal can cost before the door's answer is known
 (:mod:`adapter.serving.steer`). :class:`SteerShare` keeps the recent rates of predicts admitted
-(``A``) and of predicts in all (``λ``: admitted, refused by a door or before parsing, and refused
-at the socket), exponential averages over ``tau_s``, and steers ``1 - seen · A / λ`` of new
+(``A``) and of predicts in all (``λ``: admitted, refused by a door, and refused at the socket in
+the doors' stead), exponential averages over ``tau_s``, and steers ``1 - seen · A / λ`` of new
 connections to the socket's refusal (at most ``most``): the doors then still see ``seen`` times
 what they admit, so their batches fill and their own rules choose what is served, and the rest is
 refused for the price of the system calls. Under load the doors admit all of, the share is 0
@@ -56,8 +56,11 @@ class SteerShare:
         self, now: float, doors: Mapping[str, tuple[int, int]], refused_elsewhere: int = 0
     ) -> float:
         """At ``now``, each function's predicts admitted and refused at its door since the last
-        call (``doors``: name -> (admitted, refused)) and those refused before any door knew
-        them (before parsing, or at the socket); the share of new connections to steer."""
+        call (``doors``: name -> (admitted, refused)) and those refused at the socket in the
+        doors' stead (steered); the share of new connections to steer. Refusals of the adapter's
+        own saturation (the loop's lag, a standing accept queue) are not the doors' and are left
+        out: the drop-head refuses those cheaply already, and steering for them took the loop's
+        choice and served less (digits at three times its capacity)."""
         if refused_elsewhere < 0 or any(a < 0 or r < 0 for a, r in doors.values()):
             raise ValueError(f"counts must be >= 0, got {dict(doors)!r}, {refused_elsewhere!r}")
         last = self._at

@@ -86,7 +86,7 @@ class AcceptTrim:
         #: connections refused here, and status reads answered here, in all
         self.refused = 0
         self.answered = 0
-        #: connections taken from the steered sockets (:meth:`watch`), in all
+        #: predicts refused on the steered sockets (:meth:`watch`), in all (in ``refused`` too)
         self.steered = 0
         #: taken before their request came: answered when it does (or closed after
         #: ``HOLD_S``), by descriptor
@@ -123,7 +123,6 @@ class AcceptTrim:
                 conn, _ = sock.accept()
             except OSError:  # none left, or out of descriptors (the next turn tries again)
                 return
-            self.steered += 1
             conn.setblocking(False)
             self._answer(conn, None)
 
@@ -144,6 +143,8 @@ class AcceptTrim:
         elif data:
             answer = STEERED_ANSWER if wait_s is None else shed_answer(wait_s)
             self.refused += 1
+            if wait_s is None:
+                self.steered += 1
         try:
             if answer is not None:
                 conn.send(answer)

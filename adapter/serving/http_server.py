@@ -144,12 +144,15 @@ async def _steer(server: Server, steer: Steer, trim: AcceptTrim) -> None:
     (:mod:`adapter.serving.steer`), from the predicts admitted and refused since the last
     reading."""
     share = SteerShare()
-    state, unparsed = server.state, server.unparsed
+    state = server.state
     before: dict[str, tuple[int, int]] = {}
     elsewhere = 0
     while True:
         counts = {name: (d.door.admitted, d.door.refused) for name, d in state.dispatchers.items()}
-        refused = unparsed.shed_count + trim.refused
+        # refused at the socket for the doors: the drop-head's and the shed rule's refusals are
+        # the loop's own saturation, which the drop-head already refuses cheaply (steering
+        # there took the loop's choice and served less: digits at three times its capacity)
+        refused = trim.steered
         doors = {
             name: (a - before.get(name, (0, 0))[0], r - before.get(name, (0, 0))[1])
             for name, (a, r) in counts.items()

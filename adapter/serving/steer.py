@@ -18,7 +18,8 @@ gets a canned 503 with ``Retry-After``, a status or health read its document, an
 is closed (:meth:`adapter.serving.accept_trim.AcceptTrim.watch`). The share follows how much of
 what comes the doors cannot admit, leaving them twice what they admit to choose from
 (:class:`slackwise_policies.steer_share.SteerShare`), so below twice the capacity it is 0 and
-nothing changes. A kernel or platform that refuses the program
+nothing changes, and it is 0 while any function's door has room (a steered connection is refused
+before anything says which function it asks for). A kernel or platform that refuses the program
 leaves the adapter as it was (:meth:`Steer.open` returns None).
 """
 
