@@ -126,7 +126,7 @@ class Steer:
         return True
 
     def _attach(self, per_mille: int) -> None:
-        code = program(len(self.loop_socks), max(1, len(self.shed) or SHED_LISTENERS), per_mille)
+        code = program(len(self.loop_socks), len(self.shed) or SHED_LISTENERS, per_mille)
         buffer = ctypes.create_string_buffer(code)
         fprog = struct.pack("HL", len(code) // 8, ctypes.addressof(buffer))
         self.loop_socks[0].setsockopt(socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, fprog)
