@@ -396,3 +396,28 @@ def test_a_chain_crowded_past_what_it_was_measured_to_carry_is_refused_at_its_do
     assert upstream.batches and all(b[1] == ["who?"] for b in upstream.batches[:1])
     assert body["in_flight"] == 0 and body["crowd"]["ms_by_ahead"]["1"] == 1500.0
     assert body["crowd"]["deepest_admitted"] == 0
+
+
+def test_a_chain_request_that_rode_a_cold_batch_is_no_evidence_of_the_crowd() -> None:
+    class ColdFirst(Upstream):
+        """Each function's first four batches come from replicas' first requests (cold)."""
+
+        def __call__(self, request: httpx.Request) -> httpx.Response:
+            answer = super().__call__(request)
+            fn = request.headers["host"]
+            if sum(1 for f, _ in self.batches if f == fn) <= 4:
+                answer.headers["x-cold-start"] = "1"
+            return answer
+
+    with client(ColdFirst(), config(late="predict")) as c:
+        door = c.app.state.adapter.dispatchers["tagger"].controller.lateness  # type: ignore[attr-defined]
+        for _ in range(4):  # enough for the crowd rule's quantile, were they evidence
+            first = c.post("/v1/apps/ask:predict", json={"instances": ["who?"]})
+        after_cold = (c.get("/v1/apps/ask").json()["crowd"]["ms_by_ahead"], door.finished_count)
+        for _ in range(4):
+            warm = c.post("/v1/apps/ask:predict", json={"instances": ["who?"]})
+        after_warm = c.get("/v1/apps/ask").json()["crowd"]["ms_by_ahead"]
+    assert first.status_code == 200 and first.headers["x-cold-start"] == "1"
+    assert after_cold == ({}, 0)  # neither the crowd rule nor the door's margin learnt from it
+    assert warm.status_code == 200 and warm.headers["x-cold-start"] == "0"
+    assert "0" in after_warm and door.finished_count == 4  # warm ones are evidence
