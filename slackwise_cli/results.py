@@ -232,10 +232,18 @@ def summarize(run: ModeRun, slo_ms: float) -> ModeSummary:
 
 
 def _warm_violation_pct(records: list[dict[str, Any]], slo_ms: float) -> float:
-    """The violation rate among the requests sent from the first that did not arrive cold on."""
+    """The violation rate among the requests sent from the first answered one that did not
+    arrive cold on: the first evidence of a ready replica. A refusal at the door carries no
+    ``x-arrived-cold`` mark (nothing arrived anywhere), so it says nothing of a replica: counted
+    from the first one instead, an early refusal in the first cold start set the boundary ahead
+    of that cold start's other refusals and late answers."""
     ordered = sorted(records, key=lambda r: float(r.get("sent", 0.0)))  # stable: file order
     first = next(
-        (i for i, r in enumerate(ordered) if r["headers"].get("x-arrived-cold") != "1"),
+        (
+            i
+            for i, r in enumerate(ordered)
+            if r["status"] == 200 and r["headers"].get("x-arrived-cold") != "1"
+        ),
         len(ordered),
     )
     warm = ordered[first:]

@@ -53,6 +53,26 @@ def test_misses_outside_the_first_cold_start_count_from_the_first_warm_arrival()
     assert s.warm_violation_pct == pytest.approx(100 * 2 / 5, abs=1e-3)
 
 
+def test_a_refusal_in_the_first_cold_start_does_not_open_the_warm_count() -> None:
+    def at(
+        sent: float, latency_s: float, status: int = 200, cold: bool = False
+    ) -> dict[str, object]:
+        record = rec(latency_s, status=status)
+        record["sent"] = sent
+        if cold:
+            record["headers"] = {"x-arrived-cold": "1"}
+        return record
+
+    # refusals at the door carry no cold mark; the first replica answers from 2.0 s on
+    records = [at(0.2, 0.001, status=503), at(0.5, 5.0, cold=True), at(1.0, 0.001, status=429),
+               at(2.0, 0.05), at(2.5, 0.05), at(3.0, 0.001, status=429), at(3.5, 0.05)]  # fmt: skip
+    run = ModeRun("slackwise", records, {"replica_seconds": 1, "cold_starts": 1}, [])
+    s = summarize(run, slo_ms=100.0)
+    assert s.violation_pct == pytest.approx(100 * 4 / 7, abs=1e-3)
+    # from 2.0 s on: one refusal among four (counted from 0.2 s it would read 4 of 7)
+    assert s.warm_violation_pct == pytest.approx(100 * 1 / 4, abs=1e-3)
+
+
 def test_direct_mode_batch_size_comes_from_the_answers() -> None:
     run = ModeRun("direct", [rec(0.01), rec(0.02)], {"replica_seconds": 1, "cold_starts": 1}, [])
     assert summarize(run, 100.0).mean_batch == 1.0
