@@ -35,14 +35,16 @@ def test_summary_counts_errors_and_late_answers_as_violations() -> None:
     assert (s.replica_seconds, s.cold_starts) == (12.5, 2)
 
 
-def test_misses_outside_the_first_cold_start_count_from_the_first_warm_arrival() -> None:
-    def at(sent: float, latency_s: float, cold: bool = False) -> dict[str, object]:
-        record = rec(latency_s)
-        record["sent"] = sent
-        if cold:
-            record["headers"] = {"x-arrived-cold": "1"}
-        return record
+def at(sent: float, latency_s: float, status: int = 200, cold: bool = False) -> dict[str, object]:
+    """A record sent at ``sent``; ``cold``: it arrived while its replica started."""
+    record = rec(latency_s, status=status)
+    record["sent"] = sent
+    if cold:
+        record["headers"] = {"x-arrived-cold": "1"}
+    return record
 
+
+def test_misses_outside_the_first_cold_start_count_from_the_first_warm_arrival() -> None:
     records = [at(0.0, 5.0, cold=True), at(0.5, 4.0, cold=True), at(1.0, 0.2), at(1.5, 0.05),
                at(2.0, 0.05), at(2.5, 0.05), at(3.0, 1.0, cold=True)]  # fmt: skip
     run = ModeRun("slackwise", records[::-1], {"replica_seconds": 1, "cold_starts": 1}, [])
@@ -54,15 +56,6 @@ def test_misses_outside_the_first_cold_start_count_from_the_first_warm_arrival()
 
 
 def test_a_refusal_in_the_first_cold_start_does_not_open_the_warm_count() -> None:
-    def at(
-        sent: float, latency_s: float, status: int = 200, cold: bool = False
-    ) -> dict[str, object]:
-        record = rec(latency_s, status=status)
-        record["sent"] = sent
-        if cold:
-            record["headers"] = {"x-arrived-cold": "1"}
-        return record
-
     # refusals at the door carry no cold mark; the first replica answers from 2.0 s on
     records = [at(0.2, 0.001, status=503), at(0.5, 5.0, cold=True), at(1.0, 0.001, status=429),
                at(2.0, 0.05), at(2.5, 0.05), at(3.0, 0.001, status=429), at(3.5, 0.05)]  # fmt: skip
